@@ -1,0 +1,240 @@
+"""An AI Core instruction stream and its pipes: the simulator's timing engine.
+
+A :class:`CoreUnit` is one scalar unit with its pipes: the AIC or one AIV of a split (910B) AI Core, or a
+combined (310P) AI Core. The scalar unit issues instructions in program order, ``scalar_issue_cycles``
+apart, into in-order pipe queues (S, V, M, MTE1, MTE2, MTE3, FIX) of ``pipe_queue_depth`` entries.
+
+Because every pipe is in order, the schedule of one stream is computed in program order, without an
+event queue: an instruction starts at max(issue time, its pipe's free time, the release time of the
+flags its pipe waited for); it occupies the pipe for its *occupancy* cycles and its results are complete
+*latency* cycles later. A flag set on pipe P fires when everything issued to P before it is complete; a
+PipeBarrier(P) makes P's next instruction wait for the same. This is exact for in-order pipes and costs a
+few Python operations per instruction (docs/architecture.md explains the choice and its one limit: a
+WaitFlag must follow its SetFlag in program order, as every Ascend C queue and flag pattern does).
+
+Streams interact only through global memory, cross-core flags and SyncAll. Those are the points where
+a stream can suspend: each stream runs in a greenlet driven by a simpy process (launch.py), and a
+stream also yields to simpy whenever its clock runs ``QUANTUM_CYCLES`` past simulated time, so all
+streams advance together and book the shared HBM/L2 bandwidth close to simulated-time order.
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+
+from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelHangError, NpuBufferError
+from npusim.memory.local import LocalBuffer
+from npusim.types import BufferKind, N_PIPES, Pipe, SubCore
+
+#: How far (cycles) a stream may run ahead of simulated time before it lets the others catch up.
+#: ASSUMPTION: 2000 cycles (about 1 µs) keeps bandwidth booking fair at low switching cost
+#: (benchmarks/sim_speed.py measures the cost).
+QUANTUM_CYCLES = 2000.0
+FLOWCTRL = 7  # trace lane index of synchronisation instructions (trace.py)
+
+_S = int(Pipe.S)
+
+
+class CoreUnit:
+    """One instruction stream (AIC, AIV or combined core) of one block of a launch."""
+
+    def __init__(self, launch, block_idx: int, sub: SubCore, full: bool):
+        chip = launch.chip
+        self.launch = launch
+        self.chip = chip
+        self.block_idx = block_idx
+        self.sub = sub
+        self.full = full
+        self.label = f"core{block_idx}.{sub}"
+        self.scalar_t = 0.0
+        self.pipe_free = [0.0] * N_PIPES  # when the pipe can start its next instruction
+        self.pipe_done = [0.0] * N_PIPES  # when everything issued to the pipe is complete
+        self.depth = int(chip.pipe_queue_depth)
+        self.qstarts = [deque() for _ in range(N_PIPES)]
+        self.issue_cycles = float(chip.scalar_issue_cycles)
+        self.flag_cycles = float(chip.flag_cycles)
+        self.flags: dict = {}  # (HardEvent, event id) -> deque of (fire time, pipe)
+        self.records: list = []  # (pipe, name_id, start, end, bytes, flops, src_id)
+        self.flows: list = []  # (src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub)
+        self.horizon = QUANTUM_CYCLES
+        self.greenlet = None
+        self.finished = False
+        self.waiting_for = None  # description while suspended on a flag
+        self.buffers = self._make_buffers(chip, sub, full)
+        self.tpipe = None
+
+    # -- buffers -----------------------------------------------------------------------------
+    def _make_buffers(self, chip, sub, full) -> dict:
+        kinds = {
+            SubCore.AIC: (BufferKind.L1, BufferKind.L0A, BufferKind.L0B, BufferKind.L0C, BufferKind.BT,
+                          BufferKind.FB),
+            SubCore.AIV0: (BufferKind.UB,),
+            SubCore.AIV1: (BufferKind.UB,),
+            SubCore.COMBINED: (BufferKind.L1, BufferKind.L0A, BufferKind.L0B, BufferKind.L0C, BufferKind.UB),
+        }[sub]
+        out = {}
+        for kind in kinds:
+            name = kind.value.lower()
+            out[kind] = LocalBuffer(kind, getattr(chip, f"{name}_bytes"), getattr(chip, f"{name}_align_bytes"),
+                                    full, self.label)
+        return out
+
+    def buffer(self, kind: BufferKind) -> LocalBuffer:
+        try:
+            return self.buffers[kind]
+        except KeyError:
+            raise NpuBufferError(
+                f"{self.label} has no {kind} buffer (a {self.sub} core has {sorted(map(str, self.buffers))})"
+            ) from None
+
+    # -- the hot path ------------------------------------------------------------------------
+    def issue(self, name_id: int, pipe: int, occupancy: float, latency: float, nbytes: int = 0,
+              flops: int = 0, depth: int = 2) -> float:
+        """Issue one instruction to *pipe*; return its start cycle.
+
+        *depth* is the number of frames between the kernel line and this call (for the trace's source).
+        """
+        # NOTE: inlined bookkeeping for performance reasons (benchmarks/sim_speed.py).
+        t = self.scalar_t + self.issue_cycles
+        q = self.qstarts[pipe]
+        if len(q) >= self.depth:
+            oldest = q.popleft()
+            if oldest > t:
+                t = oldest  # the queue is full: the scalar unit stalls until a slot frees
+        self.scalar_t = t
+        free = self.pipe_free[pipe]
+        start = t if t > free else free
+        end = start + occupancy
+        self.pipe_free[pipe] = end
+        done = end + latency
+        if done > self.pipe_done[pipe]:
+            self.pipe_done[pipe] = done
+        q.append(start)
+        self.records.append((pipe, name_id, start, done, nbytes, flops, self.launch.src_id(depth + 1)))
+        if t > self.horizon:
+            self.catch_up()
+        return start
+
+    def transfer(self, name_id: int, pipe: int, path: str, nbytes: int, gm=None, gm_byte: int = 0,
+                 gm_write: bool = False, depth: int = 2) -> float:
+        """Issue a data movement of *nbytes* on *path*; GM transfers share chip bandwidth."""
+        chip = self.chip
+        rate = chip.path_rate(path, nbytes)
+        latency = chip.path_latency(path)
+        t = self.scalar_t + self.issue_cycles
+        q = self.qstarts[pipe]
+        if len(q) >= self.depth:
+            oldest = q.popleft()
+            if oldest > t:
+                t = oldest
+        self.scalar_t = t
+        free = self.pipe_free[pipe]
+        start = t if t > free else free
+        if gm is None:
+            end = start + nbytes / rate
+        else:
+            end = self.launch.book_gm(gm, gm_byte, nbytes, start, rate, gm_write)
+        self.pipe_free[pipe] = end
+        done = end + latency
+        if done > self.pipe_done[pipe]:
+            self.pipe_done[pipe] = done
+        q.append(start)
+        self.records.append((pipe, name_id, start, done, nbytes, 0, self.launch.src_id(depth + 1)))
+        if t > self.horizon:
+            self.catch_up()
+        return start
+
+    # -- synchronisation within the stream ------------------------------------------------------
+    def set_flag(self, src: int, key, label_id: int, depth: int = 2) -> float:
+        """SetFlag on pipe *src*: fires when all of *src*'s earlier instructions are complete."""
+        t = self.scalar_t + self.issue_cycles
+        self.scalar_t = t
+        fire = max(t, self.pipe_done[src]) + self.flag_cycles
+        # the set occupies its pipe's queue slot, so later work on src starts after it
+        if fire > self.pipe_free[src]:
+            self.pipe_free[src] = fire
+        if fire > self.pipe_done[src]:
+            self.pipe_done[src] = fire
+        q = self.flags.get(key)
+        if q is None:
+            q = self.flags[key] = deque()
+        q.append((fire, src))
+        self.records.append((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0,
+                             self.launch.src_id(depth + 1)))
+        return fire
+
+    def wait_flag(self, dst: int, key, label_id: int, what: str, depth: int = 2) -> float:
+        """WaitFlag on pipe *dst*: its later instructions start after the matching SetFlag fired."""
+        t = self.scalar_t + self.issue_cycles
+        self.scalar_t = t
+        q = self.flags.get(key)
+        if not q:
+            raise KernelHangError(
+                f"{self.label}: WaitFlag {what} on {Pipe(dst)} has no SetFlag before it in program order, "
+                f"so {Pipe(dst)} would wait forever (kernel line {self.launch.src_text(depth + 1)})")
+        fire, src = q.popleft()
+        start = max(t, self.pipe_free[dst])
+        release = max(start, fire) + self.flag_cycles
+        self.pipe_free[dst] = release
+        if release > self.pipe_done[dst]:
+            self.pipe_done[dst] = release
+        if dst == _S and release > self.scalar_t:
+            self.scalar_t = release
+        self.records.append((FLOWCTRL, label_id, start, release, 0, 0, self.launch.src_id(depth + 1)))
+        self.flows.append((src, fire, dst, release, label_id, self.block_idx, int(self.sub)))
+        return release
+
+    def barrier(self, pipe: int, label_id: int, depth: int = 2) -> None:
+        """PipeBarrier<pipe>: the pipe's next instruction waits until its earlier ones are complete."""
+        t = self.scalar_t + self.issue_cycles
+        self.scalar_t = t
+        if pipe < 0:  # PIPE_ALL
+            done = max(max(self.pipe_done), t)
+            self.pipe_free = [done] * N_PIPES
+            self.pipe_done = [done] * N_PIPES
+            self.scalar_t = done
+            start = t
+        else:
+            done = max(self.pipe_done[pipe], t)
+            start = self.pipe_free[pipe]
+            self.pipe_free[pipe] = done
+        self.records.append((FLOWCTRL, label_id, min(start, done), done, 0, 0, self.launch.src_id(depth + 1)))
+
+    def wait_until(self, pipe: int, when: float) -> None:
+        """Make *pipe* (or the scalar unit, for PIPE_S) wait until cycle *when* (flag release)."""
+        if when > self.pipe_free[pipe]:
+            self.pipe_free[pipe] = when
+        if when > self.pipe_done[pipe]:
+            self.pipe_done[pipe] = when
+        if pipe == _S and when > self.scalar_t:
+            self.scalar_t = when
+
+    # -- suspension ---------------------------------------------------------------------------
+    def suspend(self, event, waiting_for: str | None = None):
+        """Hand control back to the simpy driver until *event* fires (cross-core waits, time sync)."""
+        self.waiting_for = waiting_for
+        result = self.greenlet.parent.switch(event)
+        self.waiting_for = None
+        return result
+
+    def catch_up(self) -> None:
+        """Let the other streams reach this stream's clock before going on."""
+        launch = self.launch
+        if self.scalar_t > launch.timeout_cycles:
+            raise AclnnError(
+                AICORE_TIMEOUT,
+                f"{self.label} runs past the chip's AI Core timeout of {launch.timeout_s:g} s "
+                f"(at least {self.scalar_t / self.chip.clock_hz:.1f} s predicted); split the launch "
+                "(see `npusim predict`)")
+        env = launch.env
+        self.suspend(env.timeout(self.scalar_t - env.now))
+        self.horizon = env.now + QUANTUM_CYCLES
+
+    @property
+    def end_cycle(self) -> float:
+        return max(max(self.pipe_done), self.scalar_t)
+
+
+def caller_frame(depth: int):
+    """The frame *depth* levels above the caller (kernel source line lookup)."""
+    return sys._getframe(depth + 1)

@@ -1,0 +1,58 @@
+"""Synchronisation instructions: SetFlag/WaitFlag, PipeBarrier, CrossCoreSetFlag/WaitFlag, SyncAll.
+
+Semantics (core.py): a flag set on pipe P fires when P's earlier instructions are complete; the waiting
+pipe's later instructions start after it fires. Flags are counted: each WaitFlag consumes one SetFlag.
+Cross-core flags follow Ascend C mode 2 (AIC <-> AIV of one AI Core): an AIC set reaches both AIVs; an
+AIC wait needs a set from each AIV.
+"""
+from __future__ import annotations
+
+from npusim.launch import current_unit
+from npusim.types import HardEvent, Pipe
+
+
+def SetFlag(event: HardEvent, event_id: int = 0) -> None:
+    """Ascend C ``SetFlag<HardEvent>(id)``: executed on the event's source pipe."""
+    unit = current_unit()
+    unit.set_flag(int(event.src), (event, event_id), unit.launch.name_id("SetFlag"), depth=2)
+
+
+def WaitFlag(event: HardEvent, event_id: int = 0) -> None:
+    """Ascend C ``WaitFlag<HardEvent>(id)``: the destination pipe waits for the matching SetFlag."""
+    unit = current_unit()
+    unit.wait_flag(int(event.dst), (event, event_id), unit.launch.name_id("WaitFlag"),
+                   f"{event}#{event_id}", depth=2)
+
+
+def PipeBarrier(pipe: Pipe | None = None) -> None:
+    """Ascend C ``PipeBarrier<pipe>()``: *pipe*'s next instruction waits for its earlier ones.
+
+    ``None`` means PIPE_ALL: every pipe and the scalar unit wait until the core is idle.
+    """
+    unit = current_unit()
+    unit.barrier(-1 if pipe is None else int(pipe), unit.launch.name_id("PipeBarrier"), depth=2)
+
+
+def CrossCoreSetFlag(flag_id: int, pipe: Pipe = Pipe.FIX, mode: int = 2) -> None:
+    """Ascend C ``CrossCoreSetFlag<mode, pipe>(flagId)``: signal the peer AIC/AIV of this AI Core."""
+    _check_mode(mode)
+    unit = current_unit()
+    unit.launch.cross_set(unit, int(flag_id), int(pipe), unit.launch.name_id("CrossCoreSetFlag"), depth=2)
+
+
+def CrossCoreWaitFlag(flag_id: int, pipe: Pipe = Pipe.S, mode: int = 2) -> None:
+    """Ascend C ``CrossCoreWaitFlag<mode, pipe>(flagId)``: wait for the peer's CrossCoreSetFlag."""
+    _check_mode(mode)
+    unit = current_unit()
+    unit.launch.cross_wait(unit, int(flag_id), int(pipe), unit.launch.name_id("CrossCoreWaitFlag"), depth=2)
+
+
+def SyncAll() -> None:
+    """Ascend C ``SyncAll()``: barrier over all cores of this kind (all AIVs, or all AICs)."""
+    unit = current_unit()
+    unit.launch.sync_all(unit, unit.launch.name_id("SyncAll"), depth=2)
+
+
+def _check_mode(mode: int) -> None:
+    if mode != 2:
+        raise NotImplementedError(f"cross-core flag mode {mode} is not modelled (only mode 2, AIC <-> AIV)")

@@ -1,0 +1,224 @@
+"""The kernel programming model, in Ascend C's vocabulary.
+
+Kernels are plain Python written like Ascend C: ``GetBlockIdx()``, ``GlobalTensor``, ``TPipe``,
+``TQue`` (``AllocTensor`` / ``EnQue`` / ``DeQue`` / ``FreeTensor``), ``TBuf``, flags, and the
+instructions of :mod:`npusim.isa`. Queues insert the flags Ascend C inserts: AllocTensor waits (on the
+producer pipe) for the slot's previous FreeTensor, EnQue sets a flag on the producer pipe, DeQue waits
+for it on the consumer pipe, FreeTensor sets a flag on the consumer pipe. Producer and consumer pipes
+follow from the queue's TPosition (``QUEUE_PIPES``).
+
+Every call acts on the core whose kernel is running (the greenlet-local CoreUnit, launch.py); there is
+no module-level state.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from npusim.errors import KernelHangError, NpuBufferError
+from npusim.launch import current_unit
+from npusim.memory.gm import GlobalTensor, TensorSpec  # noqa: F401 - kernel vocabulary
+from npusim.memory.local import LocalTensor
+from npusim.types import HardEvent, Pipe, SubCore, TPosition  # noqa: F401 - kernel vocabulary
+
+#: (producer pipe, consumer pipe) of each queue position (Ascend C TQue synchronisation).
+QUEUE_PIPES = {
+    TPosition.VECIN: (Pipe.MTE2, Pipe.V),
+    TPosition.VECOUT: (Pipe.V, Pipe.MTE3),
+    TPosition.A1: (Pipe.MTE2, Pipe.MTE1),
+    TPosition.B1: (Pipe.MTE2, Pipe.MTE1),
+    TPosition.C1: (Pipe.MTE2, Pipe.MTE1),
+    TPosition.A2: (Pipe.MTE1, Pipe.M),
+    TPosition.B2: (Pipe.MTE1, Pipe.M),
+    TPosition.CO1: (Pipe.M, Pipe.FIX),
+    TPosition.C2: (Pipe.MTE1, Pipe.M),
+    TPosition.C2PIPE2GM: (Pipe.MTE1, Pipe.FIX),
+}
+
+
+# -- block and core identity ---------------------------------------------------------------------
+def GetBlockIdx() -> int:
+    """Index of this core among the launch's workers.
+
+    AIV of a mix kernel: ``block * aiv_per_aic + sub-block`` (each AIV is a worker, as in Ascend C);
+    AIC, vector-only and combined cores: the block index.
+    """
+    unit = current_unit()
+    if unit.launch.kernel_type == "mix" and unit.sub in (SubCore.AIV0, SubCore.AIV1):
+        return unit.block_idx * unit.chip.aiv_per_aic + int(unit.sub) - 1
+    return unit.block_idx
+
+
+def GetBlockNum() -> int:
+    """Number of workers of this kind in the launch (AIVs of a mix kernel: block_dim * aiv_per_aic)."""
+    unit = current_unit()
+    if unit.launch.kernel_type == "mix" and unit.sub in (SubCore.AIV0, SubCore.AIV1):
+        return unit.launch.block_dim * unit.chip.aiv_per_aic
+    return unit.launch.block_dim
+
+
+def GetSubBlockIdx() -> int:
+    """0 or 1 on the two AIVs of a split AI Core; 0 elsewhere."""
+    sub = current_unit().sub
+    return 1 if sub is SubCore.AIV1 else 0
+
+
+def GetSubBlockNum() -> int:
+    unit = current_unit()
+    return unit.chip.aiv_per_aic if unit.launch.kernel_type == "mix" and unit.chip.core_split else 1
+
+
+def ASCEND_IS_AIC() -> bool:
+    """True on a cube core (and on a combined 310P core, which has both units)."""
+    return current_unit().sub in (SubCore.AIC, SubCore.COMBINED)
+
+
+def ASCEND_IS_AIV() -> bool:
+    """True on a vector core (and on a combined 310P core)."""
+    return current_unit().sub in (SubCore.AIV0, SubCore.AIV1, SubCore.COMBINED)
+
+
+# -- buffers and queues --------------------------------------------------------------------------
+class _Slot:
+    __slots__ = ("index", "addr", "state")
+
+    def __init__(self, index: int, addr: int):
+        self.index = index
+        self.addr = addr
+        self.state = "free"  # free -> allocated -> queued -> dequeued -> free
+
+
+class TQue:
+    """Ascend C ``TQue<position, depth>``: a ring of buffers handed from a producer to a consumer pipe."""
+
+    def __init__(self, position: TPosition, depth: int = 1):
+        if position not in QUEUE_PIPES:
+            raise NpuBufferError(f"TQue position {position} has no producer/consumer pipes (use TBuf)")
+        self.position = position
+        self.depth = depth
+        self.unit = None
+        self.slots: list[_Slot] = []
+        self.nbytes = 0
+        self._next = 0
+        self._queued: deque = deque()
+        self._freed_once: set = set()
+        self.producer, self.consumer = QUEUE_PIPES[position]
+
+    def _init(self, unit, num: int, nbytes: int) -> None:
+        buf = unit.buffer(self.position.buffer)
+        self.unit = unit
+        self.nbytes = int(nbytes)
+        self.slots = [_Slot(i, buf.allocate(nbytes, f"TQue({self.position}) buffer {i}")) for i in range(num)]
+        self._key = id(self)  # NOTE: identity only names this queue's flags within one unit; never ordered
+
+    def AllocTensor(self, dtype=np.float16) -> LocalTensor:
+        """A free buffer of the queue; the producer pipe waits for the consumer's FreeTensor of it."""
+        unit = self.unit
+        slot = self.slots[self._next]
+        if slot.state != "free":
+            raise KernelHangError(
+                f"{unit.label}: AllocTensor on TQue({self.position}) with all {len(self.slots)} buffers in use "
+                "(a missing FreeTensor would hang the real kernel)")
+        self._next = (self._next + 1) % len(self.slots)
+        if slot.index in self._freed_once:
+            unit.wait_flag(int(self.producer), (self._key, slot.index, "free"),
+                           unit.launch.name_id("WaitFlag"), f"{self.consumer}->{self.producer} (TQue free)",
+                           depth=2)
+        slot.state = "allocated"
+        dtype = np.dtype(dtype)
+        buf = unit.buffer(self.position.buffer)
+        return LocalTensor(unit, buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
+                           slot.addr + self.nbytes, slot)
+
+    def EnQue(self, tensor: LocalTensor) -> None:
+        """Hand *tensor* to the consumer: a flag set on the producer pipe."""
+        slot = self._own(tensor, "allocated", "EnQue")
+        slot.state = "queued"
+        self._queued.append(slot)
+        self.unit.set_flag(int(self.producer), (self._key, slot.index, "ready"),
+                           self.unit.launch.name_id("SetFlag"), depth=2)
+
+    def DeQue(self, dtype=np.float16) -> LocalTensor:
+        """The oldest enqueued tensor; the consumer pipe waits for its EnQue flag."""
+        unit = self.unit
+        if not self._queued:
+            raise KernelHangError(f"{unit.label}: DeQue on empty TQue({self.position}) would wait forever")
+        slot = self._queued.popleft()
+        unit.wait_flag(int(self.consumer), (self._key, slot.index, "ready"), unit.launch.name_id("WaitFlag"),
+                       f"{self.producer}->{self.consumer} (TQue ready)", depth=2)
+        slot.state = "dequeued"
+        dtype = np.dtype(dtype)
+        return LocalTensor(unit, unit.buffer(self.position.buffer), slot.addr, dtype,
+                           self.nbytes // dtype.itemsize, slot.addr, slot.addr + self.nbytes, slot)
+
+    def FreeTensor(self, tensor: LocalTensor) -> None:
+        """Return *tensor*'s buffer: a flag set on the consumer pipe for the next AllocTensor."""
+        slot = self._own(tensor, "dequeued", "FreeTensor")
+        slot.state = "free"
+        self._freed_once.add(slot.index)
+        self.unit.set_flag(int(self.consumer), (self._key, slot.index, "free"),
+                           self.unit.launch.name_id("SetFlag"), depth=2)
+
+    def _own(self, tensor: LocalTensor, state: str, what: str) -> _Slot:
+        slot = tensor.slot
+        if slot is None or slot not in self.slots:
+            raise NpuBufferError(f"{self.unit.label}: {what} of a tensor that does not belong to this "
+                                 f"TQue({self.position})")
+        if slot.state != state:
+            raise NpuBufferError(f"{self.unit.label}: {what} of a tensor in state '{slot.state}' "
+                                 f"(expected '{state}') on TQue({self.position})")
+        return slot
+
+
+class TBuf:
+    """Ascend C ``TBuf<position>``: a scratch buffer with no queue synchronisation."""
+
+    def __init__(self, position: TPosition = TPosition.VECCALC):
+        self.position = position
+        self.unit = None
+        self.addr = 0
+        self.nbytes = 0
+
+    def _init(self, unit, nbytes: int) -> None:
+        self.unit = unit
+        self.nbytes = int(nbytes)
+        self.addr = unit.buffer(self.position.buffer).allocate(nbytes, f"TBuf({self.position})")
+
+    def Get(self, dtype=np.float16, count: int | None = None) -> LocalTensor:
+        """The buffer (or its first *count* elements) as a tensor of *dtype*."""
+        dtype = np.dtype(dtype)
+        n = self.nbytes // dtype.itemsize if count is None else int(count)
+        buf = self.unit.buffer(self.position.buffer)
+        t = LocalTensor(self.unit, buf, self.addr, dtype, n, self.addr, self.addr + self.nbytes)
+        t.check(n)
+        return t
+
+
+class TPipe:
+    """Ascend C ``TPipe``: owns the on-chip memory of the running core and hands it to queues."""
+
+    def __init__(self):
+        self.unit = current_unit()
+        self.unit.tpipe = self
+
+    def InitBuffer(self, que, num_or_bytes: int, nbytes: int | None = None) -> None:
+        """``InitBuffer(que, num, len)`` for a TQue, ``InitBuffer(tbuf, len)`` for a TBuf."""
+        if isinstance(que, TQue):
+            que._init(self.unit, int(num_or_bytes), int(nbytes))
+        elif isinstance(que, TBuf):
+            que._init(self.unit, int(num_or_bytes))
+        else:
+            raise TypeError(f"InitBuffer takes a TQue or TBuf, not {type(que).__name__}")
+
+    def Reset(self) -> None:
+        """Free all buffers of this core (between kernel phases)."""
+        for buf in self.unit.buffers.values():
+            buf.reset()
+
+
+from npusim.isa.sync import (  # noqa: E402,F401 - the kernel vocabulary re-exported in one place
+    CrossCoreSetFlag, CrossCoreWaitFlag, PipeBarrier, SetFlag, SyncAll, WaitFlag)
+from npusim.isa.dma import *  # noqa: E402,F401,F403
+from npusim.isa.vector import *  # noqa: E402,F401,F403
+from npusim.isa.cube import *  # noqa: E402,F401,F403

@@ -1,0 +1,340 @@
+"""Run a kernel on block_dim cores of a chip: the simulator's top level.
+
+:func:`launch` builds one :class:`~npusim.core.CoreUnit` per instruction stream (per block: AIC + 2 AIV
+on split chips for a ``mix`` kernel, one AIV or AIC for ``vector``/``cube`` kernels, one combined core on
+310P), runs each stream's kernel function in a greenlet driven by a simpy process, and collects the
+trace. Streams suspend only on cross-core flags, SyncAll and time synchronisation (core.py), so one kernel
+source runs unchanged in full and timing mode.
+
+Errors: a schedule that can never finish raises KernelHangError naming each blocked core, pipe and flag;
+a run longer than the chip's AI Core timeout raises AclnnError(507014) with the predicted time.
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+from greenlet import greenlet
+
+from npusim import __version__
+from npusim.core import FLOWCTRL, CoreUnit
+from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpusimError
+from npusim.memory.bandwidth import BandwidthCalendar
+from npusim.memory.gm import GmBuffer, L2Model
+from npusim.trace import Trace
+from npusim.types import Pipe, SubCore
+
+KERNEL_TYPES = ("mix", "vector", "cube")
+
+
+class _KernelGreenlet(greenlet):
+    """A greenlet that knows the instruction stream it runs (the kernel API's 'current core')."""
+
+    unit: CoreUnit
+
+
+def current_unit() -> CoreUnit:
+    """The CoreUnit whose kernel code is running now (kernel API calls without tensor operands)."""
+    g = greenlet.getcurrent()
+    try:
+        return g.unit
+    except AttributeError:
+        raise NpusimError("kernel API called outside a running kernel (use npusim.launch)") from None
+
+
+@dataclass
+class TimeoutVerdict:
+    """Predicted run time against the chip's AI Core timeout (hardware.md §8)."""
+
+    predicted_s: float
+    limit_s: float
+    exceeded: bool
+    advice: str = ""
+
+
+@dataclass
+class LaunchResult:
+    """What a launch gives back: cycles, time, trace, timeout verdict."""
+
+    cycles: int
+    time_us: float
+    trace: Trace
+    timeout: TimeoutVerdict
+    block_dim: int
+    meta: dict = field(default_factory=dict)
+
+
+class Launch:
+    """Shared state of one kernel launch: environment, GM, bandwidth, flags, trace tables."""
+
+    def __init__(self, chip, full: bool, timeout_s: float | None = None):
+        self.chip = chip
+        self.full = full
+        self.env = simpy.Environment()
+        self.timeout_s = float(chip.aicore_timeout_s if timeout_s is None else timeout_s)
+        self.timeout_cycles = self.timeout_s * chip.clock_hz
+        self.l2 = L2Model(chip.l2_bytes)
+        # chip-wide bandwidths in bytes per cycle (hardware.md §6c via ChipSpec)
+        self.hbm = BandwidthCalendar("HBM", chip.hbm_bw_bytes_per_s / chip.clock_hz)
+        self.l2_cal = BandwidthCalendar("L2", chip.l2_bw_bytes_per_s / chip.clock_hz)
+        self.units: list[CoreUnit] = []
+        self.names: list[str] = []
+        self._name_index: dict[str, int] = {}
+        self.sources: list[tuple[str, int]] = []
+        self._src_index: dict = {}
+        self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
+        self.xwaiters: dict = {}
+        self._barrier: dict = {}
+
+    # -- tables for the trace ----------------------------------------------------------------
+    def name_id(self, name: str) -> int:
+        i = self._name_index.get(name)
+        if i is None:
+            i = self._name_index[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def src_id(self, depth: int) -> int:
+        frame = sys._getframe(depth + 1)
+        key = (frame.f_code, frame.f_lineno)
+        i = self._src_index.get(key)
+        if i is None:
+            i = self._src_index[key] = len(self.sources)
+            self.sources.append((frame.f_code.co_filename, frame.f_lineno))
+        return i
+
+    def src_text(self, depth: int) -> str:
+        frame = sys._getframe(depth + 1)
+        return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+    # -- global memory -----------------------------------------------------------------------
+    def gm(self, name: str, array) -> GmBuffer:
+        """Wrap an operator tensor (numpy array or TensorSpec) as a GM buffer of this launch."""
+        return GmBuffer(name, array, self.l2)
+
+    def book_gm(self, gm: GmBuffer, byte_start: int, nbytes: int, start: float, rate: float,
+                write: bool) -> float:
+        """Move *nbytes* of *gm* at up to *rate* B/cycle from *start*; return the end cycle.
+
+        Reads of pages resident in L2 use the L2 calendar, the rest HBM; writes go to L2 while the
+        touched bytes fit in L2 and spill to HBM in proportion beyond that (gm.py's L2 model).
+        """
+        hit = gm.touch(byte_start, nbytes)
+        if write:
+            hit = self.l2.hit_scale()
+        end = start
+        if hit > 0.0:
+            end = self.l2_cal.book(start, nbytes * hit, rate * hit)
+        if hit < 1.0:
+            miss = 1.0 - hit
+            e = self.hbm.book(start, nbytes * miss, rate * miss)
+            if e > end:
+                end = e
+        return end
+
+    # -- cross-core flags (Ascend C CrossCoreSetFlag / CrossCoreWaitFlag, mode 2) -----------------
+    def _peers(self, unit: CoreUnit, flag_id: int, setting: bool) -> list:
+        aivs = [SubCore.AIV0, SubCore.AIV1][: self.chip.aiv_per_aic]
+        if unit.sub is SubCore.AIC:
+            subs = aivs
+            return [(unit.block_idx, flag_id, s, SubCore.AIC) if setting else
+                    (unit.block_idx, flag_id, SubCore.AIC, s) for s in subs]
+        if unit.sub in (SubCore.AIV0, SubCore.AIV1):
+            return [(unit.block_idx, flag_id, SubCore.AIC, unit.sub) if setting else
+                    (unit.block_idx, flag_id, unit.sub, SubCore.AIC)]
+        raise NpusimError(f"{unit.label}: cross-core flags need a split (AIC + AIV) chip")
+
+    def cross_set(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int) -> None:
+        fire = unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1)
+        unit.flags[("xcore", flag_id)].pop()  # the fire time travels to the peers instead
+        fire += self.chip.cross_core_flag_latency_cycles
+        for key in self._peers(unit, flag_id, setting=True):
+            q = self.xflags.get(key)
+            if q is None:
+                q = self.xflags[key] = deque()
+            q.append((fire, pipe))
+            ev = self.xwaiters.pop(key, None)
+            if ev is not None:
+                ev.succeed()
+
+    def cross_wait(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int) -> None:
+        t0 = max(unit.scalar_t + unit.issue_cycles, unit.pipe_free[pipe])
+        unit.scalar_t += unit.issue_cycles
+        release = t0
+        for key in self._peers(unit, flag_id, setting=False):
+            q = self.xflags.get(key)
+            while not q:
+                ev = self.xwaiters[key] = self.env.event()
+                unit.suspend(ev, f"CrossCoreWaitFlag({flag_id}) from {SubCore(key[3])} on {Pipe(pipe)}")
+                q = self.xflags.get(key)
+            fire, src_pipe = q.popleft()
+            if fire > release:
+                release = fire
+            src_unit = self.unit_of(unit.block_idx, key[3])
+            unit.flows.append((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
+        release += unit.flag_cycles
+        unit.wait_until(pipe, release)
+        unit.records.append((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
+
+    def unit_of(self, block_idx: int, sub: SubCore) -> CoreUnit:
+        for u in self.units:
+            if u.block_idx == block_idx and u.sub == sub:
+                return u
+        raise NpusimError(f"no {sub} in block {block_idx}")
+
+    # -- SyncAll -------------------------------------------------------------------------------
+    def sync_all(self, unit: CoreUnit, label_id: int, depth: int) -> None:
+        """Barrier over every stream of the same kind (all AIVs, all AICs, or all combined cores)."""
+        group = unit.sub is SubCore.AIC
+        members = [u for u in self.units if (u.sub is SubCore.AIC) == group]
+        t0 = unit.end_cycle
+        state = self._barrier.get(group)
+        if state is None:
+            state = self._barrier[group] = {"arrived": [], "event": self.env.event()}
+        state["arrived"].append(t0)
+        ev = state["event"]
+        if len(state["arrived"]) == len(members):
+            self._barrier[group] = None
+            ev.succeed(max(state["arrived"]))
+        else:
+            unit.suspend(ev, "SyncAll")
+        release = ev.value + self.chip.cross_core_flag_latency_cycles
+        for p in range(len(unit.pipe_free)):
+            unit.wait_until(p, release)
+        unit.scalar_t = release
+        unit.records.append((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
+
+    # -- running ---------------------------------------------------------------------------------
+    def add_unit(self, block_idx: int, sub: SubCore, fn, args) -> CoreUnit:
+        unit = CoreUnit(self, block_idx, sub, self.full)
+
+        def body():
+            try:
+                fn(*args)
+            except (AclnnError, NpusimError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - re-raised with the core that raised it
+                raise KernelError(f"{unit.label}: kernel raised {type(exc).__name__}: {exc}") from exc
+            unit.finished = True
+
+        g = _KernelGreenlet(body)
+        g.unit = unit
+        unit.greenlet = g
+        self.units.append(unit)
+        return unit
+
+    def _drive(self, unit: CoreUnit):
+        event = unit.greenlet.switch()
+        while not unit.finished:
+            yield event
+            event = unit.greenlet.switch()
+
+    def run(self) -> None:
+        for unit in self.units:  # cores start in block-index order (STYLE §6)
+            self.env.process(self._drive(unit))
+        self.env.run()
+        stuck = [u for u in self.units if not u.finished]
+        if stuck:
+            lines = [f"{u.label} waits for {u.waiting_for or 'nothing (suspended)'}" for u in stuck]
+            for u in stuck:
+                u.greenlet = None
+            raise KernelHangError("the schedule can never finish: " + "; ".join(lines))
+
+    def build_trace(self, meta: dict) -> Trace:
+        cols = {k: [] for k in ("core", "sub_core", "pipe", "name_id", "start", "end", "bytes", "flops",
+                                "src_id")}
+        flows = {k: [] for k in ("src_core", "src_sub", "src_pipe", "set_cycle", "dst_core", "dst_sub",
+                                 "dst_pipe", "wait_cycle", "label_id")}
+        for u in self.units:
+            n = len(u.records)
+            if n:
+                rec = np.array(u.records, dtype=np.float64).reshape(n, 7)
+                cols["core"].append(np.full(n, u.block_idx, np.int32))
+                cols["sub_core"].append(np.full(n, int(u.sub), np.int8))
+                cols["pipe"].append(rec[:, 0].astype(np.int8))
+                cols["name_id"].append(rec[:, 1].astype(np.int32))
+                cols["start"].append(np.rint(rec[:, 2]).astype(np.int64))
+                cols["end"].append(np.rint(rec[:, 3]).astype(np.int64))
+                cols["bytes"].append(rec[:, 4].astype(np.int64))
+                cols["flops"].append(rec[:, 5].astype(np.int64))
+                cols["src_id"].append(rec[:, 6].astype(np.int32))
+            for (sp, sc, dp, wc, lab, score, ssub) in u.flows:
+                flows["src_core"].append(score)
+                flows["src_sub"].append(ssub)
+                flows["src_pipe"].append(sp)
+                flows["set_cycle"].append(sc)
+                flows["dst_core"].append(u.block_idx)
+                flows["dst_sub"].append(int(u.sub))
+                flows["dst_pipe"].append(dp)
+                flows["wait_cycle"].append(wc)
+                flows["label_id"].append(lab)
+        dtypes = {"core": np.int32, "sub_core": np.int8, "pipe": np.int8, "name_id": np.int32,
+                  "start": np.int64, "end": np.int64, "bytes": np.int64, "flops": np.int64, "src_id": np.int32}
+        columns = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()}
+        fdt = {"set_cycle": np.int64, "wait_cycle": np.int64}
+        flow_cols = {k: np.rint(np.asarray(v, np.float64)).astype(fdt.get(k, np.int32)) for k, v in flows.items()}
+        return Trace(columns, list(self.names), list(self.sources), flow_cols, self.chip.clock_hz, meta)
+
+
+def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
+           timeout_s: float | None = None, meta: dict | None = None) -> LaunchResult:
+    """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
+
+    *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
+    ``"vector"`` (block_dim AIV streams; on 310P combined cores) or ``"cube"`` (block_dim AIC streams).
+    *args* may contain callables ``f(launch) -> value`` wrapped in :class:`GmArg` to create GM buffers.
+    Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
+    """
+    from npusim.chip import chip as get_chip
+
+    chip = get_chip(chip)
+    if mode not in ("full", "timing"):
+        raise ValueError(f"launch mode must be 'full' or 'timing', not {mode!r}")
+    if kernel_type not in KERNEL_TYPES:
+        raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
+    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s)
+    args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
+    max_blocks = chip.aiv_count if (kernel_type == "vector" and chip.core_split) else chip.aic_count
+    if not 1 <= block_dim <= max_blocks:
+        raise ValueError(f"block_dim {block_dim} out of range [1, {max_blocks}] for a {kernel_type} kernel on "
+                         f"{chip.name}")
+    for b in range(block_dim):
+        if not chip.core_split:
+            run.add_unit(b, SubCore.COMBINED, kernel, args)
+        elif kernel_type == "mix":
+            run.add_unit(b, SubCore.AIC, kernel, args)
+            for s in range(chip.aiv_per_aic):
+                run.add_unit(b, SubCore(SubCore.AIV0 + s), kernel, args)
+        elif kernel_type == "vector":
+            run.add_unit(b, SubCore.AIV0, kernel, args)
+        else:
+            run.add_unit(b, SubCore.AIC, kernel, args)
+    run.kernel_type = kernel_type
+    run.block_dim = block_dim
+    run.run()
+    cycles = int(np.ceil(max(u.end_cycle for u in run.units) + chip.launch_overhead_cycles))
+    seconds = cycles / chip.clock_hz
+    verdict = TimeoutVerdict(seconds, run.timeout_s, seconds > run.timeout_s)
+    if verdict.exceeded:
+        raise AclnnError(AICORE_TIMEOUT, f"predicted run time {seconds:.1f} s exceeds the AI Core timeout of "
+                                         f"{run.timeout_s:g} s on {chip.name}")
+    info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
+            "kernel_type": kernel_type, **(meta or {})}
+    trace = run.build_trace(info)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info)
+
+
+class GmArg:
+    """A kernel argument that becomes a GlobalTensor over *array* in the launch (GM address)."""
+
+    def __init__(self, name: str, array):
+        self.name = name
+        self.array = array
+
+    def make(self, run: Launch):
+        from npusim.memory.gm import GlobalTensor
+
+        return GlobalTensor(run.gm(self.name, self.array))

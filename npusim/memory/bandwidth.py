@@ -1,0 +1,53 @@
+"""Chip-wide bandwidth shared by the transfers of all cores (HBM and L2).
+
+A :class:`BandwidthCalendar` divides simulated time into buckets of ``bucket_cycles`` and books the
+bytes each transfer moves into them. A transfer moves at most its per-core path rate, and at most what
+its buckets still have room for, so concurrent transfers of many cores stretch each other exactly when
+their sum exceeds the chip's bandwidth. Cores are run in simulated-time order (launch.py), so bookings
+are close to first-come first-served in simulated time.
+"""
+from __future__ import annotations
+
+
+class BandwidthCalendar:
+    """Bytes per time bucket already booked on one shared resource (HBM or L2)."""
+
+    __slots__ = ("name", "bytes_per_cycle", "bucket_cycles", "capacity", "used")
+
+    def __init__(self, name: str, bytes_per_cycle: float, bucket_cycles: int = 256):
+        self.name = name
+        self.bytes_per_cycle = float(bytes_per_cycle)
+        self.bucket_cycles = int(bucket_cycles)
+        self.capacity = self.bytes_per_cycle * self.bucket_cycles
+        self.used: dict[int, float] = {}
+
+    def book(self, start: float, nbytes: float, core_rate: float) -> float:
+        """Book *nbytes* starting at cycle *start*, moving at most *core_rate* bytes/cycle.
+
+        Returns the cycle at which the last byte has moved.
+        """
+        if nbytes <= 0:
+            return start
+        width = self.bucket_cycles
+        cap = self.capacity
+        used = self.used
+        t = float(start)
+        b = int(t // width)
+        remaining = float(nbytes)
+        while True:
+            bucket_end = (b + 1) * width
+            room = cap - used.get(b, 0.0)
+            span = bucket_end - t
+            can = core_rate * span
+            if can > room:
+                can = room
+            if remaining <= can:
+                used[b] = used.get(b, 0.0) + remaining
+                # the bucket's share: the transfer ran at the rate it could get in this bucket
+                rate = can / span if can > 0 else core_rate
+                return t + remaining / rate
+            if can > 0:
+                used[b] = used.get(b, 0.0) + can
+                remaining -= can
+            t = bucket_end
+            b += 1

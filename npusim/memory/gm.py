@@ -1,0 +1,153 @@
+"""Global memory: the tensors a kernel reads and writes in HBM, seen through L2.
+
+:class:`GmBuffer` is one global allocation (an operator input/output or workspace): a flat numpy array
+(full mode) or only a size and dtype (timing mode), plus which of its pages are resident in L2.
+:class:`GlobalTensor` is Ascend C's ``GlobalTensor<T>``: a typed window of a GmBuffer.
+
+L2 model (documented in docs/architecture.md): a GM page (L2_PAGE_BYTES) is resident in L2 once any
+core has read or written it; reads of resident pages are served at L2 bandwidth, others at HBM
+bandwidth. While the bytes touched chip-wide exceed the chip's L2 size, only the fraction
+l2_bytes / touched_bytes of resident-page reads counts as hits (a capacity estimate, not an LRU).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.errors import NpuBufferError
+
+#: Granularity of the L2 residency model. ASSUMPTION: 32 KiB pages keep the bookkeeping cheap;
+#: L2 lines are 512 B on C220 (hardware.md §6c), far below any transfer the kernels make.
+L2_PAGE_BYTES = 32 * 1024
+
+
+class TensorSpec:
+    """A tensor with a shape and dtype but no data: inputs for timing and estimate modes (API.md)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.shape}, {self.dtype.name})"
+
+
+class GmBuffer:
+    """One global-memory allocation shared by all cores of a launch."""
+
+    __slots__ = ("name", "data", "dtype", "size", "resident", "_l2")
+
+    def __init__(self, name: str, array, l2_model: "L2Model"):
+        self.name = name
+        self.dtype = np.dtype(array.dtype)
+        if isinstance(array, np.ndarray):
+            if not array.flags.c_contiguous:
+                raise NpuBufferError(f"GM tensor {name} must be C-contiguous")
+            self.data = array.reshape(-1)  # a view: writes land in the caller's array
+        else:
+            self.data = None
+        self.size = int(np.prod(array.shape, dtype=np.int64))
+        npages = -(-self.size * self.dtype.itemsize // L2_PAGE_BYTES)
+        self.resident = np.zeros(max(npages, 1), bool)
+        self._l2 = l2_model
+
+    def touch(self, byte_start: int, nbytes: int) -> float:
+        """Mark [byte_start, +nbytes) resident in L2; return the fraction that was already resident."""
+        p0 = byte_start // L2_PAGE_BYTES
+        p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
+        pages = self.resident[p0:p1]
+        hit = np.count_nonzero(pages)
+        n = p1 - p0
+        if hit < n:
+            self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
+            pages[:] = True
+        return hit / n * self._l2.hit_scale()
+
+
+class L2Model:
+    """Chip-wide L2 capacity bookkeeping for the residency model above."""
+
+    __slots__ = ("l2_bytes", "touched_bytes")
+
+    def __init__(self, l2_bytes: int):
+        self.l2_bytes = l2_bytes
+        self.touched_bytes = 0
+
+    def hit_scale(self) -> float:
+        if self.touched_bytes <= self.l2_bytes:
+            return 1.0
+        return self.l2_bytes / self.touched_bytes
+
+
+class GlobalTensor:
+    """Ascend C ``GlobalTensor<T>``: elements [offset, offset + size) of a GM buffer."""
+
+    __slots__ = ("gm", "offset", "size", "dtype")
+
+    def __init__(self, gm: GmBuffer | None = None, offset: int = 0, size: int | None = None, dtype=None):
+        self.gm = gm
+        self.offset = int(offset)
+        self.dtype = np.dtype(dtype) if dtype is not None else (gm.dtype if gm is not None else None)
+        if gm is not None and size is None:
+            size = gm.size * gm.dtype.itemsize // self.dtype.itemsize - self.offset
+        self.size = size
+
+    def SetGlobalBuffer(self, gm: "GlobalTensor | GmBuffer", size: int | None = None) -> None:
+        """Point this tensor at *gm* (a GmBuffer or another GlobalTensor, e.g. ``xGm[offset]``)."""
+        if isinstance(gm, GlobalTensor):
+            self.gm, self.offset, self.dtype = gm.gm, gm.offset, gm.dtype
+            self.size = gm.size if size is None else int(size)
+        else:
+            self.gm, self.offset, self.dtype = gm, 0, gm.dtype
+            self.size = gm.size if size is None else int(size)
+
+    def __getitem__(self, offset) -> "GlobalTensor":
+        if isinstance(offset, slice):
+            start = offset.start or 0
+            stop = self.size if offset.stop is None else offset.stop
+            return GlobalTensor(self.gm, self.offset + start, stop - start, self.dtype)
+        return GlobalTensor(self.gm, self.offset + int(offset), self.size - int(offset), self.dtype)
+
+    def ReinterpretCast(self, dtype) -> "GlobalTensor":
+        dtype = np.dtype(dtype)
+        r = self.dtype.itemsize / dtype.itemsize
+        return GlobalTensor(self.gm, int(self.offset * r), int(self.size * r), dtype)
+
+    def GetSize(self) -> int:
+        return self.size
+
+    @property
+    def byte_offset(self) -> int:
+        return self.offset * self.dtype.itemsize
+
+    def check(self, first: int, count: int) -> None:
+        """Raise NpuBufferError if elements [first, first+count) leave the GM buffer."""
+        start = self.byte_offset + first * self.dtype.itemsize
+        end = start + count * self.dtype.itemsize
+        total = self.gm.size * self.gm.dtype.itemsize
+        if start < 0 or end > total:
+            raise NpuBufferError(
+                f"GM {self.gm.name}: access of bytes [{start}, {end}) outside the buffer of {total} bytes")
+
+    def flat(self) -> np.ndarray:
+        """The whole GM buffer as this tensor's dtype, starting at this tensor's offset (full mode)."""
+        data = self.gm.data.view(np.uint8)[self.byte_offset:]
+        n = data.size // self.dtype.itemsize
+        return data[:n * self.dtype.itemsize].view(self.dtype)
+
+    def __repr__(self) -> str:
+        name = self.gm.name if self.gm is not None else None
+        return f"GlobalTensor({name}, offset={self.offset}, size={self.size}, dtype={self.dtype})"
