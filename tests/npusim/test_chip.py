@@ -42,11 +42,13 @@ def test_peak_tflops_match_hardware_md(name):
 def test_split_and_combined_cores():
     """910B/A3 split 1 AIC + 2 AIV; 310P combines cube and vector plus 7 VectorCores."""
     b2 = chip("Ascend910B2")
-    assert (b2.core_split, b2.aic_count, b2.aiv_per_aic, b2.aiv_count, b2.vector_core_count) == (True, 24, 2, 48, 0)
+    cores = (b2.core_split, b2.aic_count, b2.aiv_per_aic, b2.aiv_count, b2.vector_core_count)
+    assert cores == (True, 24, 2, 48, 0)
     assert (b2.max_block_dim_cube, b2.max_block_dim_vector) == (24, 48)
     assert chip("Ascend910B3").aiv_count == 40
     p3 = chip("Ascend310P3")
-    assert (p3.core_split, p3.aic_count, p3.aiv_per_aic, p3.aiv_count, p3.vector_core_count) == (False, 8, 0, 0, 7)
+    cores = (p3.core_split, p3.aic_count, p3.aiv_per_aic, p3.aiv_count, p3.vector_core_count)
+    assert cores == (False, 8, 0, 0, 7)
     assert p3.max_block_dim_vector == 15  # hardware.md §1 mix_vector_core_cnt=15
     assert p3.l0c_to_gm_bytes_per_cycle == 0 and p3.l0c_to_ub_bytes_per_cycle > 0
     assert b2.l0c_to_ub_bytes_per_cycle == 0 and b2.ub_to_l1_bytes_per_cycle == 0
