@@ -30,7 +30,11 @@ class AclnnError(Exception):
     def __init__(self, status: int, message: str):
         self.status = int(status)
         self.message = message
-        super().__init__(f"[{self.status} {STATUS_NAMES.get(self.status, '')}] {message}")
+        # both arguments kept in args so the error can be re-created (simpy copies failed events' errors)
+        super().__init__(self.status, message)
+
+    def __str__(self) -> str:
+        return f"[{self.status} {STATUS_NAMES.get(self.status, '')}] {self.message}"
 
 
 class NpusimError(Exception):
