@@ -111,6 +111,13 @@ class TQue:
         self.nbytes = int(nbytes)
         self.slots = [_Slot(i, buf.allocate(nbytes, f"TQue({self.position}) buffer {i}")) for i in range(num)]
         self._key = id(self)  # NOTE: identity only names this queue's flags within one unit; never ordered
+        # NOTE: names and labels resolved once per queue for performance reasons (benchmarks/sim_speed.py)
+        self._set_id = unit.launch.name_id("SetFlag")
+        self._wait_id = unit.launch.name_id("WaitFlag")
+        self._free_what = f"{self.consumer}->{self.producer} (TQue({self.position}) free)"
+        self._ready_what = f"{self.producer}->{self.consumer} (TQue({self.position}) ready)"
+        self._prod, self._cons = int(self.producer), int(self.consumer)
+        self._buf = buf
 
     def AllocTensor(self, dtype=np.float16) -> LocalTensor:
         """A free buffer of the queue; the producer pipe waits for the consumer's FreeTensor of it."""
@@ -122,13 +129,10 @@ class TQue:
                 "(a missing FreeTensor would hang the real kernel)")
         self._next = (self._next + 1) % len(self.slots)
         if slot.index in self._freed_once:
-            unit.wait_flag(int(self.producer), (self._key, slot.index, "free"),
-                           unit.launch.name_id("WaitFlag"), f"{self.consumer}->{self.producer} (TQue free)",
-                           depth=2)
+            unit.wait_flag(self._prod, (self._key, slot.index, "free"), self._wait_id, self._free_what, depth=2)
         slot.state = "allocated"
         dtype = np.dtype(dtype)
-        buf = unit.buffer(self.position.buffer)
-        return LocalTensor(unit, buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
+        return LocalTensor(unit, self._buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
                            slot.addr + self.nbytes, slot)
 
     def EnQue(self, tensor: LocalTensor) -> None:
@@ -136,8 +140,7 @@ class TQue:
         slot = self._own(tensor, "allocated", "EnQue")
         slot.state = "queued"
         self._queued.append(slot)
-        self.unit.set_flag(int(self.producer), (self._key, slot.index, "ready"),
-                           self.unit.launch.name_id("SetFlag"), depth=2)
+        self.unit.set_flag(self._prod, (self._key, slot.index, "ready"), self._set_id, depth=2)
 
     def DeQue(self, dtype=np.float16) -> LocalTensor:
         """The oldest enqueued tensor; the consumer pipe waits for its EnQue flag."""
@@ -145,20 +148,18 @@ class TQue:
         if not self._queued:
             raise KernelHangError(f"{unit.label}: DeQue on empty TQue({self.position}) would wait forever")
         slot = self._queued.popleft()
-        unit.wait_flag(int(self.consumer), (self._key, slot.index, "ready"), unit.launch.name_id("WaitFlag"),
-                       f"{self.producer}->{self.consumer} (TQue ready)", depth=2)
+        unit.wait_flag(self._cons, (self._key, slot.index, "ready"), self._wait_id, self._ready_what, depth=2)
         slot.state = "dequeued"
         dtype = np.dtype(dtype)
-        return LocalTensor(unit, unit.buffer(self.position.buffer), slot.addr, dtype,
-                           self.nbytes // dtype.itemsize, slot.addr, slot.addr + self.nbytes, slot)
+        return LocalTensor(unit, self._buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
+                           slot.addr + self.nbytes, slot)
 
     def FreeTensor(self, tensor: LocalTensor) -> None:
         """Return *tensor*'s buffer: a flag set on the consumer pipe for the next AllocTensor."""
         slot = self._own(tensor, "dequeued", "FreeTensor")
         slot.state = "free"
         self._freed_once.add(slot.index)
-        self.unit.set_flag(int(self.consumer), (self._key, slot.index, "free"),
-                           self.unit.launch.name_id("SetFlag"), depth=2)
+        self.unit.set_flag(self._cons, (self._key, slot.index, "free"), self._set_id, depth=2)
 
     def _own(self, tensor: LocalTensor, state: str, what: str) -> _Slot:
         slot = tensor.slot

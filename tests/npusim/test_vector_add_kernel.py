@@ -1,10 +1,10 @@
-"""Reference kernel 1: the multi-core double-buffered vector add (tests/kernels/vector_add.py)."""
+"""Reference kernel 1: the multi-core double-buffered vector add (npusim/examples/vector_add.py)."""
 import numpy as np
 import pytest
 
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
-from tests.kernels.vector_add import add_custom, add_tiling
+from npusim.examples.vector_add import add_custom, add_tiling
 
 
 def _run(n, block_dim, buffer_num, chip="Ascend910B2", mode="full", tile=2048):

@@ -1,0 +1,65 @@
+"""The ``npusim`` command: demo, chips, plot (and the operator commands as operators land)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from npusim.errors import AclnnError, NpusimError
+
+
+def _cmd_chips(args) -> int:
+    from npusim.chip import chips_table
+
+    print(chips_table())
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from npusim.trace import Trace
+
+    trace = Trace.from_chrome_json(args.trace)
+    out = Path(args.out or Path(args.trace).with_suffix(".png"))
+    trace.plot_gantt(out, max_cores=args.max_cores)
+    print(f"wrote {out}")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from npusim.demo import run_demo
+
+    return run_demo(Path(args.out), chip=args.chip, mode=args.mode)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="npusim", description="Ascend AI Core simulator")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="run the main demo case: summary, Chrome trace, Gantt figure")
+    d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
+    d.add_argument("--chip", default="Ascend910B2")
+    d.add_argument("--mode", default="full", choices=["full", "timing"])
+    d.set_defaults(func=_cmd_demo)
+    c = sub.add_parser("chips", help="list the chip presets")
+    c.set_defaults(func=_cmd_chips)
+    pl = sub.add_parser("plot", help="Gantt figure of a Chrome trace JSON written by npusim")
+    pl.add_argument("trace")
+    pl.add_argument("--out", default=None)
+    pl.add_argument("--max-cores", type=int, default=8)
+    pl.set_defaults(func=_cmd_plot)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AclnnError as e:
+        print(f"npusim: error {e}", file=sys.stderr)
+        return 2
+    except NpusimError as e:
+        print(f"npusim: simulation error: {e}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Reference kernels written like the Ascend C samples: the demo, the tests and the benchmarks run them."""
