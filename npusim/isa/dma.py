@@ -1,0 +1,590 @@
+"""Data movement: DataCopy, DataCopyPad, LoadData (L1 -> L0A/L0B) and Fixpipe (L0C -> GM/L1).
+
+Contents: the parameter structs (Ascend C names and fields: :class:`DataCopyParams`,
+:class:`Nd2NzParams`, :class:`DataCopyExtParams`, :class:`DataCopyPadExtParams`,
+:class:`LoadData2DParams`, :class:`FixpipeParamsV220`, :class:`QuantMode_t`, :class:`FixpipeConfig`)
+and the instructions :class:`DataCopy`, :class:`DataCopyPad`, :class:`LoadData`, :class:`Fixpipe`.
+The structs are mutable, so kernels may fill them field by field as Ascend C kernels do.
+
+Semantics (layouts, padding, Fixpipe conversions) are defined in docs/numerics_cube.md. Costs:
+``ChipSpec.path_rate`` / ``path_latency`` of the instruction's data path via ``CoreUnit.transfer``;
+GM transfers book the chip's shared HBM/L2 bandwidth (launch.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from npusim.dtypes import cast, decode_deq_scale_u64
+from npusim.errors import NpuBufferError, NpusimError
+from npusim.memory.gm import GlobalTensor
+from npusim.memory.local import LocalTensor
+from npusim.types import BufferKind, Pipe
+
+__all__ = ["DataCopy", "DataCopyParams", "Nd2NzParams", "DataCopyPad", "DataCopyExtParams",
+           "DataCopyPadExtParams", "DataCopyPadParams", "LoadData", "LoadData2DParams", "Fixpipe",
+           "FixpipeParamsV220", "FixpipeConfig", "CFG_ROW_MAJOR", "CFG_NZ", "QuantMode_t"]
+
+BLOCK = 32  # bytes per DataCopy block unit and per C0 (hardware.md §3, §4)
+FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3, §5)
+L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
+
+_LOAD_PATHS = {BufferKind.UB: "gm_to_ub", BufferKind.L1: "gm_to_l1"}
+_STORE_PATHS = {BufferKind.UB: "ub_to_gm", BufferKind.L1: "l1_to_gm"}
+
+
+# -- parameter structs ----------------------------------------------------------------------------
+@dataclass(slots=True)
+class DataCopyParams:
+    """Ascend C DataCopyParams: *blockCount* blocks of *blockLen* x 32 B, gaps in 32 B units."""
+
+    blockCount: int = 1
+    blockLen: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+
+
+@dataclass(slots=True)
+class Nd2NzParams:
+    """Ascend C Nd2NzParams for DataCopy GM -> L1/UB with ND -> NZ conversion.
+
+    Units: ``srcNdMatrixStride``, ``srcDValue`` and ``dstNzMatrixStride`` in elements;
+    ``dstNzC0Stride`` and ``dstNzNStride`` in 32-byte C0 blocks.
+    """
+
+    ndNum: int = 1
+    nValue: int = 0
+    dValue: int = 0
+    srcNdMatrixStride: int = 0
+    srcDValue: int = 0
+    dstNzC0Stride: int = 0
+    dstNzNStride: int = 1
+    dstNzMatrixStride: int = 0
+
+
+@dataclass(slots=True)
+class DataCopyExtParams:
+    """Ascend C DataCopyExtParams for DataCopyPad: *blockLen* in bytes; GM-side stride in bytes,
+    UB-side stride in 32-byte blocks (both tail-to-head gaps)."""
+
+    blockCount: int = 1
+    blockLen: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+    rsv: int = 0
+
+
+@dataclass(slots=True)
+class DataCopyPadExtParams:
+    """Ascend C DataCopyPadExtParams: left/right padding (elements) and the value written when isPad."""
+
+    isPad: bool = False
+    leftPadding: int = 0
+    rightPadding: int = 0
+    paddingValue: float = 0
+
+
+#: The older DataCopyPadParams struct has the same fields.
+DataCopyPadParams = DataCopyPadExtParams
+
+
+@dataclass(slots=True)
+class LoadData2DParams:
+    """Ascend C LoadData2DParams: fractal index, repeats, strides in 512-byte fractals."""
+
+    startIndex: int = 0
+    repeatTimes: int = 0
+    srcStride: int = 0
+    sid: int = 0
+    dstGap: int = 0
+    ifTranspose: bool = False
+    addrMode: int = 0
+
+
+class QuantMode_t(Enum):
+    """Ascend C QuantMode_t: Fixpipe's conversion of L0C values (220x subset + the unmodelled rest)."""
+
+    NoQuant = "NoQuant"
+    F322F16 = "F322F16"
+    F322BF16 = "F322BF16"
+    DEQF16 = "DEQF16"
+    VDEQF16 = "VDEQF16"
+    QF322B8_PRE = "QF322B8_PRE"
+    VQF322B8_PRE = "VQF322B8_PRE"
+    REQ8 = "REQ8"
+    VREQ8 = "VREQ8"
+
+
+@dataclass(slots=True)
+class FixpipeParamsV220:
+    """Ascend C FixpipeParamsV220 (L0C -> GM/L1 on 220x).
+
+    ``srcStride``: distance between adjacent 16-column blocks of the L0C matrix, in rows of 16
+    elements (normally ``ceil16(mSize)``). ``dstStride``: ND row pitch in elements (nz2nd), or the
+    distance between NZ column blocks in 32-byte units (NZ output). ``deqScalar``: the DEQF16 scale,
+    a float (used as fp32) or the uint64 FP19 word (docs/numerics_cube.md).
+    """
+
+    nSize: int = 0
+    mSize: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+    quantPre: QuantMode_t = QuantMode_t.NoQuant
+    deqScalar: float | int = 0
+    ndNum: int = 1
+    srcNdStride: int = 0
+    dstNdStride: int = 0
+    reluEn: bool = False
+    unitFlag: int = 0
+    isChannelSplit: bool = False
+
+
+class FixpipeConfig(Enum):
+    """Ascend C FixpipeConfig: ROW_MAJOR converts NZ -> ND on the way out, NZ keeps the layout."""
+
+    ROW_MAJOR = "CFG_ROW_MAJOR"
+    NZ = "CFG_NZ"
+
+
+CFG_ROW_MAJOR = FixpipeConfig.ROW_MAJOR
+CFG_NZ = FixpipeConfig.NZ
+
+
+# -- shared helpers -------------------------------------------------------------------------------
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _unit_of(*tensors):
+    for t in tensors:
+        if isinstance(t, LocalTensor):
+            return t.core
+    raise NpusimError("a data movement needs at least one LocalTensor operand")
+
+
+def _check(t, count: int) -> None:
+    """Bounds check of *count* elements from *t*'s start (NpuBufferError names buffer, offset, size)."""
+    if isinstance(t, LocalTensor):
+        t.check(count)
+    else:
+        t.check(0, count)
+
+
+def _data(t) -> np.ndarray:
+    """The typed numpy view from *t*'s start to the end of its allocation (full mode)."""
+    return t.span() if isinstance(t, LocalTensor) else t.flat()
+
+
+def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte: int = 0,
+          gm_write: bool = False) -> None:
+    """Schedule a transfer; frames: kernel line -> instruction __init__ -> here -> unit.transfer."""
+    unit.transfer(unit.launch.name_id(name), int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=3)
+
+
+def _nonneg(what: str, **values) -> None:
+    for key, v in values.items():
+        if v < 0:
+            raise NpusimError(f"{what}: {key} must be >= 0, got {v}")
+
+
+def _byte_index(count: int, length: int, pitch: int) -> np.ndarray:
+    """Byte offsets of *count* blocks of *length* bytes whose starts are *pitch* bytes apart."""
+    starts = np.arange(count, dtype=np.int64) * pitch
+    return (starts[:, None] + np.arange(length, dtype=np.int64)[None, :]).reshape(-1)
+
+
+# -- DataCopy --------------------------------------------------------------------------------------
+class DataCopy:
+    """Ascend C ``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``.
+
+    Paths: GM -> L1/UB (MTE2), L1/UB -> GM (MTE3), UB -> UB (V). *count* copies that many elements;
+    DataCopyParams copies ``blockCount`` blocks of ``blockLen`` x 32 B with 32-byte gaps;
+    Nd2NzParams (GM -> L1/UB) converts ND to NZ, zero-padding each row to a whole C0 block.
+    Raises NpuBufferError for an access outside either operand, NotImplementedError for other paths.
+    """
+
+    __slots__ = ("dst", "src", "params", "count")
+    name = "DataCopy"
+
+    def __init__(self, dst, src, count_or_params):
+        self.dst, self.src = dst, src
+        if isinstance(count_or_params, Nd2NzParams):
+            self.params, self.count = count_or_params, None
+            self._nd2nz()
+            return
+        if isinstance(count_or_params, DataCopyParams):
+            self.params, self.count = count_or_params, None
+        else:
+            self.params, self.count = None, int(count_or_params)
+        unit = _unit_of(dst, src)
+        itemsize = (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
+        if self.params is None:
+            nbytes = src_span = dst_span = self.count * itemsize
+        else:
+            p = self.params
+            _nonneg("DataCopy", blockCount=p.blockCount, blockLen=p.blockLen, srcStride=p.srcStride,
+                    dstStride=p.dstStride)
+            nbytes = p.blockCount * p.blockLen * BLOCK
+            gaps = max(p.blockCount - 1, 0) * BLOCK
+            src_span, dst_span = nbytes + gaps * p.srcStride, nbytes + gaps * p.dstStride
+        _check(src, src_span // src.dtype.itemsize)
+        _check(dst, dst_span // dst.dtype.itemsize)
+        if isinstance(src, GlobalTensor):
+            if not isinstance(dst, LocalTensor):
+                raise NotImplementedError("DataCopy GM -> GM is not an AI Core instruction")
+            path = _LOAD_PATHS.get(dst.buffer.kind)
+            if path is None:
+                raise NotImplementedError(f"DataCopy GM -> {dst.buffer.kind} is not modelled")
+            if unit.full:
+                self.execute()
+            _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False)
+        elif isinstance(dst, GlobalTensor):
+            path = _STORE_PATHS.get(src.buffer.kind)
+            if path is None:
+                raise NotImplementedError(f"DataCopy {src.buffer.kind} -> GM is not modelled (L0C leaves by Fixpipe)")
+            if unit.full:
+                self.execute()
+            _send(unit, self.name, Pipe.MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
+        else:
+            if src.buffer.kind is not BufferKind.UB or dst.buffer.kind is not BufferKind.UB:
+                raise NotImplementedError(f"DataCopy {src.buffer.kind} -> {dst.buffer.kind} is not modelled "
+                                          "(use LoadData for L1 -> L0A/L0B)")
+            if unit.full:
+                self.execute()
+            # UB -> UB copies run on the vector pipe at one 256 B repeat per cycle (hardware.md §4)
+            unit.issue(unit.launch.name_id(self.name), int(Pipe.V), -(-nbytes // 256),
+                       unit.chip.vector_latency_cycles, nbytes, 0, depth=2)
+
+    def execute(self) -> None:
+        src, dst = _data(self.src).view(np.uint8), _data(self.dst).view(np.uint8)
+        if self.params is None:
+            n = self.count * self.src.dtype.itemsize
+            dst[:n] = src[:n]
+        else:
+            p = self.params
+            blen = p.blockLen * BLOCK
+            dst[_byte_index(p.blockCount, blen, blen + p.dstStride * BLOCK)] = \
+                src[_byte_index(p.blockCount, blen, blen + p.srcStride * BLOCK)]
+
+    # ND -> NZ ------------------------------------------------------------------------------------
+    def _nd2nz(self) -> None:
+        src, dst, p = self.src, self.dst, self.params
+        if not (isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor)):
+            raise NotImplementedError("DataCopy with Nd2NzParams is modelled for GM -> L1/UB only")
+        path = _LOAD_PATHS.get(dst.buffer.kind)
+        if path is None:
+            raise NotImplementedError(f"DataCopy Nd2Nz GM -> {dst.buffer.kind} is not modelled")
+        item = dst.dtype.itemsize
+        if item not in (1, 2, 4) or src.dtype.itemsize != item:
+            raise NotImplementedError(f"DataCopy Nd2Nz of {src.dtype.name} -> {dst.dtype.name} is not modelled "
+                                      "(b8/b16/b32 of one size)")
+        _nonneg("DataCopy Nd2Nz", ndNum=p.ndNum, nValue=p.nValue, dValue=p.dValue,
+                srcNdMatrixStride=p.srcNdMatrixStride, srcDValue=p.srcDValue, dstNzC0Stride=p.dstNzC0Stride,
+                dstNzNStride=p.dstNzNStride, dstNzMatrixStride=p.dstNzMatrixStride)
+        c0 = BLOCK // item
+        unit = dst.core
+        nbytes = p.ndNum * p.nValue * p.dValue * item
+        if nbytes:
+            _check(src, (p.ndNum - 1) * p.srcNdMatrixStride + (p.nValue - 1) * p.srcDValue + p.dValue)
+            _check(dst, (p.ndNum - 1) * p.dstNzMatrixStride + (p.nValue - 1) * p.dstNzNStride * c0
+                   + (_ceil(p.dValue, c0) - 1) * p.dstNzC0Stride * c0 + c0)
+            if unit.full:
+                self._execute_nd2nz(c0)
+        _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False)
+
+    def _execute_nd2nz(self, c0: int) -> None:
+        p = self.params
+        i = np.arange(p.ndNum, dtype=np.int64)[:, None, None]
+        j = np.arange(p.nValue, dtype=np.int64)[None, :, None]
+        c = np.arange(_ceil(p.dValue, c0) * c0, dtype=np.int64)[None, None, :]
+        dst_idx = i * p.dstNzMatrixStride + j * (p.dstNzNStride * c0) + (c // c0) * (p.dstNzC0Stride * c0) + c % c0
+        dst = _data(self.dst)
+        dst[dst_idx[..., :p.dValue]] = _data(self.src)[i * p.srcNdMatrixStride + j * p.srcDValue
+                                                       + c[..., :p.dValue]]
+        dst[dst_idx[..., p.dValue:]] = 0  # the row tail up to 32 B is zero-filled (copy_gm_to_cbuf_multi_nd2nz)
+
+
+# -- DataCopyPad -----------------------------------------------------------------------------------
+class DataCopyPad:
+    """Ascend C ``DataCopyPad(dst, src, DataCopyExtParams[, DataCopyPadExtParams])`` between GM and UB.
+
+    GM -> UB (MTE2): block b of ``blockLen`` bytes lands at the b-th 32-byte-aligned UB slot, after
+    ``leftPadding`` elements; with ``isPad`` the left/right padding and the tail up to 32 B hold
+    ``paddingValue``, otherwise those bytes keep their old contents. UB -> GM (MTE3): the inverse,
+    reading 32-byte-aligned UB slots and writing ``blockLen`` bytes per block.
+    Raises NpuBufferError for out-of-bounds access, NotImplementedError for other paths or lengths
+    that are not whole elements.
+    """
+
+    __slots__ = ("dst", "src", "params", "pad", "foot", "left", "item")
+    name = "DataCopyPad"
+
+    def __init__(self, dst, src, params, pad_params: DataCopyPadExtParams | None = None):
+        if not isinstance(params, (DataCopyExtParams, DataCopyParams)):
+            raise NotImplementedError(f"DataCopyPad with {type(params).__name__} is not modelled")
+        self.dst, self.src, self.params = dst, src, params
+        self.pad = pad_params or DataCopyPadExtParams()
+        p, pad = params, self.pad
+        item = self.item = (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
+        _nonneg("DataCopyPad", blockCount=p.blockCount, blockLen=p.blockLen, srcStride=p.srcStride,
+                dstStride=p.dstStride, leftPadding=pad.leftPadding, rightPadding=pad.rightPadding)
+        load = isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.UB
+        store = isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.UB
+        if not (load or store):
+            raise NotImplementedError("DataCopyPad is modelled for GM -> UB and UB -> GM only")
+        gm_stride = p.srcStride if load else p.dstStride
+        if p.blockLen % item or gm_stride % item:
+            raise NotImplementedError(f"DataCopyPad: blockLen {p.blockLen} and GM stride {gm_stride} bytes must be "
+                                      f"whole {item}-byte elements")
+        if store and (pad.leftPadding or pad.rightPadding or pad.isPad):
+            raise NotImplementedError("DataCopyPad UB -> GM with padding is not modelled")
+        self.left = pad.leftPadding * item
+        self.foot = _ceil(self.left + p.blockLen + pad.rightPadding * item, BLOCK) * BLOCK
+        nbytes = p.blockCount * p.blockLen
+        unit = _unit_of(dst, src)
+        if p.blockCount and p.blockLen:
+            ub_pitch = self.foot + (p.dstStride if load else p.srcStride) * BLOCK
+            gm_span = (p.blockCount - 1) * (p.blockLen + gm_stride) + p.blockLen
+            ub_span = (p.blockCount - 1) * ub_pitch + self.foot
+            _check(src, (gm_span if load else ub_span) // item)
+            _check(dst, (ub_span if load else gm_span) // item)
+            if unit.full:
+                self.execute()
+        if load:
+            _send(unit, self.name, Pipe.MTE2, "gm_to_ub", nbytes, src.gm, src.byte_offset, False)
+        else:
+            _send(unit, self.name, Pipe.MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
+
+    def execute(self) -> None:
+        p, pad, item = self.params, self.pad, self.item
+        load = isinstance(self.src, GlobalTensor)
+        gm_stride = p.srcStride if load else p.dstStride
+        ub_pitch = self.foot + (p.dstStride if load else p.srcStride) * BLOCK
+        gm_idx = _byte_index(p.blockCount, p.blockLen, p.blockLen + gm_stride)
+        ub_idx = _byte_index(p.blockCount, p.blockLen, ub_pitch) + self.left
+        src, dst = _data(self.src).view(np.uint8), _data(self.dst).view(np.uint8)
+        if not load:
+            dst[gm_idx] = src[ub_idx]
+            return
+        dst[ub_idx] = src[gm_idx]
+        if pad.isPad:  # element positions of the left padding and of the tail up to the 32-byte slot end
+            left, end, foot = self.left // item, (self.left + p.blockLen) // item, self.foot // item
+            pos = np.concatenate([np.arange(left), np.arange(end, foot)]).astype(np.int64)
+            idx = np.arange(p.blockCount, dtype=np.int64)[:, None] * (ub_pitch // item) + pos[None, :]
+            _data(self.dst)[idx] = np.array(pad.paddingValue).astype(self.dst.dtype)
+
+
+# -- LoadData --------------------------------------------------------------------------------------
+class LoadData:
+    """Ascend C ``LoadData(dst L0A/L0B, src L1, LoadData2DParams)`` on MTE1.
+
+    Copies ``repeatTimes`` 512-byte fractals: source fractal ``startIndex + i * srcStride``, destination
+    slot ``i * (dstGap + 1)``. ``ifTranspose`` (b16 only) transposes each 16 x 16 fractal.
+    Raises NpuBufferError for out-of-bounds access, NotImplementedError for other variants.
+    """
+
+    __slots__ = ("dst", "src", "params", "nbytes")
+    name = "LoadData"
+    pipe = Pipe.MTE1
+    _PATHS = {BufferKind.L0A: "l1_to_l0a", BufferKind.L0B: "l1_to_l0b"}
+
+    def __init__(self, dst, src, params):
+        if not isinstance(params, LoadData2DParams):
+            raise NotImplementedError(f"LoadData with {type(params).__name__} is not modelled (LoadData2DParams only)")
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L1):
+            where = src.buffer.kind if isinstance(src, LocalTensor) else "GM"
+            raise NotImplementedError(f"LoadData from {where} is not modelled (L1 source only)")
+        path = self._PATHS.get(dst.buffer.kind) if isinstance(dst, LocalTensor) else None
+        if path is None:
+            raise NotImplementedError("LoadData is modelled into L0A or L0B only")
+        p = params
+        _nonneg("LoadData", startIndex=p.startIndex, repeatTimes=p.repeatTimes, srcStride=p.srcStride,
+                dstGap=p.dstGap)
+        if p.ifTranspose and src.dtype.itemsize != 2:
+            raise NotImplementedError(f"LoadData ifTranspose of {src.dtype.name} is not modelled (b16 only; "
+                                      "LoadDataWithTranspose is not modelled)")
+        if p.addrMode:
+            raise NotImplementedError("LoadData addrMode=dec is not modelled")
+        if dst.dtype.itemsize != src.dtype.itemsize:
+            raise NotImplementedError(f"LoadData {src.dtype.name} -> {dst.dtype.name}: element sizes differ")
+        self.dst, self.src, self.params = dst, src, params
+        self.nbytes = p.repeatTimes * FRACTAL_BYTES
+        unit = src.core
+        if p.repeatTimes:
+            per = FRACTAL_BYTES // src.dtype.itemsize
+            src.check((p.startIndex + (p.repeatTimes - 1) * p.srcStride + 1) * per)
+            dst.check(((p.repeatTimes - 1) * (p.dstGap + 1) + 1) * per)
+            if unit.full:
+                self.execute()
+        _send(unit, self.name, Pipe.MTE1, path, self.nbytes)
+
+    def execute(self) -> None:
+        p = self.params
+        src_idx = _byte_index(p.repeatTimes, FRACTAL_BYTES, p.srcStride * FRACTAL_BYTES) \
+            + p.startIndex * FRACTAL_BYTES
+        data = _data(self.src).view(np.uint8)[src_idx]
+        if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
+            data = data.reshape(p.repeatTimes, 16, 16, 2).transpose(0, 2, 1, 3).reshape(-1)
+        _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, FRACTAL_BYTES,
+                                                   (p.dstGap + 1) * FRACTAL_BYTES)] = data
+
+    def reads(self):
+        p = self.params
+        return ((self.src.buffer.kind, self.src.addr + p.startIndex * FRACTAL_BYTES,
+                 ((p.repeatTimes - 1) * p.srcStride + 1) * FRACTAL_BYTES if p.repeatTimes else 0),)
+
+    def writes(self):
+        p = self.params
+        return ((self.dst.buffer.kind, self.dst.addr,
+                 ((p.repeatTimes - 1) * (p.dstGap + 1) + 1) * FRACTAL_BYTES if p.repeatTimes else 0),)
+
+
+# -- Fixpipe ---------------------------------------------------------------------------------------
+_Q = QuantMode_t
+#: (L0C dtype, destination dtype) -> quant modes that convert between them; the first is implied by
+#: NoQuant (the destination dtype decides, docs/numerics_cube.md "Fixpipe").
+_FIX_MODES = {
+    ("float32", "float32"): (_Q.NoQuant,),
+    ("float32", "float16"): (_Q.F322F16,),
+    ("float32", "bfloat16"): (_Q.F322BF16,),
+    ("int32", "int32"): (_Q.NoQuant,),
+    ("int32", "float16"): (_Q.DEQF16, _Q.VDEQF16),
+}
+
+
+class Fixpipe:
+    """Ascend C ``Fixpipe(dst, src, [cbufWorkspace,] FixpipeParamsV220, config=CFG_ROW_MAJOR)`` on PIPE_FIX.
+
+    Reads an ``mSize x nSize`` matrix of L0C (NZ, 16 x 16 fractals), converts each value (fp32 ->
+    fp16/bf16 RNE; int32 -> fp16 dequant with a scalar or per-channel scale; optional ReLU) and writes
+    it to GM or L1 as ND (row pitch ``dstStride``) or NZ. Padding rows/columns of L0C are dropped.
+    Raises NpuBufferError for out-of-bounds access, NotImplementedError for unmodelled variants.
+    """
+
+    __slots__ = ("dst", "src", "params", "workspace", "mode", "config", "nbytes")
+    name = "Fixpipe"
+    pipe = Pipe.FIX
+
+    def __init__(self, dst, src, *args, config: FixpipeConfig = CFG_ROW_MAJOR):
+        if len(args) == 1:
+            workspace, params = None, args[0]
+        elif len(args) == 2:
+            workspace, params = args
+        else:
+            raise NotImplementedError("Fixpipe takes (dst, src, [cbufWorkspace,] params)")
+        if not isinstance(params, FixpipeParamsV220):
+            raise NotImplementedError(f"Fixpipe with {type(params).__name__} is not modelled (FixpipeParamsV220)")
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C):
+            raise NotImplementedError("Fixpipe is modelled from L0C (CO1) only")
+        to_l1 = isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.L1
+        if not (to_l1 or isinstance(dst, GlobalTensor)):
+            raise NotImplementedError("Fixpipe is modelled into GM or L1 only")
+        p = params
+        self.dst, self.src, self.params, self.workspace, self.config = dst, src, p, workspace, config
+        self.mode = self._mode(src.dtype.name, dst.dtype.name, p.quantPre, workspace)
+        if p.isChannelSplit or p.unitFlag:
+            raise NotImplementedError("Fixpipe isChannelSplit / unitFlag are not modelled")
+        if not isinstance(config, FixpipeConfig):
+            raise NotImplementedError(f"Fixpipe config {config!r} is not modelled")
+        _nonneg("Fixpipe", nSize=p.nSize, mSize=p.mSize, srcStride=p.srcStride, dstStride=p.dstStride,
+                ndNum=p.ndNum, srcNdStride=p.srcNdStride, dstNdStride=p.dstNdStride)
+        item = dst.dtype.itemsize
+        self.nbytes = p.ndNum * p.mSize * p.nSize * item
+        unit = src.core
+        if self.nbytes:
+            n1 = _ceil(p.nSize, L0C_C0)
+            src.check((p.ndNum - 1) * p.srcNdStride * 256 + (n1 - 1) * p.srcStride * L0C_C0
+                      + _ceil(p.mSize, L0C_C0) * L0C_C0 * L0C_C0)
+            if config is CFG_ROW_MAJOR:
+                _check(dst, (p.ndNum - 1) * p.dstNdStride + (p.mSize - 1) * p.dstStride + p.nSize)
+            else:
+                if p.ndNum != 1:
+                    raise NotImplementedError("Fixpipe NZ output with ndNum > 1 is not modelled")
+                _check(dst, (n1 - 1) * p.dstStride * BLOCK // item + p.mSize * L0C_C0)
+            if workspace is not None:
+                workspace.check(p.nSize)
+            if unit.full:
+                self.execute()
+        if to_l1:
+            _send(unit, self.name, Pipe.FIX, "l0c_to_l1", self.nbytes)
+        else:
+            _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
+
+    @staticmethod
+    def _mode(src_name: str, dst_name: str, quant: QuantMode_t, workspace) -> QuantMode_t:
+        modes = _FIX_MODES.get((src_name, dst_name))
+        if modes is None:
+            raise NotImplementedError(f"Fixpipe {src_name} (L0C) -> {dst_name} is not modelled")
+        if quant is _Q.NoQuant and modes[0] in (_Q.NoQuant, _Q.F322F16, _Q.F322BF16):
+            quant = modes[0]
+        if quant not in modes:
+            raise NotImplementedError(f"Fixpipe quantPre {quant.name} with {src_name} -> {dst_name} is not modelled "
+                                      f"(expected {' or '.join(m.name for m in modes)})")
+        if (quant is _Q.VDEQF16) != (workspace is not None):
+            raise NotImplementedError("Fixpipe needs a cbufWorkspace exactly for VDEQF16 (per-channel deq scales)")
+        return quant
+
+    def _scale(self) -> np.ndarray:
+        """The fp32 dequant scale: scalar, or one per output column (channel)."""
+        if self.mode is _Q.VDEQF16:
+            ws = self.workspace.view(self.params.nSize)
+            if ws.dtype == np.uint64:
+                return decode_deq_scale_u64(ws)
+            if ws.dtype == np.float32:
+                return ws.copy()
+            raise NotImplementedError(f"Fixpipe VDEQF16 workspace of {ws.dtype.name} is not modelled "
+                                      "(uint64 FP19 words or float32)")
+        deq = self.params.deqScalar
+        if isinstance(deq, (float, np.floating)):
+            return np.float32(deq)
+        return decode_deq_scale_u64(np.uint64(deq))
+
+    def execute(self) -> None:
+        p = self.params
+        n1 = _ceil(p.nSize, L0C_C0)
+        src = _data(self.src)
+        # one NZ matrix: block j (16 columns) starts at j * srcStride * 16 elements, rows of 16
+        blk = (np.arange(p.ndNum, dtype=np.int64)[:, None, None, None] * (p.srcNdStride * 256)
+               + np.arange(n1, dtype=np.int64)[None, :, None, None] * (p.srcStride * L0C_C0)
+               + np.arange(p.mSize, dtype=np.int64)[None, None, :, None] * L0C_C0
+               + np.arange(L0C_C0, dtype=np.int64)[None, None, None, :])
+        vals = src[blk]  # (ndNum, n1, mSize, 16)
+        vals = vals.transpose(0, 2, 1, 3).reshape(p.ndNum, p.mSize, n1 * L0C_C0)
+        if self.config is CFG_ROW_MAJOR:
+            vals = vals[:, :, :p.nSize]
+        out = self._convert(vals)
+        dst = _data(self.dst)
+        if self.config is CFG_ROW_MAJOR:
+            idx = (np.arange(p.ndNum, dtype=np.int64)[:, None, None] * p.dstNdStride
+                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * p.dstStride
+                   + np.arange(p.nSize, dtype=np.int64)[None, None, :])
+            dst[idx] = out
+        else:
+            pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
+            blocks = out[0].reshape(p.mSize, n1, L0C_C0).transpose(1, 0, 2)
+            idx = (np.arange(n1, dtype=np.int64)[:, None, None] * pitch
+                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
+                   + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
+            dst[idx] = blocks
+
+    def _convert(self, vals: np.ndarray) -> np.ndarray:
+        """L0C values -> destination values: dequant / cast, then ReLU (docs/numerics_cube.md)."""
+        mode = self.mode
+        if mode in (_Q.DEQF16, _Q.VDEQF16):
+            scale = self._scale()
+            if mode is _Q.VDEQF16 and self.config is CFG_NZ:
+                scale = np.pad(scale, (0, vals.shape[-1] - scale.size))
+            with np.errstate(over="ignore", invalid="ignore"):
+                vals = vals.astype(np.float32) * scale  # int32 -> fp32 (RNE), x fp32 scale (RNE)
+        if self.params.reluEn:
+            vals = np.where(vals <= 0, vals.dtype.type(0), vals)  # -0 -> +0, NaN kept
+        if mode is _Q.NoQuant:
+            return vals
+        return cast(vals, "bf16" if mode is _Q.F322BF16 else "fp16")
+
+    def reads(self):
+        p = self.params
+        n = (_ceil(p.nSize, L0C_C0) - 1) * p.srcStride * L0C_C0 + _ceil(p.mSize, L0C_C0) * 256
+        return ((BufferKind.L0C, self.src.addr, n * self.src.dtype.itemsize),)
