@@ -262,7 +262,8 @@ TILING_RULES = (
                "tiling.md §5 'sizes in (0, UINT_MAX]'"),
     TilingRule("nz_head_size_32b_aligned", frozenset({1}), None, "pre_shape",
                "k_head_size and v_head_size times the element size must be multiples of 32 bytes",
-               "tiling.md §5; scatter_pa_kv_cache_tiling.cpp 'kHeadSize and vHeadSize should be align to 32.'"),
+               "tiling.md §5; scatter_pa_kv_cache_tiling.cpp 'kHeadSize and vHeadSize should be "
+               "align to 32.'"),
     TilingRule("rope_omni_float_only", frozenset({5}), frozenset({FAMILY_A2, FAMILY_A3}), "pre_shape",
                "Rope/Omni take FLOAT16 or BFLOAT16 only",
                "scatter_pa_kv_cache_tiling.cpp GetInputDtypeSiso: 'input key and value dtype must be "

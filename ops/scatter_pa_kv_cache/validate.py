@@ -1,8 +1,9 @@
 """Input validation of aclnnScatterPaKvCache: walk ``contract.py`` and return a :class:`ScatterPlan`.
 
-Order (as the aclnn first stage): chip, null tensors (161001), tensor types, dtypes (161002),
-ranks (561002), scenario, optional inputs, tiling rules before shapes, the scenario's shape table,
-tiling rules after shapes, strides/offsets, values of the control tensors. Nothing is written.
+Order (as the aclnn first stage): chip, null tensors (161001), tensor types, contiguity and modes,
+dtypes (161002), ranks (561002), scenario and its chip support, scatter mode and optional inputs,
+tiling rules before shapes, the scenario's shape table, tiling rules after shapes, strides/offsets,
+values of the control tensors. Nothing is written.
 
 Inputs are numpy arrays; in timing mode key/value/caches may be any object with ``.shape`` and
 ``.dtype`` (no data). Control tensors (slot_mapping, seq_lens, compress_lens, compress_seq_offset)
@@ -34,6 +35,7 @@ import numpy as np
 
 from npusim.errors import AclnnError
 from ops.scatter_pa_kv_cache import contract as C
+
 
 @dataclass(frozen=True)
 class ScatterPlan:
@@ -404,7 +406,8 @@ def _value_rule(rule, seq, wins, offs, lens, slots, kind, sizes, rows):
     if rule == "seq_lens_non_negative":
         return _first(seq < 0), "seq_lens values must be >= 0"
     if rule == "seq_lens_within_seq_len":
-        return _first((seq < 0) | (seq > sizes["S"])), f"seq_lens values must lie in [0, seq_len={sizes['S']}]"
+        bad = (seq < 0) | (seq > sizes["S"])
+        return _first(bad), f"seq_lens values must lie in [0, seq_len={sizes['S']}]"
     if rule == "seq_lens_sum_is_num_tokens":
         total = int(seq.sum())
         return ("sum" if total != sizes["T"] else None), (

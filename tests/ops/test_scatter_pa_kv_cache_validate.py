@@ -114,8 +114,8 @@ RULES = [
     ("key-cache-dtype", base(2), with_(2, key_cache=_z((2, 4, 2, 8), BF16)), INVALID),
     ("value-dtype", base(2), with_(2, value=_z((3, 2, 4), BF16)), INVALID),
     ("value-cache-dtype", base(2), with_(2, value_cache=_z((2, 4, 2, 4), BF16)), INVALID),
-    ("slot-dtype", with_(2, slot_mapping=_i([5, -1, 0], I64)), with_(2, slot_mapping=_i([5, -1, 0], np.int16)),
-     INVALID),
+    ("slot-dtype", with_(2, slot_mapping=_i([5, -1, 0], I64)),
+     with_(2, slot_mapping=_i([5, -1, 0], np.int16)), INVALID),
     ("seq-lens-dtype", with_(4, slot_mapping=_i([0, 4, 8, 12], I64), compress_lens=_i([2, 1, 0, 2], I64),
                              seq_lens=_i([3, 2], I64)), with_(4, seq_lens=_i([3, 2], I64)), INVALID),
     ("compress-lens-dtype", base(4), with_(4, compress_lens=_i([2, 1, 0, 2], I64)), INVALID),
@@ -180,7 +180,8 @@ RULES = [
                                       key_cache=_z((2, 4, 0, 8)), value_cache=_z((2, 4, 0, 4))), TILING),
     ("nz-head-align", with_(1, key=_z((3, 2, 32)), key_cache=_z((2, 4, 4, 16))),
      with_(1, key=_z((3, 2, 8)), key_cache=_z((2, 1, 4, 16))), TILING),
-    ("nz-block-size-max", with_(1, key_cache=Spec((1, 2, 65535, 16), FP16), value_cache=Spec((1, 4, 65535, 16), FP16)),
+    ("nz-block-size-max",
+     with_(1, key_cache=Spec((1, 2, 65535, 16), FP16), value_cache=Spec((1, 4, 65535, 16), FP16)),
      with_(1, key_cache=Spec((1, 2, 65536, 16), FP16), value_cache=Spec((1, 4, 65536, 16), FP16)), TILING),
     ("rope-float-only", base(4, np.int8), base(5, np.int8), TILING),
     ("cache-rows-cover-tokens", with_(2, key=_z((8, 2, 8)), value=_z((8, 2, 4)), slot_mapping=_i([-1] * 8)),
@@ -204,12 +205,13 @@ RULES = [
      with_(2, scatter_mode="Nct", strides="junk", offsets=[1, 2]), INVALID),
     # values of the control tensors (seed 约束说明)
     ("slot-range", with_(2, slot_mapping=_i([7, -5, 0])), with_(2, slot_mapping=_i([8, -1, 0])), INVALID),
-    ("slot-range-int64", with_(1, slot_mapping=_i([7, -1, 0], I64)), with_(1, slot_mapping=_i([8, 0, 1], I64)),
-     INVALID),
+    ("slot-range-int64", with_(1, slot_mapping=_i([7, -1, 0], I64)),
+     with_(1, slot_mapping=_i([8, 0, 1], I64)), INVALID),
     ("seq-lens-sum", base(4), with_(4, seq_lens=_i([3, 3])), INVALID),
-    ("seq-lens-non-negative", base(4), with_(4, seq_lens=_i([6, -1]), compress_lens=_i([2, 1, 0, 0])), INVALID),
-    ("compress-lens-le-seq", with_(4, compress_lens=_i([3, 3, 2, 2])), with_(4, compress_lens=_i([2, 1, 0, 3])),
+    ("seq-lens-non-negative", base(4), with_(4, seq_lens=_i([6, -1]), compress_lens=_i([2, 1, 0, 0])),
      INVALID),
+    ("compress-lens-le-seq", with_(4, compress_lens=_i([3, 3, 2, 2])),
+     with_(4, compress_lens=_i([2, 1, 0, 3])), INVALID),
     ("compress-lens-non-negative", base(4), with_(4, compress_lens=_i([2, -1, 0, 2])), INVALID),
     ("s5-offset-window", with_(5, compress_seq_offset=_i([1, 2, -1, 0])),
      with_(5, compress_seq_offset=_i([2, 0, -1, 0])), INVALID),
@@ -218,8 +220,9 @@ RULES = [
     ("s3-seq-lens-le-seq-len", base(3), with_(3, seq_lens=_i([4, 2])), INVALID),
     ("s3-offset-ge-minus-one", with_(3, compress_seq_offset=_i([5, 0, -1, 0])),
      with_(3, compress_seq_offset=_i([-2, 0, -1, 0])), INVALID),
-    ("capacity-formula", with_(3, key_cache=_z((1, 4, 1, 7), np.float32), value_cache=_z((1, 4, 1, 7), np.float32),
-                               slot_mapping=_i([[-1, -1], [-1, -1]]), compress_lens=_i([[2, 2], [1, 1]])),
+    ("capacity-formula",
+     with_(3, key_cache=_z((1, 4, 1, 7), np.float32), value_cache=_z((1, 4, 1, 7), np.float32),
+           slot_mapping=_i([[-1, -1], [-1, -1]]), compress_lens=_i([[2, 2], [1, 1]])),
      with_(3, key_cache=_z((1, 4, 1, 7), np.float32), value_cache=_z((1, 4, 1, 7), np.float32),
            slot_mapping=_i([[-1, -1], [-1, -1]])), INVALID),
     ("task-rows-in-range", with_(4, slot_mapping=_i([0, 4, 8, 14])), with_(4, slot_mapping=_i([0, 4, 8, 15])),
@@ -227,8 +230,8 @@ RULES = [
     ("task-rows-rope", with_(5, slot_mapping=_i([0, 4, 8, 15])), with_(5, slot_mapping=_i([0, 4, 15, 12])),
      INVALID),
     # contiguity (seed: 除了key和value，输入参数不支持非连续)
-    ("cache-contiguous", with_(2, key=_z((3, 2, 16))[:, :, ::2]), with_(2, key_cache=_z((2, 4, 2, 16))[..., ::2]),
-     INVALID),
+    ("cache-contiguous", with_(2, key=_z((3, 2, 16))[:, :, ::2]),
+     with_(2, key_cache=_z((2, 4, 2, 16))[..., ::2]), INVALID),
     ("slot-contiguous", with_(2, key_cache=np.broadcast_to(np.float16(0), (2, 4, 2, 8))),
      with_(2, slot_mapping=_i([5, 9, -1, 4, 0, 1])[::2]), INVALID),
 ]
@@ -246,7 +249,8 @@ def test_rule_invalid_case_status(rule, valid, invalid, status):
     assert status_of(invalid) == status
 
 
-@pytest.mark.parametrize("scenario, family", [(1, A2), (2, A2), (2, A3), (3, A950), (4, A3), (5, A2), (6, A2)])
+@pytest.mark.parametrize("scenario, family",
+                         [(1, A2), (2, A2), (2, A3), (3, A950), (4, A3), (5, A2), (6, A2)])
 def test_classify_scenario_by_construction(scenario, family):
     """classify_scenario picks each seed scenario from the arguments."""
     call = base(scenario)
@@ -291,7 +295,8 @@ def test_plan_scenario_2_nct_fields():
     assert (plan.key_stride, plan.value_stride, plan.key_offset, plan.value_offset) == (16, 8, 1, 2)
     assert (plan.num_tasks, plan.k_head_size, plan.v_head_size, plan.last_dim_k) == (3, 8, 4, 0)
     assert run(base(2)).key_stride is None
-    assert run(with_(2, scatter_mode="Nct", strides=[16, 8], offsets=[1, 2], soc_family=A950)).key_stride is None
+    on_950 = with_(2, scatter_mode="Nct", strides=[16, 8], offsets=[1, 2], soc_family=A950)
+    assert run(on_950).key_stride is None
 
 
 def test_plan_scenario_6_fields():
