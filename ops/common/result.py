@@ -1,0 +1,54 @@
+"""OpResult: what every operator call returns (API.md), and the shared launch step of the operators."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from npusim.chip import ChipSpec
+from npusim.chip import chip as get_chip
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from npusim.launch import TimeoutVerdict
+from npusim.trace import Trace
+
+MODES = ("full", "timing", "estimate")
+
+
+@dataclass
+class OpResult:
+    """Outputs (full mode), cycles and time (launch included), trace, tiling, workspace, timeout verdict.
+
+    Outputs are also attributes: ``res.attention_out``.
+    """
+
+    outputs: dict | None
+    cycles: int
+    time_us: float
+    trace: Trace | None
+    tiling: Any
+    workspace_size: int
+    block_dim: int
+    timeout: TimeoutVerdict
+    mode: str = "full"
+    extra: dict = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        outputs = self.__dict__.get("outputs")
+        if outputs is not None and name in outputs:
+            return outputs[name]
+        raise AttributeError(name)
+
+
+def resolve_chip(chip) -> ChipSpec:
+    """A preset name or a ChipSpec -> ChipSpec (AclnnError 161002 for an unknown name or type)."""
+    if isinstance(chip, ChipSpec):
+        return chip
+    if not isinstance(chip, str):
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"chip: expected a preset name or a ChipSpec, got "
+                                                  f"{type(chip).__name__}")
+    return get_chip(chip)
+
+
+def check_mode(mode, allowed=MODES) -> str:
+    if mode not in allowed:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: must be one of {', '.join(allowed)}, got {mode!r}")
+    return mode
