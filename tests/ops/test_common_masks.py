@@ -222,3 +222,72 @@ def test_keep_mask_errors():
         M.block_range(0, 0, 3, 3, 0)
     with pytest.raises(ValueError):
         M.compressed_tile(M.compressed_causal_mask(8), 0, 5, 5)
+
+
+# --- ops.common.layouts (kept here: the task's file list has no test_common_layouts.py) -----------
+from ops.common import layouts as L  # noqa: E402
+
+
+@pytest.mark.parametrize("layout,shape,heads,want", [
+    ("BSH", (2, 5, 24), 3, (2, 3, 5, 8)),
+    ("BSND", (2, 5, 3, 8), 99, (2, 3, 5, 8)),
+    ("BNSD", (2, 3, 5, 8), 99, (2, 3, 5, 8)),
+    ("BNSD_BSND", (2, 3, 5, 8), 99, (2, 3, 5, 8)),
+])
+def test_layout_parse_shape(layout, shape, heads, want):
+    """(B, N, S, D) per layout; BSH splits H = N*D with num_heads."""
+    assert L.parse_shape(layout, shape, heads) == want
+    b, n, s, d = want
+    assert L.layout_shape(layout, b, n, s, d) == shape
+
+
+@pytest.mark.parametrize("layout,shape,heads", [
+    ("BSH", (2, 5, 25), 3), ("BSH", (2, 5, 24), 0), ("BSH", (2, 5, 3, 8), 3),
+    ("BSND", (2, 5, 24), 3), ("BNSD", (5, 24), 3), ("SH", (5, 24), 3), (None, (2, 5, 24), 3),
+    ("TND", (5, 3, 8), 3),
+])
+def test_layout_parse_shape_rejects(layout, shape, heads):
+    """Wrong rank, H not a multiple of N, unknown layout: 161002."""
+    with pytest.raises(AclnnError) as e:
+        L.parse_shape(layout, shape, heads)
+    assert e.value.status == 161002
+
+
+@pytest.mark.parametrize("layout", ["BSH", "BSND", "BNSD", "BNSD_BSND"])
+def test_layout_round_trip_bits(layout):
+    """to_bnsd is a view whose [b, n, s, d] element is the loop-indexed input element; from_bnsd
+    writes the output layout (BNSD_BSND -> BSND)."""
+    b, n, s, d = 2, 3, 4, 5
+    x = np.arange(b * n * s * d, dtype=np.float16).reshape(L.layout_shape(layout, b, n, s, d))
+    v = L.to_bnsd(x, layout, n)
+    assert v.shape == (b, n, s, d) and np.shares_memory(v, x)
+    for bi in range(b):
+        for ni in range(n):
+            for si in range(s):
+                for di in range(d):
+                    if layout == "BSH":
+                        want = x[bi, si, ni * d + di]
+                    elif layout == "BSND":
+                        want = x[bi, si, ni, di]
+                    else:
+                        want = x[bi, ni, si, di]
+                    assert v[bi, ni, si, di].view(np.uint16) == want.view(np.uint16)
+    out = L.from_bnsd(v, layout)
+    assert L.output_layout(layout) == ("BSND" if layout == "BNSD_BSND" else layout)
+    if layout == "BNSD_BSND":
+        assert out.shape == (b, s, n, d)
+        np.testing.assert_array_equal(out.view(np.uint16), x.transpose(0, 2, 1, 3).view(np.uint16))
+    else:
+        np.testing.assert_array_equal(out.view(np.uint16), x.view(np.uint16))
+
+
+def test_layout_tnd_batches():
+    """TND: per batch [N, S_b, D] views from cumulative lengths; decreasing lengths are 161002."""
+    x = np.arange(7 * 2 * 3, dtype=np.float32).reshape(7, 2, 3)
+    parts = L.tnd_batches(x, [3, 3, 7])
+    assert [p.shape for p in parts] == [(2, 3, 3), (2, 0, 3), (2, 4, 3)]
+    assert parts[2][1, 0, 2] == x[3, 1, 2]
+    with pytest.raises(AclnnError):
+        L.tnd_batches(x, [3, 2])
+    with pytest.raises(AclnnError):
+        L.from_bnsd(np.zeros((1, 1, 1, 1)), "TND")
