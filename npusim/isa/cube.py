@@ -1,4 +1,8 @@
-"""Cube instructions (PIPE_M): :class:`Mmad` and its :class:`MmadParams`.
+"""The cube and its output: :class:`Mmad` (PIPE_M) and :class:`Fixpipe` (PIPE_FIX, L0C -> GM/L1).
+
+Contents: :class:`MmadParams`, :class:`Mmad`; :class:`QuantMode_t`, :class:`FixpipeParamsV220`,
+:class:`FixpipeConfig` (``CFG_ROW_MAJOR`` / ``CFG_NZ``), :class:`Fixpipe`. Parameter structs are
+mutable like their Ascend C counterparts.
 
 Layouts (docs/numerics_cube.md "Layouts"; K0 = 32 B / element size, hardware.md §3):
 
@@ -14,25 +18,34 @@ Layouts (docs/numerics_cube.md "Layouts"; K0 = 32 B / element size, hardware.md 
 Numerics (docs/numerics_cube.md "Mmad"): fp16/bf16 products are exact in fp32 (fp32 inputs: the fp32
 product rounded RNE); each K0-wide fractal is summed in a fixed pairwise tree in fp32; the fractal sums
 are added to the fp32 accumulator in ascending k order. int8 x int8 accumulates exactly in wrapping
-int32. Elements with a k index >= k are read as +0. No BLAS is used.
+int32. Elements with a k index >= k are read as +0. No BLAS is used. Fixpipe: NZ -> ND, fp32 ->
+fp16/bf16 RNE, int32 -> fp16 dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
+from npusim.dtypes import cast, decode_deq_scale_u64, np_dtype
 from npusim.errors import NpusimError
 from npusim.isa.base import Instruction
+from npusim.isa.dma import BLOCK, _ceil, _check, _data, _nonneg, _send
+from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
 
-__all__ = ["Mmad", "MmadParams"]
+__all__ = ["Mmad", "MmadParams", "Fixpipe", "FixpipeParamsV220", "FixpipeConfig", "CFG_ROW_MAJOR", "CFG_NZ",
+           "QuantMode_t"]
 
 FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3)
 M0 = N0 = 16  # fractal rows of A / columns of B (hardware.md §3)
-#: Input dtype -> accumulator (L0C) dtype.
-_ACC = {"float16": np.float32, "bfloat16": np.float32, "float32": np.float32, "int8": np.int32}
+L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
+#: Input dtype -> (ChipSpec cube dtype name, accumulator dtype). NOTE: keyed by dtype because
+#: ``dtype.name`` is slow to compute, and Mmad is issued in inner loops.
+_ACC = {np_dtype(name): (np_dtype(name).name, np.dtype(acc))
+        for name, acc in (("fp16", np.float32), ("bf16", np.float32), ("fp32", np.float32), ("int8", np.int32))}
 
 
 @dataclass(slots=True)
@@ -53,9 +66,9 @@ class MmadParams:
     cmatrixInitVal: bool = True
 
 
-_DEFAULTS = MmadParams()
 _UNMODELLED = ("isBias", "fmOffset", "enSsparse", "enWinogradA", "enWinogradB", "unitFlag", "kDirectionAlign",
                "cmatrixSource")
+_DEFAULTS = tuple(getattr(MmadParams(), f) for f in _UNMODELLED)
 
 
 class Mmad(Instruction):
@@ -77,19 +90,20 @@ class Mmad(Instruction):
         params = args[0]
         if not isinstance(params, MmadParams):
             raise NotImplementedError(f"Mmad with {type(params).__name__} is not modelled (MmadParams)")
-        for field in _UNMODELLED:
-            if getattr(params, field) != getattr(_DEFAULTS, field):
-                raise NotImplementedError(f"Mmad: MmadParams.{field} = {getattr(params, field)!r} is not modelled")
+        p = params
+        if (p.isBias, p.fmOffset, p.enSsparse, p.enWinogradA, p.enWinogradB, p.unitFlag, p.kDirectionAlign,
+                p.cmatrixSource) != _DEFAULTS:
+            field = next(f for f, d in zip(_UNMODELLED, _DEFAULTS) if getattr(p, f) != d)
+            raise NotImplementedError(f"Mmad: MmadParams.{field} = {getattr(p, field)!r} is not modelled")
         for t, kind in ((dst, BufferKind.L0C), (fm, BufferKind.L0A), (filter, BufferKind.L0B)):
             if not (isinstance(t, LocalTensor) and t.buffer.kind is kind):
                 raise NotImplementedError(f"Mmad operands must be L0C, L0A, L0B tensors; got {t!r} for {kind}")
-        name = fm.dtype.name
-        acc = _ACC.get(name)
+        name, acc = _ACC.get(fm.dtype, (None, None))
         if acc is None or filter.dtype != fm.dtype:
-            raise NotImplementedError(f"Mmad {name} x {filter.dtype.name} is not modelled "
+            raise NotImplementedError(f"Mmad {fm.dtype.name} x {filter.dtype.name} is not modelled "
                                       f"(fp16, bf16, fp32 or int8, both operands alike)")
         if dst.dtype != acc:
-            raise NotImplementedError(f"Mmad {name} inputs accumulate in {np.dtype(acc).name}, not {dst.dtype.name}")
+            raise NotImplementedError(f"Mmad {name} inputs accumulate in {acc.name}, not {dst.dtype.name}")
         m, n, k = int(params.m), int(params.n), int(params.k)
         if min(m, n, k) < 0:
             raise NpusimError(f"Mmad: m, n, k must be >= 0, got {m}, {n}, {k}")
@@ -162,3 +176,201 @@ def _fractal_sum(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
     while p.shape[0] > 1:
         p = p[0::2] + p[1::2]
     return p[0]
+
+
+# -- Fixpipe ---------------------------------------------------------------------------------------
+class QuantMode_t(Enum):
+    """Ascend C QuantMode_t: Fixpipe's conversion of L0C values (220x subset + the unmodelled rest)."""
+
+    NoQuant = "NoQuant"
+    F322F16 = "F322F16"
+    F322BF16 = "F322BF16"
+    DEQF16 = "DEQF16"
+    VDEQF16 = "VDEQF16"
+    QF322B8_PRE = "QF322B8_PRE"
+    VQF322B8_PRE = "VQF322B8_PRE"
+    REQ8 = "REQ8"
+    VREQ8 = "VREQ8"
+
+
+@dataclass(slots=True)
+class FixpipeParamsV220:
+    """Ascend C FixpipeParamsV220 (L0C -> GM/L1 on 220x).
+
+    ``srcStride``: distance between adjacent 16-column blocks of the L0C matrix, in rows of 16
+    elements (normally ``ceil16(mSize)``). ``dstStride``: ND row pitch in elements (nz2nd), or the
+    distance between NZ column blocks in 32-byte units (NZ output). ``deqScalar``: the DEQF16 scale,
+    a float (used as fp32) or the uint64 FP19 word (docs/numerics_cube.md).
+    """
+
+    nSize: int = 0
+    mSize: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+    quantPre: QuantMode_t = QuantMode_t.NoQuant
+    deqScalar: float | int = 0
+    ndNum: int = 1
+    srcNdStride: int = 0
+    dstNdStride: int = 0
+    reluEn: bool = False
+    unitFlag: int = 0
+    isChannelSplit: bool = False
+
+
+class FixpipeConfig(Enum):
+    """Ascend C FixpipeConfig: ROW_MAJOR converts NZ -> ND on the way out, NZ keeps the layout."""
+
+    ROW_MAJOR = "CFG_ROW_MAJOR"
+    NZ = "CFG_NZ"
+
+
+CFG_ROW_MAJOR = FixpipeConfig.ROW_MAJOR
+CFG_NZ = FixpipeConfig.NZ
+
+
+_Q = QuantMode_t
+#: (L0C dtype, destination dtype) -> quant modes that convert between them; the first is implied by
+#: NoQuant (the destination dtype decides, docs/numerics_cube.md "Fixpipe").
+_FIX_MODES = {(np_dtype(s), np_dtype(d)): modes for s, d, modes in (
+    ("fp32", "fp32", (_Q.NoQuant,)),
+    ("fp32", "fp16", (_Q.F322F16,)),
+    ("fp32", "bf16", (_Q.F322BF16,)),
+    ("int32", "int32", (_Q.NoQuant,)),
+    ("int32", "fp16", (_Q.DEQF16, _Q.VDEQF16)),
+)}
+
+
+class Fixpipe:
+    """Ascend C ``Fixpipe(dst, src, [cbufWorkspace,] FixpipeParamsV220, config=CFG_ROW_MAJOR)`` on PIPE_FIX.
+
+    Reads an ``mSize x nSize`` matrix of L0C (NZ, 16 x 16 fractals), converts each value (fp32 ->
+    fp16/bf16 RNE; int32 -> fp16 dequant with a scalar or per-channel scale; optional ReLU) and writes
+    it to GM or L1 as ND (row pitch ``dstStride``) or NZ. Padding rows/columns of L0C are dropped.
+    Raises NpuBufferError for out-of-bounds access, NotImplementedError for unmodelled variants.
+    """
+
+    __slots__ = ("dst", "src", "params", "workspace", "mode", "config", "nbytes")
+    name = "Fixpipe"
+    pipe = Pipe.FIX
+
+    def __init__(self, dst, src, *args, config: FixpipeConfig = CFG_ROW_MAJOR):
+        if len(args) == 1:
+            workspace, params = None, args[0]
+        elif len(args) == 2:
+            workspace, params = args
+        else:
+            raise NotImplementedError("Fixpipe takes (dst, src, [cbufWorkspace,] params)")
+        if not isinstance(params, FixpipeParamsV220):
+            raise NotImplementedError(f"Fixpipe with {type(params).__name__} is not modelled (FixpipeParamsV220)")
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C):
+            raise NotImplementedError("Fixpipe is modelled from L0C (CO1) only")
+        to_l1 = isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.L1
+        if not (to_l1 or isinstance(dst, GlobalTensor)):
+            raise NotImplementedError("Fixpipe is modelled into GM or L1 only")
+        p = params
+        self.dst, self.src, self.params, self.workspace, self.config = dst, src, p, workspace, config
+        self.mode = self._mode(src.dtype, dst.dtype, p.quantPre, workspace)
+        if p.isChannelSplit or p.unitFlag:
+            raise NotImplementedError("Fixpipe isChannelSplit / unitFlag are not modelled")
+        if not isinstance(config, FixpipeConfig):
+            raise NotImplementedError(f"Fixpipe config {config!r} is not modelled")
+        _nonneg("Fixpipe", nSize=p.nSize, mSize=p.mSize, srcStride=p.srcStride, dstStride=p.dstStride,
+                ndNum=p.ndNum, srcNdStride=p.srcNdStride, dstNdStride=p.dstNdStride)
+        item = dst.dtype.itemsize
+        self.nbytes = p.ndNum * p.mSize * p.nSize * item
+        unit = src.core
+        if self.nbytes:
+            n1 = _ceil(p.nSize, L0C_C0)
+            src.check((p.ndNum - 1) * p.srcNdStride * 256 + (n1 - 1) * p.srcStride * L0C_C0
+                      + _ceil(p.mSize, L0C_C0) * L0C_C0 * L0C_C0)
+            if config is CFG_ROW_MAJOR:
+                _check(dst, (p.ndNum - 1) * p.dstNdStride + (p.mSize - 1) * p.dstStride + p.nSize)
+            else:
+                if p.ndNum != 1:
+                    raise NotImplementedError("Fixpipe NZ output with ndNum > 1 is not modelled")
+                _check(dst, (n1 - 1) * p.dstStride * BLOCK // item + p.mSize * L0C_C0)
+            if workspace is not None:
+                workspace.check(p.nSize)
+            if unit.full:
+                self.execute()
+        if to_l1:
+            _send(unit, self.name, Pipe.FIX, "l0c_to_l1", self.nbytes)
+        else:
+            _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
+
+    @staticmethod
+    def _mode(src_dtype, dst_dtype, quant: QuantMode_t, workspace) -> QuantMode_t:
+        modes = _FIX_MODES.get((src_dtype, dst_dtype))
+        if modes is None:
+            raise NotImplementedError(f"Fixpipe {src_dtype.name} (L0C) -> {dst_dtype.name} is not modelled")
+        if quant is _Q.NoQuant and modes[0] in (_Q.NoQuant, _Q.F322F16, _Q.F322BF16):
+            quant = modes[0]
+        if quant not in modes:
+            raise NotImplementedError(f"Fixpipe quantPre {quant.name} with {src_dtype.name} -> {dst_dtype.name} "
+                                      f"is not modelled (expected {' or '.join(m.name for m in modes)})")
+        if (quant is _Q.VDEQF16) != (workspace is not None):
+            raise NotImplementedError("Fixpipe needs a cbufWorkspace exactly for VDEQF16 (per-channel deq scales)")
+        return quant
+
+    def _scale(self) -> np.ndarray:
+        """The fp32 dequant scale: scalar, or one per output column (channel)."""
+        if self.mode is _Q.VDEQF16:
+            ws = self.workspace.view(self.params.nSize)
+            if ws.dtype == np.uint64:
+                return decode_deq_scale_u64(ws)
+            if ws.dtype == np.float32:
+                return ws.copy()
+            raise NotImplementedError(f"Fixpipe VDEQF16 workspace of {ws.dtype.name} is not modelled "
+                                      "(uint64 FP19 words or float32)")
+        deq = self.params.deqScalar
+        if isinstance(deq, (float, np.floating)):
+            return np.float32(deq)
+        return decode_deq_scale_u64(np.uint64(deq))
+
+    def execute(self) -> None:
+        p = self.params
+        n1 = _ceil(p.nSize, L0C_C0)
+        src = _data(self.src)
+        # one NZ matrix: block j (16 columns) starts at j * srcStride * 16 elements, rows of 16
+        blk = (np.arange(p.ndNum, dtype=np.int64)[:, None, None, None] * (p.srcNdStride * 256)
+               + np.arange(n1, dtype=np.int64)[None, :, None, None] * (p.srcStride * L0C_C0)
+               + np.arange(p.mSize, dtype=np.int64)[None, None, :, None] * L0C_C0
+               + np.arange(L0C_C0, dtype=np.int64)[None, None, None, :])
+        vals = src[blk]  # (ndNum, n1, mSize, 16)
+        vals = vals.transpose(0, 2, 1, 3).reshape(p.ndNum, p.mSize, n1 * L0C_C0)
+        if self.config is CFG_ROW_MAJOR:
+            vals = vals[:, :, :p.nSize]
+        out = self._convert(vals)
+        dst = _data(self.dst)
+        if self.config is CFG_ROW_MAJOR:
+            idx = (np.arange(p.ndNum, dtype=np.int64)[:, None, None] * p.dstNdStride
+                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * p.dstStride
+                   + np.arange(p.nSize, dtype=np.int64)[None, None, :])
+            dst[idx] = out
+        else:
+            pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
+            blocks = out[0].reshape(p.mSize, n1, L0C_C0).transpose(1, 0, 2)
+            idx = (np.arange(n1, dtype=np.int64)[:, None, None] * pitch
+                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
+                   + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
+            dst[idx] = blocks
+
+    def _convert(self, vals: np.ndarray) -> np.ndarray:
+        """L0C values -> destination values: dequant / cast, then ReLU (docs/numerics_cube.md)."""
+        mode = self.mode
+        if mode in (_Q.DEQF16, _Q.VDEQF16):
+            scale = self._scale()
+            if mode is _Q.VDEQF16 and self.config is CFG_NZ:
+                scale = np.pad(scale, (0, vals.shape[-1] - scale.size))
+            with np.errstate(over="ignore", invalid="ignore"):
+                vals = vals.astype(np.float32) * scale  # int32 -> fp32 (RNE), x fp32 scale (RNE)
+        if self.params.reluEn:
+            vals = np.where(vals <= 0, vals.dtype.type(0), vals)  # -0 -> +0, NaN kept
+        if mode is _Q.NoQuant:
+            return vals
+        return cast(vals, "bf16" if mode is _Q.F322BF16 else "fp16")
+
+    def reads(self):
+        p = self.params
+        n = (_ceil(p.nSize, L0C_C0) - 1) * p.srcStride * L0C_C0 + _ceil(p.mSize, L0C_C0) * 256
+        return ((BufferKind.L0C, self.src.addr, n * self.src.dtype.itemsize),)

@@ -1,35 +1,32 @@
-"""Data movement: DataCopy, DataCopyPad, LoadData (L1 -> L0A/L0B) and Fixpipe (L0C -> GM/L1).
+"""Data movement: DataCopy, DataCopyPad (GM <-> UB/L1) and LoadData (L1 -> L0A/L0B).
 
 Contents: the parameter structs (Ascend C names and fields: :class:`DataCopyParams`,
 :class:`Nd2NzParams`, :class:`DataCopyExtParams`, :class:`DataCopyPadExtParams`,
-:class:`LoadData2DParams`, :class:`FixpipeParamsV220`, :class:`QuantMode_t`, :class:`FixpipeConfig`)
-and the instructions :class:`DataCopy`, :class:`DataCopyPad`, :class:`LoadData`, :class:`Fixpipe`.
-The structs are mutable, so kernels may fill them field by field as Ascend C kernels do.
+:class:`LoadData2DParams`), the instructions :class:`DataCopy`, :class:`DataCopyPad`,
+:class:`LoadData`, and the transfer helpers cube.py's Fixpipe shares. The structs are mutable, so
+kernels may fill them field by field as Ascend C kernels do. (Fixpipe, the L0C read-out, lives with
+Mmad in cube.py.)
 
-Semantics (layouts, padding, Fixpipe conversions) are defined in docs/numerics_cube.md. Costs:
+Semantics (layouts, padding) are defined in docs/numerics_cube.md. Costs:
 ``ChipSpec.path_rate`` / ``path_latency`` of the instruction's data path via ``CoreUnit.transfer``;
 GM transfers book the chip's shared HBM/L2 bandwidth (launch.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 
-from npusim.dtypes import cast, decode_deq_scale_u64
-from npusim.errors import NpuBufferError, NpusimError
+from npusim.errors import NpusimError
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
 
 __all__ = ["DataCopy", "DataCopyParams", "Nd2NzParams", "DataCopyPad", "DataCopyExtParams",
-           "DataCopyPadExtParams", "DataCopyPadParams", "LoadData", "LoadData2DParams", "Fixpipe",
-           "FixpipeParamsV220", "FixpipeConfig", "CFG_ROW_MAJOR", "CFG_NZ", "QuantMode_t"]
+           "DataCopyPadExtParams", "DataCopyPadParams", "LoadData", "LoadData2DParams"]
 
 BLOCK = 32  # bytes per DataCopy block unit and per C0 (hardware.md §3, §4)
 FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3, §5)
-L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
 
 _LOAD_PATHS = {BufferKind.UB: "gm_to_ub", BufferKind.L1: "gm_to_l1"}
 _STORE_PATHS = {BufferKind.UB: "ub_to_gm", BufferKind.L1: "l1_to_gm"}
@@ -102,54 +99,6 @@ class LoadData2DParams:
     ifTranspose: bool = False
     addrMode: int = 0
 
-
-class QuantMode_t(Enum):
-    """Ascend C QuantMode_t: Fixpipe's conversion of L0C values (220x subset + the unmodelled rest)."""
-
-    NoQuant = "NoQuant"
-    F322F16 = "F322F16"
-    F322BF16 = "F322BF16"
-    DEQF16 = "DEQF16"
-    VDEQF16 = "VDEQF16"
-    QF322B8_PRE = "QF322B8_PRE"
-    VQF322B8_PRE = "VQF322B8_PRE"
-    REQ8 = "REQ8"
-    VREQ8 = "VREQ8"
-
-
-@dataclass(slots=True)
-class FixpipeParamsV220:
-    """Ascend C FixpipeParamsV220 (L0C -> GM/L1 on 220x).
-
-    ``srcStride``: distance between adjacent 16-column blocks of the L0C matrix, in rows of 16
-    elements (normally ``ceil16(mSize)``). ``dstStride``: ND row pitch in elements (nz2nd), or the
-    distance between NZ column blocks in 32-byte units (NZ output). ``deqScalar``: the DEQF16 scale,
-    a float (used as fp32) or the uint64 FP19 word (docs/numerics_cube.md).
-    """
-
-    nSize: int = 0
-    mSize: int = 0
-    srcStride: int = 0
-    dstStride: int = 0
-    quantPre: QuantMode_t = QuantMode_t.NoQuant
-    deqScalar: float | int = 0
-    ndNum: int = 1
-    srcNdStride: int = 0
-    dstNdStride: int = 0
-    reluEn: bool = False
-    unitFlag: int = 0
-    isChannelSplit: bool = False
-
-
-class FixpipeConfig(Enum):
-    """Ascend C FixpipeConfig: ROW_MAJOR converts NZ -> ND on the way out, NZ keeps the layout."""
-
-    ROW_MAJOR = "CFG_ROW_MAJOR"
-    NZ = "CFG_NZ"
-
-
-CFG_ROW_MAJOR = FixpipeConfig.ROW_MAJOR
-CFG_NZ = FixpipeConfig.NZ
 
 
 # -- shared helpers -------------------------------------------------------------------------------
@@ -439,152 +388,3 @@ class LoadData:
         p = self.params
         return ((self.dst.buffer.kind, self.dst.addr,
                  ((p.repeatTimes - 1) * (p.dstGap + 1) + 1) * FRACTAL_BYTES if p.repeatTimes else 0),)
-
-
-# -- Fixpipe ---------------------------------------------------------------------------------------
-_Q = QuantMode_t
-#: (L0C dtype, destination dtype) -> quant modes that convert between them; the first is implied by
-#: NoQuant (the destination dtype decides, docs/numerics_cube.md "Fixpipe").
-_FIX_MODES = {
-    ("float32", "float32"): (_Q.NoQuant,),
-    ("float32", "float16"): (_Q.F322F16,),
-    ("float32", "bfloat16"): (_Q.F322BF16,),
-    ("int32", "int32"): (_Q.NoQuant,),
-    ("int32", "float16"): (_Q.DEQF16, _Q.VDEQF16),
-}
-
-
-class Fixpipe:
-    """Ascend C ``Fixpipe(dst, src, [cbufWorkspace,] FixpipeParamsV220, config=CFG_ROW_MAJOR)`` on PIPE_FIX.
-
-    Reads an ``mSize x nSize`` matrix of L0C (NZ, 16 x 16 fractals), converts each value (fp32 ->
-    fp16/bf16 RNE; int32 -> fp16 dequant with a scalar or per-channel scale; optional ReLU) and writes
-    it to GM or L1 as ND (row pitch ``dstStride``) or NZ. Padding rows/columns of L0C are dropped.
-    Raises NpuBufferError for out-of-bounds access, NotImplementedError for unmodelled variants.
-    """
-
-    __slots__ = ("dst", "src", "params", "workspace", "mode", "config", "nbytes")
-    name = "Fixpipe"
-    pipe = Pipe.FIX
-
-    def __init__(self, dst, src, *args, config: FixpipeConfig = CFG_ROW_MAJOR):
-        if len(args) == 1:
-            workspace, params = None, args[0]
-        elif len(args) == 2:
-            workspace, params = args
-        else:
-            raise NotImplementedError("Fixpipe takes (dst, src, [cbufWorkspace,] params)")
-        if not isinstance(params, FixpipeParamsV220):
-            raise NotImplementedError(f"Fixpipe with {type(params).__name__} is not modelled (FixpipeParamsV220)")
-        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C):
-            raise NotImplementedError("Fixpipe is modelled from L0C (CO1) only")
-        to_l1 = isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.L1
-        if not (to_l1 or isinstance(dst, GlobalTensor)):
-            raise NotImplementedError("Fixpipe is modelled into GM or L1 only")
-        p = params
-        self.dst, self.src, self.params, self.workspace, self.config = dst, src, p, workspace, config
-        self.mode = self._mode(src.dtype.name, dst.dtype.name, p.quantPre, workspace)
-        if p.isChannelSplit or p.unitFlag:
-            raise NotImplementedError("Fixpipe isChannelSplit / unitFlag are not modelled")
-        if not isinstance(config, FixpipeConfig):
-            raise NotImplementedError(f"Fixpipe config {config!r} is not modelled")
-        _nonneg("Fixpipe", nSize=p.nSize, mSize=p.mSize, srcStride=p.srcStride, dstStride=p.dstStride,
-                ndNum=p.ndNum, srcNdStride=p.srcNdStride, dstNdStride=p.dstNdStride)
-        item = dst.dtype.itemsize
-        self.nbytes = p.ndNum * p.mSize * p.nSize * item
-        unit = src.core
-        if self.nbytes:
-            n1 = _ceil(p.nSize, L0C_C0)
-            src.check((p.ndNum - 1) * p.srcNdStride * 256 + (n1 - 1) * p.srcStride * L0C_C0
-                      + _ceil(p.mSize, L0C_C0) * L0C_C0 * L0C_C0)
-            if config is CFG_ROW_MAJOR:
-                _check(dst, (p.ndNum - 1) * p.dstNdStride + (p.mSize - 1) * p.dstStride + p.nSize)
-            else:
-                if p.ndNum != 1:
-                    raise NotImplementedError("Fixpipe NZ output with ndNum > 1 is not modelled")
-                _check(dst, (n1 - 1) * p.dstStride * BLOCK // item + p.mSize * L0C_C0)
-            if workspace is not None:
-                workspace.check(p.nSize)
-            if unit.full:
-                self.execute()
-        if to_l1:
-            _send(unit, self.name, Pipe.FIX, "l0c_to_l1", self.nbytes)
-        else:
-            _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
-
-    @staticmethod
-    def _mode(src_name: str, dst_name: str, quant: QuantMode_t, workspace) -> QuantMode_t:
-        modes = _FIX_MODES.get((src_name, dst_name))
-        if modes is None:
-            raise NotImplementedError(f"Fixpipe {src_name} (L0C) -> {dst_name} is not modelled")
-        if quant is _Q.NoQuant and modes[0] in (_Q.NoQuant, _Q.F322F16, _Q.F322BF16):
-            quant = modes[0]
-        if quant not in modes:
-            raise NotImplementedError(f"Fixpipe quantPre {quant.name} with {src_name} -> {dst_name} is not modelled "
-                                      f"(expected {' or '.join(m.name for m in modes)})")
-        if (quant is _Q.VDEQF16) != (workspace is not None):
-            raise NotImplementedError("Fixpipe needs a cbufWorkspace exactly for VDEQF16 (per-channel deq scales)")
-        return quant
-
-    def _scale(self) -> np.ndarray:
-        """The fp32 dequant scale: scalar, or one per output column (channel)."""
-        if self.mode is _Q.VDEQF16:
-            ws = self.workspace.view(self.params.nSize)
-            if ws.dtype == np.uint64:
-                return decode_deq_scale_u64(ws)
-            if ws.dtype == np.float32:
-                return ws.copy()
-            raise NotImplementedError(f"Fixpipe VDEQF16 workspace of {ws.dtype.name} is not modelled "
-                                      "(uint64 FP19 words or float32)")
-        deq = self.params.deqScalar
-        if isinstance(deq, (float, np.floating)):
-            return np.float32(deq)
-        return decode_deq_scale_u64(np.uint64(deq))
-
-    def execute(self) -> None:
-        p = self.params
-        n1 = _ceil(p.nSize, L0C_C0)
-        src = _data(self.src)
-        # one NZ matrix: block j (16 columns) starts at j * srcStride * 16 elements, rows of 16
-        blk = (np.arange(p.ndNum, dtype=np.int64)[:, None, None, None] * (p.srcNdStride * 256)
-               + np.arange(n1, dtype=np.int64)[None, :, None, None] * (p.srcStride * L0C_C0)
-               + np.arange(p.mSize, dtype=np.int64)[None, None, :, None] * L0C_C0
-               + np.arange(L0C_C0, dtype=np.int64)[None, None, None, :])
-        vals = src[blk]  # (ndNum, n1, mSize, 16)
-        vals = vals.transpose(0, 2, 1, 3).reshape(p.ndNum, p.mSize, n1 * L0C_C0)
-        if self.config is CFG_ROW_MAJOR:
-            vals = vals[:, :, :p.nSize]
-        out = self._convert(vals)
-        dst = _data(self.dst)
-        if self.config is CFG_ROW_MAJOR:
-            idx = (np.arange(p.ndNum, dtype=np.int64)[:, None, None] * p.dstNdStride
-                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * p.dstStride
-                   + np.arange(p.nSize, dtype=np.int64)[None, None, :])
-            dst[idx] = out
-        else:
-            pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
-            blocks = out[0].reshape(p.mSize, n1, L0C_C0).transpose(1, 0, 2)
-            idx = (np.arange(n1, dtype=np.int64)[:, None, None] * pitch
-                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
-                   + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
-            dst[idx] = blocks
-
-    def _convert(self, vals: np.ndarray) -> np.ndarray:
-        """L0C values -> destination values: dequant / cast, then ReLU (docs/numerics_cube.md)."""
-        mode = self.mode
-        if mode in (_Q.DEQF16, _Q.VDEQF16):
-            scale = self._scale()
-            if mode is _Q.VDEQF16 and self.config is CFG_NZ:
-                scale = np.pad(scale, (0, vals.shape[-1] - scale.size))
-            with np.errstate(over="ignore", invalid="ignore"):
-                vals = vals.astype(np.float32) * scale  # int32 -> fp32 (RNE), x fp32 scale (RNE)
-        if self.params.reluEn:
-            vals = np.where(vals <= 0, vals.dtype.type(0), vals)  # -0 -> +0, NaN kept
-        if mode is _Q.NoQuant:
-            return vals
-        return cast(vals, "bf16" if mode is _Q.F322BF16 else "fp16")
-
-    def reads(self):
-        p = self.params
-        n = (_ceil(p.nSize, L0C_C0) - 1) * p.srcStride * L0C_C0 + _ceil(p.mSize, L0C_C0) * 256
-        return ((BufferKind.L0C, self.src.addr, n * self.src.dtype.itemsize),)

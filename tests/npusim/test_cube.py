@@ -10,8 +10,8 @@ import pytest
 
 from npusim.dtypes import encode_deq_scale_u64
 from npusim.errors import KernelError, NpuBufferError
-from npusim.kernel import (CFG_NZ, CFG_ROW_MAJOR, DataCopy, Fixpipe, FixpipeParamsV220, LoadData, LoadData2DParams, Mmad,
-                           MmadParams, Nd2NzParams, QuantMode_t, TBuf, TPipe, TPosition)
+from npusim.kernel import (CFG_NZ, CFG_ROW_MAJOR, DataCopy, Fixpipe, FixpipeParamsV220, LoadData, LoadData2DParams,
+                           Mmad, MmadParams, Nd2NzParams, QuantMode_t, TBuf, TPipe, TPosition)
 from npusim.launch import GmArg, launch
 from tests.conftest import timeline
 
