@@ -88,13 +88,14 @@ class Limit:
 
 K = 1024  # "2K", "1K", "1M" read as binary multiples, as CANN docs use them (validate.py docstring)
 M = 1024 * 1024
+# seed L135 "S：取值范围为1~1M" needs no rule of its own: a batch's S is a step of a non-decreasing
+# cumulative array ending at T <= 1M, and S == 0 is allowed (L144).
 
 LIMITS = {
     "T": Limit("T (query and key/value)", 1, M, "limit_T", "seed L132 'T(B*S)：取值范围为1~1M'"),
     "B": Limit("B (batch count)", 1, 2 * K, "limit_B", "seed L133 'B：取值范围为1~2K'"),
     "B_prefix": Limit("B with prefix", 1, K, "limit_B_prefix", "seed L133 '带prefixOptional的时候B最大支持1K'"),
     "N": Limit("N1 (query heads)", 1, 256, "limit_N", "seed L130, L134 'Nq取值范围1~256'"),
-    "S": Limit("S per batch", 0, M, "limit_S", "seed L135 'S：取值范围为1~1M' (0 allowed by L144)"),
     "D": Limit("D (head dim)", 1, 512, "limit_D", "seed L136 'D：取值范围为1~512'"),
 }
 
@@ -188,7 +189,6 @@ _RULE_LIST = (
     Rule("limit_B", _INV, "the batch count must lie in [1, 2K]", LIMITS["B"].source),
     Rule("limit_B_prefix", _INV, "with prefix the batch count must be <= 1K", LIMITS["B_prefix"].source),
     Rule("limit_N", _INV, "N1 (head_num) must lie in [1, 256]", LIMITS["N"].source),
-    Rule("limit_S", _INV, "each batch's Sq and Skv must lie in [0, 1M]", LIMITS["S"].source),
     Rule("limit_D", _INV, "D must lie in [1, 512]", LIMITS["D"].source),
     # sequence lengths
     Rule("seq_lens_same_batch", _TIL, "actual_seq_qlen and actual_seq_kvlen must have the same length (B)",
