@@ -127,9 +127,10 @@ def _data(t) -> np.ndarray:
 
 
 def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte: int = 0,
-          gm_write: bool = False) -> None:
-    """Schedule a transfer; frames: kernel line -> instruction __init__ -> here -> unit.transfer."""
-    unit.transfer(unit.launch.name_id(name), int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=3)
+          gm_write: bool = False, depth: int = 3) -> None:
+    """Schedule a transfer. *depth*: frames from unit.transfer up to the kernel line (transfer ->
+    _send -> instruction __init__ -> kernel line = 3, one more per helper method in between)."""
+    unit.transfer(unit.launch.name_id(name), int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
 
 
 def _nonneg(what: str, **values) -> None:
@@ -241,7 +242,7 @@ class DataCopy:
                    + (_ceil(p.dValue, c0) - 1) * p.dstNzC0Stride * c0 + c0)
             if unit.full:
                 self._execute_nd2nz(c0)
-        _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False)
+        _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False, depth=4)
 
     def _execute_nd2nz(self, c0: int) -> None:
         p = self.params
