@@ -36,7 +36,8 @@ Choices where the seed is ambiguous or the real kernel disagrees with it:
   and tolerates T > sum only in an EOD corner). keep_prob and scale are fp32 attributes: keep_prob is
   range-checked after rounding to float32, as the tiling does; scale is stored rounded to float32.
 - inner_precise outside {0, 1, 2} is refused (seed L80-82 lists only those; the kernel ignores them).
-- drop_mask: any shape with at least ceil(N1*sum(Sq*Skv)/8) bytes (tiling); used iff given.
+- drop_mask: any shape with at least ceil(N1*sum(Sq*Skv)/8) bytes (tiling); used iff given, whatever
+  keep_prob is. padding_mask (reserved, seed L55): only its dtype is checked.
 """
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ class FaVarLenProblem:
     key/value head h // G. Masking (mask_form != "none"): row i, column j of batch b is computed iff
     ``-pre_tokens_lu[b] <= j - i <= next_tokens_lu[b]`` or ``j < prefix_n[b]`` (sparse 6), and, for
     mask_form "full", ``atten_mask[i, j] == 0``; tokens are left-up, +-INT32_MAX means unbounded.
-    pse: "none", "full" (1-D, each batch's [N1, Sq, Skv] in turn) or "alibi" ([B|1, N1, 1024, maxSkv],
-    rows [1024-Sq:] and columns [maxSkv-Skv:] of batch b); order "add_then_scale": scale*(QK^T + pse).
+    pse: "none", "full" (1-D, each batch's [N1, Sq, Skv] in turn) or "alibi" ([B|1, N1, 1024, maxSkv]:
+    the last 1024 rows of a [B|1, N1, maxSq, maxSkv] pse whose batch b sits in its bottom-right
+    [Sq, Skv] corner, seed L48 and oracles.md §2); order "add_then_scale": scale*(QK^T + pse).
     Dropout iff a drop_mask is given: bit k (little-endian within each byte) of the packed mask is the
     keep flag of element k of the concatenated per-batch [N1, Sq, Skv] blocks; *drop_mask_bytes* =
     ceil(drop_mask_bits / 8). *invalid_rows*[b]: batch b has a fully masked row (structurally);

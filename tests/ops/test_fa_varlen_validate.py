@@ -390,3 +390,35 @@ def test_fa_varlen_valid_varlen_configs(pairs, mode, pre, nxt):
         assert e.status == 561002
         return
     assert p.seq_q.tolist() == sq and p.seq_kv.tolist() == skv and not p.has_invalid_rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=4),
+       st.sampled_from([0, 1, 2, 3, 4, 6, 7, 8]), st.integers(-3, 7), st.integers(-3, 7),
+       st.lists(st.integers(0, 5), min_size=4, max_size=4))
+def test_fa_varlen_tokens_match_common_masks(pairs, mode, pre, nxt, prefix):
+    """The problem's LU tokens (and prefix) keep exactly the elements ops.common.masks.keep_mask keeps,
+    and its invalid-row flags are the rows that keep nothing (an independent element-level definition)."""
+    masks = pytest.importorskip("ops.common.masks")
+    sq = [a if b else 0 for a, b in pairs]
+    skv = [b for _, b in pairs]
+    if sum(sq) == 0:
+        return
+    mask = zeros((max(sq), max(skv))) if mode in (0, 1) else (PREFIX_MASK if mode == 6 else CAUSAL)
+    try:
+        p = validate(**call(**qkv(t1=sum(sq), t2=sum(skv)), actual_seq_qlen=np.cumsum(sq),
+                            actual_seq_kvlen=np.cumsum(skv), sparse_mode=mode, atten_mask=mask,
+                            pre_tokens=pre, next_tokens=nxt, prefix=prefix[:len(sq)]))
+    except AclnnError as e:
+        assert e.status == 561002
+        return
+    for b, (s1, s2) in enumerate(zip(sq, skv)):
+        d = np.arange(s2)[None, :] - np.arange(s1)[:, None]
+        keep = (d >= -p.pre_tokens_lu[b]) & (d <= p.next_tokens_lu[b])
+        if p.prefix_n is not None:
+            keep |= np.arange(s2)[None, :] < p.prefix_n[b]
+        ref = masks.keep_mask(mode, pre, nxt, s1, s2, atten_mask=mask if mode in (0, 1) else None,
+                              prefix=None if p.prefix_n is None else int(p.prefix_n[b]),
+                              band_batch=b == p.band_index)
+        assert (keep == ref).all()
+        assert bool(p.invalid_rows[b]) == bool(masks.invalid_rows(ref).any())
