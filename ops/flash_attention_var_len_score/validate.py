@@ -243,14 +243,13 @@ def _check_limit(key: str, name: str, value: int) -> None:
 
 def _lengths(cum: np.ndarray, total: int, name: str) -> np.ndarray:
     """Per-batch lengths from cumulative *cum* covering *total* rows (seed L13, L144)."""
-    steps = np.diff(cum, prepend=np.int64(0))
-    if cum[0] < 0 or (steps < 0).any():
+    if cum[0] < 0 or (cum[1:] < cum[:-1]).any():  # compared, not differenced: no int64 wrap-around
         raise _fail("seq_lens_cumulative", name, str(cum.tolist())[:200])
     if cum[-1] > total:
         raise _fail("t_covers_seq_lens", name, f"last {int(cum[-1])} > T {total}")
     if cum[-1] != total:
         raise _fail("seq_lens_end_at_t", name, f"last {int(cum[-1])} != T {total}")
-    return steps
+    return np.diff(cum, prepend=np.int64(0))
 
 
 def _check_mask_shape(mode: int, shape: tuple, max_sq: int, max_skv: int) -> None:
