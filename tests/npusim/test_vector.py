@@ -3,6 +3,7 @@ for indexing and reduction order), costs against hand-computed timelines, full =
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import ml_dtypes
@@ -287,6 +288,45 @@ def test_exp_ln_sqrt_abs_round_once_from_float64(dt):
     assert np.array_equal(bits(outs["sq"]), _ref_unary(_sqrt, a, dt))
     mask = (1 << (8 * dt.itemsize - 1)) - 1
     assert np.array_equal(bits(outs["ab"]), bits(a) & mask)
+
+
+def _ref_decimal(fn, a, dt):
+    """fn (Decimal.exp / Decimal.ln at 50 digits) rounded once to *dt*: the correctly rounded value."""
+    out = []
+    for x in a.astype(np.float64):
+        x = float(x)
+        if fn is Decimal.ln and x <= 0:
+            y = -math.inf if x == 0 else math.nan
+        elif fn is Decimal.exp and not -200 < x < 200:  # 0 or inf in every dtype here
+            y = 0.0 if x < 0 else math.inf
+        else:
+            y = round_exact(Fraction(fn(Decimal(x))), False, dt)
+        out.append(y)
+    return encode(out, dt)
+
+
+@pytest.mark.parametrize("dt,sample", [(F16, None), (BF16, 3000)], ids=["fp16-all", "bf16-sample"])
+def test_exp_ln_are_correctly_rounded(dt, sample):
+    """Exp/Ln == the correctly rounded value (50-digit decimal reference): every finite fp16 input,
+    a random sample of bf16 ones."""
+    with np.errstate(invalid="ignore"):
+        codes = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+        a = codes.view(dt)[np.isfinite(codes.view(dt).astype(np.float64))]
+    if sample:
+        a = RNG.choice(a, sample, replace=False)
+    for part in np.array_split(a, -(-a.size // 16384)):  # three 32 KiB tensors per launch fit the UB
+        n = part.size
+        e, ln = np.zeros(n, dt), np.zeros(n, dt)
+
+        def body(a, e, ln):
+            V.Exp(e, a, n)
+            V.Ln(ln, a, n)
+
+        run(body, a=part, e=e, ln=ln)
+        with localcontext() as ctx:
+            ctx.prec = 50
+            assert np.array_equal(bits(e), _ref_decimal(Decimal.exp, part, dt))
+            assert np.array_equal(bits(ln), _ref_decimal(Decimal.ln, part, dt))
 
 
 # ------------------------------------------------------------------ repeat form (level 0)
