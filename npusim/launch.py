@@ -98,7 +98,8 @@ class Launch:
         return i
 
     def src_id(self, depth: int) -> int:
-        frame = sys._getframe(depth + 1)
+        """Index of the source line *depth* frames above the caller of this method."""
+        frame = sys._getframe(depth)
         key = (frame.f_code, frame.f_lineno)
         i = self._src_index.get(key)
         if i is None:
@@ -107,7 +108,7 @@ class Launch:
         return i
 
     def src_text(self, depth: int) -> str:
-        frame = sys._getframe(depth + 1)
+        frame = sys._getframe(depth)
         return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
     # -- global memory -----------------------------------------------------------------------
@@ -235,7 +236,15 @@ class Launch:
     def run(self) -> None:
         for unit in self.units:  # cores start in block-index order (STYLE §6)
             self.env.process(self._drive(unit))
-        self.env.run()
+        try:
+            self.env.run()
+        except Exception as exc:
+            # simpy re-raises a failed process's exception as a copy caused by the original: give the
+            # caller the original (AclnnError, KernelError with the kernel's exception as its cause...)
+            orig = exc.__cause__
+            if orig is not None and type(orig) is type(exc):
+                raise orig from orig.__cause__
+            raise
         stuck = [u for u in self.units if not u.finished]
         if stuck:
             lines = [f"{u.label} waits for {u.waiting_for or 'nothing (suspended)'}" for u in stuck]

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from npusim.errors import AclnnError, KernelHangError, NpuBufferError
+from npusim.errors import AclnnError, KernelError, KernelHangError, NpuBufferError
 from npusim.isa.base import Instruction
 from npusim.kernel import (CrossCoreSetFlag, CrossCoreWaitFlag, GetBlockIdx, GetSubBlockIdx, HardEvent, PipeBarrier,
                            SetFlag, SyncAll, TBuf, TPipe, TPosition, TQue, WaitFlag, ASCEND_IS_AIC)
@@ -240,8 +240,22 @@ def test_kernel_exception_names_core(chip):
     def k():
         if GetBlockIdx() == 1:
             raise ZeroDivisionError("boom")
-    with pytest.raises(Exception, match=r"core1\.veccore0: kernel raised ZeroDivisionError: boom"):
+    with pytest.raises(KernelError, match=r"core1\.veccore0: kernel raised ZeroDivisionError: boom") as e:
         run(k, chip, block_dim=2)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+
+
+def test_trace_source_is_the_kernel_line(chip):
+    """Every trace row names the kernel line that issued it."""
+    import inspect
+
+    def k():
+        Busy(Pipe.V, 1, 0)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+    first = inspect.getsourcelines(k)[1]
+    sources = list(run(k, chip).trace.df["source"])
+    assert sources == [f"{__file__}:{first + line}" for line in (1, 2, 3)]
 
 
 def test_same_inputs_same_cycles(chip):

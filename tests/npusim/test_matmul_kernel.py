@@ -11,7 +11,7 @@ import pytest
 from npusim.chip import chip as get_chip
 from npusim.errors import AclnnError
 from npusim.launch import GmArg, launch
-from tests.kernels.matmul_kernel import matmul_custom, matmul_tiling
+from npusim.examples.matmul import matmul_custom, matmul_tiling
 
 CHIPS = ["Ascend910B2", "Ascend910B4"]
 SHAPES = [(128, 128, 64), (200, 300, 130), (37, 45, 70), (256, 160, 200)]
