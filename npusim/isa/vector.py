@@ -15,13 +15,15 @@ int (the first *mask* elements of each repeat) or two uint64 (bit i -> element i
 32-byte blocks; elements outside the mask are not written.
 
 Semantics: docs/numerics.md "Vector instructions". Cost: ``occupancy = repeats x cycles per repeat``
-of the instruction's cost class (:data:`COST`), ``latency`` = its inherent latency (:data:`LATENCY`).
+of the instruction's cost class (``cost``: ONE_SRC, TWO_SRC, ... below), ``latency`` = its inherent
+latency (:data:`LATENCY`).
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import ClassVar
 
 import ml_dtypes
@@ -83,6 +85,7 @@ GATHER_B32 = TWO_SRC * 128 / 21
 # ROWSUM fp16 23 / fp32 20, ROWMAX fp16 9 / fp32 8. Absent -> ChipSpec.vector_latency_cycles (the
 # pypto default 10). MIN/MINS take MAX's 4 (same unit); BlockReduce takes the ROW* values.
 
+
 def _lat(flt: float, integer: float | None = None) -> dict:
     out = {dt: float(flt) for dt in FLOATS}
     if integer is not None:
@@ -90,7 +93,8 @@ def _lat(flt: float, integer: float | None = None) -> dict:
     return out
 
 
-LATENCY = {
+#: Inherent latency by instruction name and dtype (read-only).
+LATENCY = MappingProxyType({
     "Add": _lat(6, 4), "Sub": _lat(6, 4), "Adds": _lat(6, 4), "Mul": _lat(7, 5), "Muls": _lat(7, 5),
     "Div": _lat(13), "Exp": _lat(12), "Sqrt": _lat(13), "Max": _lat(4, 4), "Min": _lat(4, 4),
     "Maxs": _lat(4, 4), "Mins": _lat(4, 4),
@@ -98,7 +102,7 @@ LATENCY = {
     "BlockReduceSum": {F16: 23.0, F32: 20.0},
     "ReduceMax": {F16: 9.0, F32: 8.0}, "WholeReduceMax": {F16: 9.0, F32: 8.0},
     "BlockReduceMax": {F16: 9.0, F32: 8.0},
-}
+})
 
 
 # ---- parameter structs and enums (Ascend C spellings) ---------------------------------------------
@@ -345,7 +349,7 @@ class VectorInstruction(Instruction):
     """A PIPE_V instruction: dtype checks, the cost formula, the regions it touches.
 
     Subclasses set ``repeats`` (256 B repeats issued), ``dtype`` (selects the latency), ``nbytes``,
-    ``flops`` and ``spans`` ((tensor, bytes) read, then written) before calling ``issue``.
+    ``flops``, ``spans_r`` and ``spans_w`` ((tensor, bytes) read and written) before calling ``issue``.
     """
 
     __slots__ = ("repeats", "dtype", "nbytes", "flops", "spans_r", "spans_w")
@@ -682,8 +686,10 @@ class Duplicate(VectorInstruction):
 _INT_MODES = frozenset({RoundMode.CAST_RINT, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL, RoundMode.CAST_ROUND,
                         RoundMode.CAST_TRUNC})
 _NONE = frozenset({RoundMode.CAST_NONE})
-#: (src, dst) -> round modes the Cast instruction accepts on A2/A3 (Ascend C Cast, atlasascendc_api_07_0073).
-CAST_MODES = {
+#: (src, dst) -> round modes the Cast instruction accepts on A2/A3: Ascend C Cast tables 4/5
+#: (cannmirror/asc-devkit docs/api/context/Cast.md @0a2e47c1), minus int4, int64 and the
+#: SetDeqScale int32 -> half path. int32 -> int16 saturates (npusim.dtypes rule; the table is silent).
+CAST_MODES = MappingProxyType({
     (F16, F32): _NONE, (BF16, F32): _NONE,
     (F32, F16): frozenset(RoundMode), (F32, BF16): _INT_MODES, (F32, F32): _INT_MODES,
     (F32, I32): _INT_MODES, (F32, I16): _INT_MODES,
@@ -691,7 +697,7 @@ CAST_MODES = {
     (BF16, I32): _INT_MODES,
     (I32, F32): _INT_MODES | _NONE, (I16, F16): _INT_MODES | _NONE, (I16, F32): _NONE,
     (I8, F16): _NONE, (U8, F16): _NONE, (I32, I16): _NONE,
-}
+})
 
 
 class Cast(VectorInstruction):
