@@ -43,7 +43,8 @@ class PfaProblem:
     reach), ``pre_tokens_lu``/``next_tokens_lu`` (left-up band per batch, masks.canonical_tokens).
     ``sparse_pre_tokens``/``sparse_next_tokens`` are the tiling's global preTokens/nextTokens.
     ``need_init``: the output must be zero-filled first (rows or batches are left uncomputed).
-    ``query_empty``: nothing to do; ``kv_empty``: S2 = 0, the output is all zeros.
+    ``query_empty``: nothing to do (the per-batch arrays are then empty); ``kv_empty``: S2 = 0, the
+    output is all zeros.
     ``ignored_params``: parameters given but never read on this path (as the real operator).
     ``high_precision``: fp32 softmax path for fp16 (inner_precise bit0 == 0, or forced by pse);
     ``softmax_dtype`` the dtype of scores/softmax (tiling.md §1 dtype table); ``row_invalid_fix``:
@@ -605,7 +606,8 @@ def _build(product, t, out_dt, attrs, scale, layout, empty: str, dims=None) -> P
         dims = (bb, nn, ss, dd, 0)
     b, n, s1, d, s2 = dims
     ip = attrs["inner_precise"]
-    zeros = _readonly(np.zeros(b, dtype=np.int64))
+    nb = b if empty == "kv" else 0  # an empty query is never checked, so B may be anything
+    zeros = _readonly(np.zeros(nb, dtype=np.int64))
     n_kv = attrs["num_key_value_heads"] if attrs["num_key_value_heads"] > 0 else n
     high, smax, fix = _precision(product, q.dtype, ip, False) if ip in range(5) else (False, q.dtype, False)
     return PfaProblem(
@@ -613,7 +615,7 @@ def _build(product, t, out_dt, attrs, scale, layout, empty: str, dims=None) -> P
         out_layout=layouts.output_layout(layout) if layout in layouts.PFA_LAYOUTS else layout,
         batch=b, num_heads=n, num_kv_heads=n_kv, group=n // n_kv if n_kv else 0, s1=s1, s2=s2, head_dim=d,
         head_dim_padded=d, query_shape=q.shape, key_shape=t["key"].shape, out_shape=_out_shape(layout, q.shape),
-        dtype=q.dtype, out_dtype=out_dt, actual_seq_lengths=_readonly(np.full(b, s1)),
+        dtype=q.dtype, out_dtype=out_dt, actual_seq_lengths=_readonly(np.full(nb, s1)),
         actual_seq_lengths_kv=zeros, actual_seq_lengths_given=False, actual_seq_lengths_kv_given=False,
         computed_seq_lengths=zeros, sparse_mode=attrs["sparse_mode"], pre_tokens=attrs["pre_tokens"],
         next_tokens=attrs["next_tokens"], sparse_pre_tokens=PFA_INT_MAX, sparse_next_tokens=PFA_INT_MAX,
