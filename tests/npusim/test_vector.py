@@ -3,6 +3,7 @@ for indexing and reduction order), costs against hand-computed timelines, full =
 from __future__ import annotations
 
 import math
+import zlib
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -21,7 +22,12 @@ UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 QNAN = {F16: 0x7E00, BF16: 0x7FC0, F32: 0x7FC00000}
 # (significand bits incl. the hidden one, min normal exponent, max exponent)
 FMT = {F16: (11, -14, 15), BF16: (8, -126, 127), F32: (24, -126, 127)}
-RNG = np.random.default_rng(7)
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded by the test's name: the same data whatever order or worker runs it."""
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))
 
 
 # ------------------------------------------------------------------ a kernel around an instruction
@@ -104,16 +110,16 @@ def special_pairs(dt):
     ]
 
 
-def operands(dt, n_random):
+def operands(dt, n_random, rng):
     """(a, b) in *dt*: the special pairs, random bit patterns and random close-magnitude values."""
     pairs = special_pairs(dt)
     a = [x for x, _ in pairs]
     b = [y for _, y in pairs]
     u = UINT[dt.itemsize]
-    ra = RNG.integers(0, np.iinfo(u).max, n_random, dtype=np.uint64, endpoint=True).astype(u).view(dt)
-    rb = RNG.integers(0, np.iinfo(u).max, n_random, dtype=np.uint64, endpoint=True).astype(u).view(dt)
-    ca = RNG.standard_normal(n_random) * 100
-    cb = ca * (1 + RNG.standard_normal(n_random) * 1e-3)
+    ra = rng.integers(0, np.iinfo(u).max, n_random, dtype=np.uint64, endpoint=True).astype(u).view(dt)
+    rb = rng.integers(0, np.iinfo(u).max, n_random, dtype=np.uint64, endpoint=True).astype(u).view(dt)
+    ca = rng.standard_normal(n_random) * 100
+    cb = ca * (1 + rng.standard_normal(n_random) * 1e-3)
     with np.errstate(all="ignore"):
         a = np.concatenate([np.array(a, np.float64).astype(dt), ra, ca.astype(dt)])
         b = np.concatenate([np.array(b, np.float64).astype(dt), rb, cb.astype(dt)])
@@ -160,9 +166,9 @@ BINARY = [("add", V.Add), ("sub", V.Sub), ("mul", V.Mul), ("div", V.Div)]
 
 @pytest.mark.parametrize("dt", [F16, BF16, F32], ids=["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("op,cls", BINARY, ids=[b[0] for b in BINARY])
-def test_binary_bitexact_vs_exact_rounding(op, cls, dt):
+def test_binary_bitexact_vs_exact_rounding(op, cls, dt, rng):
     """Add/Sub/Mul/Div == the exact result rounded once to the dtype: ties, overflow, subnormals, NaN."""
-    a, b = operands(dt, 400)
+    a, b = operands(dt, 400, rng)
     n = a.size
     z = np.zeros(n, dt)
     run(lambda a, b, z: cls(z, a, b, n), a=a, b=b, z=z)
@@ -170,9 +176,9 @@ def test_binary_bitexact_vs_exact_rounding(op, cls, dt):
 
 
 @pytest.mark.parametrize("dt", [F16, BF16, F32], ids=["fp16", "bf16", "fp32"])
-def test_max_min_select_src0_on_ties_and_propagate_nan(dt):
+def test_max_min_select_src0_on_ties_and_propagate_nan(dt, rng):
     """Max/Min compare-select: src0 on equality (so max(-0, +0) = -0), NaN if either input is NaN."""
-    a, b = operands(dt, 300)
+    a, b = operands(dt, 300, rng)
     n = a.size
     zmax, zmin = np.zeros(n, dt), np.zeros(n, dt)
 
@@ -217,9 +223,9 @@ def test_integer_binary_ops_wrap(dt):
 
 
 @pytest.mark.parametrize("dt", [F16, BF16, F32], ids=["fp16", "bf16", "fp32"])
-def test_tensor_scalar_ops_round_the_scalar_first(dt):
+def test_tensor_scalar_ops_round_the_scalar_first(dt, rng):
     """Adds/Muls/Maxs/Mins: the scalar (a Python float) is rounded to the dtype, then one IEEE op."""
-    a, _ = operands(dt, 200)
+    a, _ = operands(dt, 200, rng)
     n = a.size
     scalar = 1.0 / 3.0
     s = round_exact(Fraction(scalar), False, dt)
@@ -268,10 +274,10 @@ def _log(x):
 
 
 @pytest.mark.parametrize("dt", [F16, BF16, F32], ids=["fp16", "bf16", "fp32"])
-def test_exp_ln_sqrt_abs_round_once_from_float64(dt):
+def test_exp_ln_sqrt_abs_round_once_from_float64(dt, rng):
     """Exp/Ln/Sqrt: the float64 function of the exact input rounded once; Abs clears the sign bit."""
-    a, _ = operands(dt, 300)
-    small = (RNG.standard_normal(300) * 4).astype(dt)  # Exp's interesting range
+    a, _ = operands(dt, 300, rng)
+    small = (rng.standard_normal(300) * 4).astype(dt)  # Exp's interesting range
     a = np.concatenate([a, small, np.array([0.0, -0.0, -1.0, 1.0], dt)])
     n = a.size
     outs = {k: np.zeros(n, dt) for k in ("e", "ln", "sq", "ab")}
@@ -306,14 +312,14 @@ def _ref_decimal(fn, a, dt):
 
 
 @pytest.mark.parametrize("dt,sample", [(F16, None), (BF16, 3000)], ids=["fp16-all", "bf16-sample"])
-def test_exp_ln_are_correctly_rounded(dt, sample):
+def test_exp_ln_are_correctly_rounded(dt, sample, rng):
     """Exp/Ln == the correctly rounded value (50-digit decimal reference): every finite fp16 input,
     a random sample of bf16 ones."""
     with np.errstate(invalid="ignore"):
         codes = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
         a = codes.view(dt)[np.isfinite(codes.view(dt).astype(np.float64))]
     if sample:
-        a = RNG.choice(a, sample, replace=False)
+        a = rng.choice(a, sample, replace=False)
     for part in np.array_split(a, -(-a.size // 16384)):  # three 32 KiB tensors per launch fit the UB
         n = part.size
         e, ln = np.zeros(n, dt), np.zeros(n, dt)
@@ -343,14 +349,14 @@ def ref_repeat_index(mask, itemsize, rep, blk, rs):
 
 @pytest.mark.parametrize("dt,mask", [(F16, [0xF0F0_0000_FFFF_0001, 0x8000_0000_0000_00FF]), (F32, 37),
                                      (F32, [0x8000_0000_0000_0003])], ids=["fp16-bits", "fp32-count", "fp32-bits"])
-def test_binary_repeat_form_writes_only_masked_elements(dt, mask):
+def test_binary_repeat_form_writes_only_masked_elements(dt, mask, rng):
     """Add(dst, a, b, mask, 3, BinaryRepeatParams) == a loop over repeats, blocks and mask bits."""
     params = V.BinaryRepeatParams(dstBlkStride=2, src0BlkStride=1, src1BlkStride=3, dstRepStride=17,
                                   src0RepStride=8, src1RepStride=12)
     item, rep = dt.itemsize, 3
     n = 2048 // item
-    a = RNG.standard_normal(n).astype(dt)
-    b = RNG.standard_normal(n).astype(dt)
+    a = rng.standard_normal(n).astype(dt)
+    b = rng.standard_normal(n).astype(dt)
     z = np.full(n, 77.0, dt)
     run(lambda a, b, z: V.Add(z, a, b, mask, rep, params), a=a, b=b, z=z)
     expect = np.full(n, 77.0, dt)
@@ -362,10 +368,10 @@ def test_binary_repeat_form_writes_only_masked_elements(dt, mask):
     assert np.array_equal(bits(z), bits(expect))
 
 
-def test_unary_scalar_duplicate_copy_repeat_forms():
+def test_unary_scalar_duplicate_copy_repeat_forms(rng):
     """Exp, Muls, Duplicate and Copy in repeat form against the same index loop."""
     n = 1024
-    a = RNG.standard_normal(n).astype(np.float16)
+    a = rng.standard_normal(n).astype(np.float16)
     outs = {k: np.full(n, -5.0, np.float16) for k in ("e", "m", "d", "c")}
     up = V.UnaryRepeatParams(dstBlkStride=1, srcBlkStride=2, dstRepStride=8, srcRepStride=16)
 
@@ -463,9 +469,9 @@ def test_cast_rounding_modes_match_the_ascend_examples():
     assert [float(outs[f"f{m}"][3]) for m in modes] == [0.0, 0.0, 1.0, 1.0, 0.0]
 
 
-def test_cast_fp32_to_fp16_and_bf16_rint_is_exact_rounding():
+def test_cast_fp32_to_fp16_and_bf16_rint_is_exact_rounding(rng):
     """Random fp32 (all exponents) -> fp16 / bf16 with CAST_RINT == exact round-to-nearest-even."""
-    a, _ = operands(F32, 500)
+    a, _ = operands(F32, 500, rng)
     a = a[np.isfinite(a)]
     n = a.size
     h, bf = np.zeros(n, np.float16), np.zeros(n, BF16)
@@ -480,9 +486,9 @@ def test_cast_fp32_to_fp16_and_bf16_rint_is_exact_rounding():
         assert np.array_equal(bits(out), ref)
 
 
-def test_cast_repeat_form_counts_lanes_of_the_wider_type():
+def test_cast_repeat_form_counts_lanes_of_the_wider_type(rng):
     """fp16 -> fp32, mask 64 (the fp32 limit), 2 repeats: src repeats 4 blocks apart, dst 8."""
-    h = RNG.standard_normal(256).astype(np.float16)
+    h = rng.standard_normal(256).astype(np.float16)
     f = np.full(256, -1.0, np.float32)
     run(lambda h, f: V.Cast(f, h, V.RoundMode.CAST_NONE, 40, 2, V.UnaryRepeatParams(1, 1, 8, 4)), h=h, f=f)
     expect = np.full(256, -1.0, np.float32)
@@ -494,11 +500,11 @@ def test_cast_repeat_form_counts_lanes_of_the_wider_type():
 
 # ------------------------------------------------------------------ Compare / Select
 @pytest.mark.parametrize("mode", list(V.CMPMODE), ids=[m.name for m in V.CMPMODE])
-def test_compare_writes_lsb_first_bits(mode):
+def test_compare_writes_lsb_first_bits(mode, rng):
     """Bit i of byte i // 8 := src0[i] op src1[i]; NaN compares false except NE; spare bits 0."""
     n = 133
-    a = RNG.integers(-3, 4, n).astype(np.float16)
-    b = RNG.integers(-3, 4, n).astype(np.float16)
+    a = rng.integers(-3, 4, n).astype(np.float16)
+    b = rng.integers(-3, 4, n).astype(np.float16)
     a[5], b[9] = np.nan, np.nan
     m = np.full(24, 0xEE, np.uint8)
     run(lambda a, b, m: V.Compare(m, a, b, mode, n), a=a, b=b, m=m)
@@ -511,12 +517,12 @@ def test_compare_writes_lsb_first_bits(mode):
     assert m.tolist() == expect
 
 
-def test_select_three_modes():
+def test_select_three_modes(rng):
     """Mask bit 1 -> src0, 0 -> src1 / scalar; CMPMASK_SPR reuses the first 128 bits every repeat."""
     n = 300
-    a = RNG.standard_normal(n).astype(np.float16)
-    b = RNG.standard_normal(n).astype(np.float16)
-    sel = RNG.integers(0, 256, 40).astype(np.uint8)
+    a = rng.standard_normal(n).astype(np.float16)
+    b = rng.standard_normal(n).astype(np.float16)
+    sel = rng.integers(0, 256, 40).astype(np.uint8)
     outs = {k: np.zeros(n, np.float16) for k in ("tt", "ts", "spr")}
 
     def body(a, b, sel, tt, ts, spr):
@@ -555,9 +561,9 @@ def _max(x, y):
 
 
 @pytest.mark.parametrize("dt,count", [(F16, 300), (F16, 128), (F32, 5000)], ids=["fp16-300", "fp16-128", "fp32-5000"])
-def test_reduce_sum_tree_per_repeat_then_in_order(dt, count):
+def test_reduce_sum_tree_per_repeat_then_in_order(dt, count, rng):
     """ReduceSum: pairwise tree in each repeat (tail lanes -0), repeat results added in order."""
-    x = (RNG.standard_normal(count) * np.where(RNG.random(count) < 0.05, 3000, 1)).astype(dt)
+    x = (rng.standard_normal(count) * np.where(rng.random(count) < 0.05, 3000, 1)).astype(dt)
     epr = 256 // dt.itemsize
     work = np.zeros(-(-(-(-count // epr)) // 8) * 8 + 16, dt)
     out = np.full(4, 9.0, dt)
@@ -573,9 +579,9 @@ def test_reduce_sum_tree_per_repeat_then_in_order(dt, count):
     assert np.array_equal(bits(out)[1:], bits(np.full(3, 9.0, dt)))  # only dst[0] is written
 
 
-def test_reduce_max_with_index_picks_the_first_maximum():
+def test_reduce_max_with_index_picks_the_first_maximum(rng):
     """ReduceMax(calIndex): the max and, as uint16 bits, the index of its first occurrence; NaN wins."""
-    x = RNG.standard_normal(700).astype(np.float16)
+    x = rng.standard_normal(700).astype(np.float16)
     x[[123, 456, 650]] = np.float16(8.0)
     y = x.copy()
     y[500] = np.nan
@@ -599,10 +605,10 @@ def test_reduce_work_buffer_too_small_raises():
         run(lambda x, o: V.ReduceSum(o, x, o, 64 * 20), x=x, o=o)  # work = o: only 8 floats
 
 
-def test_whole_reduce_sum_and_max_per_repeat():
+def test_whole_reduce_sum_and_max_per_repeat(rng):
     """WholeReduceSum/Max: per-repeat tree with masked lanes as identity; dstRepStride in result slots."""
     n = 128 * 4
-    x = RNG.standard_normal(n).astype(np.float16)
+    x = rng.standard_normal(n).astype(np.float16)
     x[128 + 7] = np.float16(50.0)
     mask = [0xFFFF_0000_FFFF_00FF, 0x0F0F_0F0F_0F0F_0F0F]
     outs = {k: np.full(32, 3.0, np.float16) for k in ("s", "vi", "iv", "v", "i")}
@@ -632,9 +638,9 @@ def test_whole_reduce_sum_and_max_per_repeat():
     assert np.all(outs["s"][[1, 3, 5]] == 3.0) and np.all(outs["v"][3:] == 3.0)
 
 
-def test_block_reduce_one_result_per_block():
+def test_block_reduce_one_result_per_block(rng):
     """BlockReduceSum/Max: 8 results per repeat at dstRepStride x 8; blocks without lanes untouched."""
-    x = RNG.standard_normal(64 * 3).astype(np.float32)
+    x = rng.standard_normal(64 * 3).astype(np.float32)
     mask = [0x00FF_00F0_0000_FF0F]  # lanes 0-3, 8-15, 36-39, 48-55: blocks 0, 1, 4, 6 of 8 floats
     s, m = np.full(40, 5.0, np.float32), np.full(40, 5.0, np.float32)
 
@@ -657,15 +663,15 @@ def test_block_reduce_one_result_per_block():
 
 
 # ------------------------------------------------------------------ rearrangement
-def test_brcb_gather_transpose():
+def test_brcb_gather_transpose(rng):
     """Brcb fills whole blocks; Gather reads by byte offsets; Transpose swaps a 16 x 16 fp16 tile."""
-    src = RNG.standard_normal(16).astype(np.float32)
+    src = rng.standard_normal(16).astype(np.float32)
     brcb = np.zeros(256, np.float32)
-    table = RNG.standard_normal(100).astype(np.float32)
-    idx = RNG.integers(0, 98, 64)  # + base 2 stays inside the table
+    table = rng.standard_normal(100).astype(np.float32)
+    idx = rng.integers(0, 98, 64)  # + base 2 stays inside the table
     off = (idx * 4).astype(np.uint32)
     g = np.zeros(64, np.float32)
-    tile = RNG.standard_normal(256).astype(np.float16)
+    tile = rng.standard_normal(256).astype(np.float16)
     tt = np.zeros(256, np.float16)
 
     def body(src, brcb, table, off, g, tile, tt):
@@ -742,9 +748,9 @@ def test_cost_scales_with_vector_bytes_per_cycle(chip):
     assert [(int(r.start_cycle), int(r.end_cycle)) for r in first.itertuples()] == [(1, 23), (17, 32)]
 
 
-def test_timing_mode_gives_identical_trace():
+def test_timing_mode_gives_identical_trace(rng):
     """The same kernel in timing mode (no data) books exactly the same cycles as in full mode."""
-    arrays = dict(a=RNG.standard_normal(1024).astype(np.float32), b=RNG.standard_normal(1024).astype(np.float32),
+    arrays = dict(a=rng.standard_normal(1024).astype(np.float32), b=rng.standard_normal(1024).astype(np.float32),
                   h=np.zeros(1024, np.float16), m=np.zeros(128, np.uint8), w=np.zeros(64, np.float32))
 
     def body(a, b, h, m, w):
