@@ -2,10 +2,11 @@
 
 Order (as the real operator): chip; null pointers (161001); Python types; empty query (nothing to
 do, checked before anything else as the aclnn layer does); the aclnn first stage (161002: product
-restrictions, dtypes, layout, ranks, num_heads, D); then the host-tiling rules (561002) in the order
-of ``RunBigKernelTilingWithParams``: D equality, inner_precise, int8/fp16 quant exclusions, empty
-key/value, int8 quant inputs, key/value shapes, heads/GQA, batch and sequence limits, actual lengths,
-mask and pse shapes, sparse mode and tokens (global, then per batch), post-quant parameters.
+restrictions, dtypes, layout, ranks, num_heads, D); then the host-tiling rules (561002) roughly in
+the order of ``RunBigKernelTilingWithParams``: D equality, inner_precise, empty key/value, key/value
+shapes, heads/GQA, batch and sequence limits, actual lengths, sparse mode, mask and pse shapes,
+quantisation parameters, tokens (global, then per batch). Only the first violated rule is reported,
+so with several violations the rule named may differ from the real operator's.
 
 Inputs may be numpy arrays or any object with ``.shape`` and ``.dtype`` (timing mode): only shapes and
 dtypes of tensors are read. ``actual_seq_lengths*`` are real int sequences (or None). Nothing else is
@@ -69,38 +70,38 @@ class PfaProblem:
     out_dtype: np.dtype
     actual_seq_lengths: np.ndarray
     actual_seq_lengths_kv: np.ndarray
-    actual_seq_lengths_given: bool
-    actual_seq_lengths_kv_given: bool
     computed_seq_lengths: np.ndarray
+    pre_tokens_lu: np.ndarray
+    next_tokens_lu: np.ndarray
     sparse_mode: int
     pre_tokens: int
     next_tokens: int
     sparse_pre_tokens: int
     sparse_next_tokens: int
-    pre_tokens_lu: np.ndarray
-    next_tokens_lu: np.ndarray
-    need_init: bool
-    mask_kind: C.MaskKind
-    mask_shape: tuple | None
-    mask_dtype: np.dtype | None
-    mask_batch: int
-    pse_shape: tuple | None
-    pse_dtype: np.dtype | None
-    quant_path: C.QuantPath
-    deq_scale1_dtype: np.dtype | None
-    deq_scale2_dtype: np.dtype | None
-    quant_scale2_mode: C.ScaleMode | None
-    quant_scale2_dtype: np.dtype | None
-    has_quant_offset2: bool
-    ignored_params: tuple
     inner_precise: int
     high_precision: bool
     softmax_dtype: np.dtype
     row_invalid_fix: bool
     scale_value: float
     scale_value_fp32: float
-    query_empty: bool
-    kv_empty: bool
+    actual_seq_lengths_given: bool = False
+    actual_seq_lengths_kv_given: bool = False
+    need_init: bool = False
+    mask_kind: C.MaskKind = C.MaskKind.NONE
+    mask_shape: tuple | None = None
+    mask_dtype: np.dtype | None = None
+    mask_batch: int = 0
+    pse_shape: tuple | None = None
+    pse_dtype: np.dtype | None = None
+    quant_path: C.QuantPath = C.QuantPath.NONE
+    deq_scale1_dtype: np.dtype | None = None
+    deq_scale2_dtype: np.dtype | None = None
+    quant_scale2_mode: C.ScaleMode | None = None
+    quant_scale2_dtype: np.dtype | None = None
+    has_quant_offset2: bool = False
+    ignored_params: tuple = ()
+    query_empty: bool = False
+    kv_empty: bool = False
 
     @property
     def deq_scale1_encoding(self) -> str | None:
@@ -428,13 +429,10 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
     prototype does. Raises AclnnError 161001/161002/561002 as ``contract.RULES`` states.
     """
     product = _product(chip_spec)
-    for name, x in (("query", query), ("key", key), ("value", value)):
+    for name, x in (("query", query), ("key", key), ("value", value), ("input_layout", input_layout),
+                    ("num_heads", num_heads)):
         if x is None:
             raise _fail(f"{name}_required", name, "is None")
-    if input_layout is None:
-        raise _fail("input_layout_required", "input_layout", "is None")
-    if num_heads is None:
-        raise _fail("num_heads_required", "num_heads", "is None")
     args = dict(query=query, key=key, value=value, pse_shift=pse_shift, atten_mask=atten_mask,
                 deq_scale1=deq_scale1, quant_scale1=quant_scale1, deq_scale2=deq_scale2,
                 quant_scale2=quant_scale2, quant_offset2=quant_offset2)
@@ -443,22 +441,20 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
              ("next_tokens", next_tokens), ("num_key_value_heads", num_key_value_heads),
              ("sparse_mode", sparse_mode), ("inner_precise", inner_precise))}
     scale = _real(scale_value, "scale_value")
-    if not isinstance(input_layout, str):
-        raise _fail("attr_type", "input_layout", f"expected a str, got {input_layout!r}")
-    if not isinstance(apply_pse_shift, bool):
-        raise _fail("attr_type", "apply_pse_shift", f"expected a bool, got {apply_pse_shift!r}")
+    for name, v, typ in (("input_layout", input_layout, str), ("apply_pse_shift", apply_pse_shift, bool)):
+        if not isinstance(v, typ):
+            raise _fail("attr_type", name, f"expected a {typ.__name__}, got {v!r}")
     try:
         out_dt = t["query"].dtype if out_dtype is None else np.dtype(out_dtype)
     except (TypeError, ValueError):
         raise _fail("attr_type", "out_dtype", f"expected a numpy dtype, got {out_dtype!r}") from None
-    lens = {"actual_seq_lengths": _lengths(actual_seq_lengths, "actual_seq_lengths"),
-            "actual_seq_lengths_kv": _lengths(actual_seq_lengths_kv, "actual_seq_lengths_kv")}
+    lens = {name: _lengths(v, name) for name, v in (("actual_seq_lengths", actual_seq_lengths),
+                                                    ("actual_seq_lengths_kv", actual_seq_lengths_kv))}
     n, n_kv_attr, mode, ip = (attrs[k] for k in ("num_heads", "num_key_value_heads", "sparse_mode", "inner_precise"))
-    pre, nxt = attrs["pre_tokens"], attrs["next_tokens"]
-    common = dict(product=product, t=t, out_dt=out_dt, attrs=attrs, scale=scale, layout=input_layout)
     if t["query"].size == 0:  # aclnn: an empty attentionOut returns before any other check
-        return _build(**common, empty="query")
+        return _empty_problem(product, t, out_dt, attrs, scale, input_layout, None)
 
+    # aclnn first stage (161002)
     _check_product(product, t, lens, attrs)
     combo = _check_dtypes(product, t, out_dt)
     if input_layout not in layouts.PFA_LAYOUTS:
@@ -468,34 +464,25 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
         if dd > product.limits.max_head_dim:
             raise _fail("head_dim_max", name, f"D = {dd}")
 
+    # host tiling (561002)
     if d_k != d or d_v != d:
         raise _fail("head_dim_equal", "key", f"query D = {d}, key D = {d_k}, value D = {d_v} (-1: H not a "
                                              f"multiple of the key/value head count)")
     if ip not in product.inner_precise_values:
         raise _fail("inner_precise", "inner_precise", f"= {ip} on {product.family}")
-    if combo.quant == C.QuantPath.INT8_IN_FP16_OUT:
-        for name in C.QUANT_RULES[combo.quant].forbidden:
-            if t[name] is not None:
-                raise _fail("quant_forbidden", name, "must be None for INT8 input and FLOAT16 output")
     if t["key"].size == 0 or t["value"].size == 0:
         if C.INT8 in (t["query"].dtype, t["key"].dtype):
             raise _fail("empty_kv_int8", "key", "key/value are empty and the inputs are INT8")
         _check_sizes(product, input_layout, b, n_q, d, s1, 0, dims_only=True)
-        return _build(**common, empty="kv", dims=(b, n, s1, d, s2))
-
-    if combo.qkv == C.INT8:
-        for name in ("deq_scale1", "quant_scale1", "deq_scale2"):
-            if t[name] is None:
-                raise _fail("quant_required", name, "is required for INT8 input")
-            if t[name].size == 0:
-                raise _fail("quant_not_empty", name, "is an empty tensor")
+        return _empty_problem(product, t, out_dt, attrs, scale, input_layout, (b, n, s1, d, s2))
     if t["key"].shape != t["value"].shape:
         raise _fail("kv_shape_equal", "value", f"shape {t['value'].shape} differs from key's {t['key'].shape}")
     n_kv = _check_heads(product, input_layout, n, n_kv_attr, n_kv_shape, t)
     if b != b_kv:
         raise _fail("batch_equal", "key", f"batch {b_kv} differs from query's {b}")
     _check_sizes(product, input_layout, b, n, d, s1, s2, q_dtype=combo.qkv)
-    has_mask = t["atten_mask"] is not None and t["atten_mask"].size > 0
+    mask = t["atten_mask"]
+    has_mask = mask is not None and mask.size > 0
     if has_mask and product.mask_seq_align and (s1 != s2 or s1 % product.mask_seq_align):
         raise _fail("mask_seq_aligned", "atten_mask", f"S1 = {s1}, S2 = {s2}")
     act_q = _per_batch(lens["actual_seq_lengths"], b, s1, "actual_seq_lengths",
@@ -504,7 +491,7 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
                         "actual_seq_lengths_kv_len", "actual_seq_lengths_kv_range")
     if mode not in product.sparse_modes:
         raise _fail("sparse_mode", "sparse_mode", f"= {mode}")
-    mask_batch = _check_mask_shape(mode, t["atten_mask"], b, s1, s2) if has_mask else 0
+    mask_batch = _check_mask_shape(mode, mask, b, s1, s2) if has_mask else 0
     pse = t["pse_shift"]
     pse_applied = apply_pse_shift and pse is not None and pse.size > 0
     if pse_applied and (len(pse.shape) != 4 or pse.shape[0] not in (1, b) or pse.shape[1] != n
@@ -515,36 +502,30 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
     q2_mode, has_off, ignored = _check_quant(combo, t, n, d)
     int8_out = combo.out == C.INT8
     sp, sn, pre_b, next_b, computed, uncomputed = _tokens(
-        mode, pre, nxt, has_mask, int8_out, int8_out and has_off, s1, s2, act_q, act_kv,
-        lens["actual_seq_lengths"] is not None)
-    need_init = bool(uncomputed or np.any(act_q != s1) or np.any(act_kv != s2))
+        mode, attrs["pre_tokens"], attrs["next_tokens"], has_mask, int8_out, int8_out and has_off, s1, s2,
+        act_q, act_kv, lens["actual_seq_lengths"] is not None)
     if pse is not None and not pse_applied:
         ignored = ignored + ("pse_shift",)
-    high, smax, fix = _precision(product, combo.qkv, ip, pse_applied)
-    any_int8 = C.INT8 in (combo.qkv, combo.out)
+    int8_in = combo.qkv == C.INT8
     return PfaProblem(
-        soc_family=product.family, layout=input_layout, out_layout=layouts.output_layout(input_layout),
+        **_common(product, t, out_dt, attrs, scale, input_layout, pse_applied),
         batch=b, num_heads=n, num_kv_heads=n_kv, group=n // n_kv, s1=s1, s2=s2, head_dim=d,
-        head_dim_padded=_padded_d(d, any_int8), query_shape=t["query"].shape, key_shape=t["key"].shape,
-        out_shape=_out_shape(input_layout, t["query"].shape), dtype=combo.qkv, out_dtype=combo.out,
+        head_dim_padded=_padded_d(d, C.INT8 in (combo.qkv, combo.out)),
         actual_seq_lengths=_readonly(act_q), actual_seq_lengths_kv=_readonly(act_kv),
+        computed_seq_lengths=_readonly(computed), pre_tokens_lu=_readonly(pre_b), next_tokens_lu=_readonly(next_b),
+        sparse_pre_tokens=sp, sparse_next_tokens=sn,
         actual_seq_lengths_given=lens["actual_seq_lengths"] is not None,
         actual_seq_lengths_kv_given=lens["actual_seq_lengths_kv"] is not None,
-        computed_seq_lengths=_readonly(computed), sparse_mode=mode, pre_tokens=pre, next_tokens=nxt,
-        sparse_pre_tokens=sp, sparse_next_tokens=sn, pre_tokens_lu=_readonly(pre_b),
-        next_tokens_lu=_readonly(next_b), need_init=need_init,
+        need_init=bool(uncomputed or np.any(act_q != s1) or np.any(act_kv != s2)),
         mask_kind=(C.MaskKind.NONE if not has_mask else
                    C.MaskKind.FULL if mode in C.FULL_MASK_MODES else C.MaskKind.COMPRESSED),
-        mask_shape=t["atten_mask"].shape if has_mask else None,
-        mask_dtype=t["atten_mask"].dtype if has_mask else None, mask_batch=mask_batch,
-        pse_shape=pse.shape if pse_applied else None, pse_dtype=pse.dtype if pse_applied else None,
-        quant_path=combo.quant,
-        deq_scale1_dtype=t["deq_scale1"].dtype if combo.qkv == C.INT8 else None,
-        deq_scale2_dtype=t["deq_scale2"].dtype if combo.qkv == C.INT8 else None,
+        mask_shape=mask.shape if has_mask else None, mask_dtype=mask.dtype if has_mask else None,
+        mask_batch=mask_batch, pse_shape=pse.shape if pse_applied else None,
+        pse_dtype=pse.dtype if pse_applied else None, quant_path=combo.quant,
+        deq_scale1_dtype=t["deq_scale1"].dtype if int8_in else None,
+        deq_scale2_dtype=t["deq_scale2"].dtype if int8_in else None,
         quant_scale2_mode=q2_mode, quant_scale2_dtype=t["quant_scale2"].dtype if q2_mode else None,
-        has_quant_offset2=has_off, ignored_params=tuple(p for p in ignored if args[p] is not None),
-        inner_precise=ip, high_precision=high, softmax_dtype=smax, row_invalid_fix=fix,
-        scale_value=scale, scale_value_fp32=_fp32(scale), query_empty=False, kv_empty=False)
+        has_quant_offset2=has_off, ignored_params=tuple(p for p in ignored if args[p] is not None))
 
 
 def _check_heads(product, layout, n, n_kv_attr, n_kv_shape, t) -> int:
@@ -595,34 +576,38 @@ def _fp32(x: float) -> float:
         return float(np.float32(x))
 
 
-def _build(product, t, out_dt, attrs, scale, layout, empty: str, dims=None) -> PfaProblem:
-    """The problem of an empty call: nothing (query) or zeros (key/value) to compute."""
-    q = t["query"]
-    if dims is None:
-        try:
-            bb, nn, ss, dd = layouts.parse_shape(layout, q.shape, attrs["num_heads"])
-        except AclnnError:
-            bb = nn = ss = dd = 0
-        dims = (bb, nn, ss, dd, 0)
-    b, n, s1, d, s2 = dims
-    ip = attrs["inner_precise"]
-    nb = b if empty == "kv" else 0  # an empty query is never checked, so B may be anything
-    zeros = _readonly(np.zeros(nb, dtype=np.int64))
-    n_kv = attrs["num_key_value_heads"] if attrs["num_key_value_heads"] > 0 else n
-    high, smax, fix = _precision(product, q.dtype, ip, False) if ip in range(5) else (False, q.dtype, False)
-    return PfaProblem(
-        soc_family=product.family, layout=layout,
-        out_layout=layouts.output_layout(layout) if layout in layouts.PFA_LAYOUTS else layout,
-        batch=b, num_heads=n, num_kv_heads=n_kv, group=n // n_kv if n_kv else 0, s1=s1, s2=s2, head_dim=d,
-        head_dim_padded=d, query_shape=q.shape, key_shape=t["key"].shape, out_shape=_out_shape(layout, q.shape),
-        dtype=q.dtype, out_dtype=out_dt, actual_seq_lengths=_readonly(np.full(nb, s1)),
-        actual_seq_lengths_kv=zeros, actual_seq_lengths_given=False, actual_seq_lengths_kv_given=False,
-        computed_seq_lengths=zeros, sparse_mode=attrs["sparse_mode"], pre_tokens=attrs["pre_tokens"],
-        next_tokens=attrs["next_tokens"], sparse_pre_tokens=PFA_INT_MAX, sparse_next_tokens=PFA_INT_MAX,
-        pre_tokens_lu=zeros, next_tokens_lu=zeros, need_init=empty == "kv", mask_kind=C.MaskKind.NONE,
-        mask_shape=None, mask_dtype=None, mask_batch=0, pse_shape=None, pse_dtype=None,
-        quant_path=C.QuantPath.NONE, deq_scale1_dtype=None, deq_scale2_dtype=None, quant_scale2_mode=None,
-        quant_scale2_dtype=None, has_quant_offset2=False, ignored_params=(), inner_precise=ip,
-        high_precision=high, softmax_dtype=smax, row_invalid_fix=fix, scale_value=scale,
-        scale_value_fp32=_fp32(scale), query_empty=empty == "query", kv_empty=empty == "kv")
+def _common(product, t, out_dt, attrs, scale, layout, pse_applied) -> dict:
+    """Fields every problem has: chip, layout, shapes, dtypes, attributes, precision."""
+    q, ip = t["query"], attrs["inner_precise"]
+    if ip in product.inner_precise_values:
+        high, smax, fix = _precision(product, q.dtype, ip, pse_applied)
+    else:  # only an empty query gets here unchecked
+        high, smax, fix = False, q.dtype, False
+    return dict(soc_family=product.family, layout=layout,
+                out_layout=layouts.output_layout(layout) if layout in layouts.PFA_LAYOUTS else layout,
+                query_shape=q.shape, key_shape=t["key"].shape, out_shape=_out_shape(layout, q.shape),
+                dtype=q.dtype, out_dtype=out_dt, sparse_mode=attrs["sparse_mode"], pre_tokens=attrs["pre_tokens"],
+                next_tokens=attrs["next_tokens"], inner_precise=ip, high_precision=high, softmax_dtype=smax,
+                row_invalid_fix=fix, scale_value=scale, scale_value_fp32=_fp32(scale))
 
+
+def _empty_problem(product, t, out_dt, attrs, scale, layout, kv_dims) -> PfaProblem:
+    """The problem of an empty call: nothing to compute (query; *kv_dims* None) or zeros (key/value,
+    *kv_dims* = (B, N, S1, D, S2))."""
+    if kv_dims is None:
+        try:
+            b, n, s1, d = layouts.parse_shape(layout, t["query"].shape, attrs["num_heads"])
+        except AclnnError:  # an empty query is never checked: dims are best effort
+            b = n = s1 = d = 0
+        s2, nb = 0, 0
+    else:
+        (b, n, s1, d, s2), nb = kv_dims, kv_dims[0]
+    n_kv = attrs["num_key_value_heads"] if attrs["num_key_value_heads"] > 0 else n
+    zeros = _readonly(np.zeros(nb, dtype=np.int64))
+    return PfaProblem(
+        **_common(product, t, out_dt, attrs, scale, layout, False),
+        batch=b, num_heads=n, num_kv_heads=n_kv, group=n // n_kv if n_kv else 0, s1=s1, s2=s2, head_dim=d,
+        head_dim_padded=d, actual_seq_lengths=_readonly(np.full(nb, s1)), actual_seq_lengths_kv=zeros,
+        computed_seq_lengths=zeros, pre_tokens_lu=zeros, next_tokens_lu=zeros, sparse_pre_tokens=PFA_INT_MAX,
+        sparse_next_tokens=PFA_INT_MAX, need_init=kv_dims is not None, query_empty=kv_dims is None,
+        kv_empty=kv_dims is not None)

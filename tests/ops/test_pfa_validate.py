@@ -90,8 +90,9 @@ CASES = {
                   (a2(), a2(next_tokens=2 ** 70)), (a2(), a2(sparse_mode=True)), (a2(), a2(input_layout=3)),
                   (a2(out_dtype=np.float16), a2(out_dtype="no-such-dtype")), (a2(), a2(inner_precise=None)),
                   (a2(), a2(apply_pse_shift=1))],
-    "qkv_dtype": [(a2(), bnsd(dtype=FP32)), (p310(), p310(query=T((1, 2, 128, 64), BF16),
-                                                         key=T((1, 2, 128, 64), BF16), value=T((1, 2, 128, 64), BF16)))],
+    "qkv_dtype": [(a2(), bnsd(dtype=FP32)),
+                  (p310(), p310(query=T((1, 2, 128, 64), BF16), key=T((1, 2, 128, 64), BF16),
+                                value=T((1, 2, 128, 64), BF16)))],
     "qkv_dtype_equal": [(a2(), a2(key=T((2, 2, 128, 64), BF16))), (a2(), a2(value=T((2, 2, 128, 64), INT8)))],
     "out_dtype": [(bnsd(dtype=BF16), bnsd(dtype=BF16, out_dtype=FP16)), (a2(), a2(out_dtype=BF16)),
                   (i8(), i8(out=BF16)), (p310(), p310(out_dtype=INT8)), (a2(), a2(out_dtype=FP32))],
@@ -181,7 +182,8 @@ CASES = {
                                (bnsd(b=3, actual_seq_lengths=[1, 2, 3, -9]), bnsd(b=4, actual_seq_lengths=[1, 2, 3]))],
     "actual_seq_lengths_range": [(a2(actual_seq_lengths=[64, 0]), a2(actual_seq_lengths=[65, 10])),
                                  (a2(actual_seq_lengths=[0]), a2(actual_seq_lengths=[-1]))],
-    "actual_seq_lengths_kv_len": [(bnsd(b=3, actual_seq_lengths_kv=[5, 6, 7]), bnsd(b=3, actual_seq_lengths_kv=[5, 6]))],
+    "actual_seq_lengths_kv_len": [(bnsd(b=3, actual_seq_lengths_kv=[5, 6, 7]),
+                                   bnsd(b=3, actual_seq_lengths_kv=[5, 6]))],
     "actual_seq_lengths_kv_range": [(a2(actual_seq_lengths_kv=[128]), a2(actual_seq_lengths_kv=[129])),
                                     (a2(), a2(actual_seq_lengths_kv=[5, -2]))],
     "sparse_mode": [(a2(sparse_mode=4, atten_mask=CMASK), a2(sparse_mode=5, atten_mask=CMASK)),
@@ -437,7 +439,8 @@ _dims = st.lists(st.integers(0, 300), min_size=0, max_size=5) | st.lists(
 _tensor = st.builds(T, _dims, st.sampled_from(_DTYPES)) | _junk
 _int_attr = st.integers(-(2 ** 65), 2 ** 65) | st.sampled_from(
     [0, 1, -1, 4, 2147483647, 214748647, -(2 ** 63), 2 ** 63 - 1]) | _junk
-_lens = st.none() | st.lists(st.integers(-5, 300), max_size=6) | st.lists(st.integers(-(2 ** 70), 2 ** 70), max_size=3) | _junk
+_lens = (st.none() | st.lists(st.integers(-5, 300), max_size=6)
+         | st.lists(st.integers(-(2 ** 70), 2 ** 70), max_size=3) | _junk)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
