@@ -38,6 +38,7 @@ import ml_dtypes
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from ops.common.layouts import PFA_LAYOUTS
 
 OP_NAME = "aclnnPromptFlashAttentionV2"
 NULLPTR, INVALID, TILING = ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_INNER_TILING_ERROR
@@ -265,6 +266,7 @@ class ProductSpec:
 
     family: str
     product: str  # the seed's product term
+    layouts: tuple  # seed inputLayout (no per-product restriction in the seed)
     io_combos: tuple
     pse_dtypes: Mapping  # qkv dtype -> pse_shift dtype; empty: pse_shift must be None
     mask_dtypes: tuple
@@ -284,18 +286,30 @@ _A2_COMBOS = (
     IoCombo(INT8, FP16, QuantPath.INT8_IN_FP16_OUT), IoCombo(INT8, INT8, QuantPath.INT8_IN_INT8_OUT),
     IoCombo(FP16, INT8, QuantPath.FP_IN_INT8_OUT), IoCombo(BF16, INT8, QuantPath.FP_IN_INT8_OUT),
 )
-#: The A2/A3 limits (seed 约束说明, Atlas A2 paragraph).
-_A2_LIMITS = Limits(max_batch=65536, max_batch_unaligned_d=128, max_heads=256, max_seq=20971520,
-                    max_head_dim=512, max_hidden_exclusive=65535, max_group=64)
-#: The 310P limits (seed 约束说明, Atlas 推理系列加速卡产品 paragraph; G: seed numKeyValueHeads).
-_310P_LIMITS = Limits(max_batch=128, max_batch_unaligned_d=None, max_heads=256, max_seq=65535,
-                      max_head_dim=512, max_hidden_exclusive=None, max_group=64)
+#: The A2/A3 limits, seed 约束说明 (Atlas A2 paragraph) unless noted.
+_A2_LIMITS = Limits(
+    max_batch=65536,  # "支持B轴小于等于65536(64k)"; tiling BLIMIT = 65536
+    max_batch_unaligned_d=128,  # "...D轴非32对齐...D轴非16对齐时，B轴仅支持到128"; tiling CVSAME batchLimit
+    max_heads=256,  # "支持N轴小于等于256"; tiling NLIMIT = 256
+    max_seq=20971520,  # "S支持小于等于20971520（20M）"; tiling SLIMIT (warning only)
+    max_head_dim=512,  # "支持D轴小于等于512"; tiling DLIMIT, aclnn AnalysisAxis
+    max_hidden_exclusive=65535,  # "inputLayout为BSH或者BSND时，要求N*D小于65535"
+    max_group=64)  # seed numKeyValueHeads "比值不能大于64"; tiling SetTilingHeadNumRatio
+#: The 310P limits, seed 约束说明 (Atlas 推理系列加速卡产品 paragraph) unless noted.
+_310P_LIMITS = Limits(
+    max_batch=128,  # "支持B轴小于等于128" (the tiling allows 300 for BSH)
+    max_batch_unaligned_d=None,  # not stated for 310P
+    max_heads=256,  # "支持N轴小于等于256"
+    max_seq=65535,  # "支持S轴小于等于65535(64k)" (the tiling refuses > 65536)
+    max_head_dim=512,  # "支持D轴小于等于512"
+    max_hidden_exclusive=None,  # not stated for 310P
+    max_group=64)  # seed numKeyValueHeads (310P only allows the default 0, i.e. G = 1)
 _A2_PRODUCT = "Atlas A2 训练系列产品/Atlas 800I A2 推理产品/A200I A2 Box 异构组件"
 
 
 def _a2_like(family: str, product: str) -> ProductSpec:
     return ProductSpec(
-        family=family, product=product, io_combos=_A2_COMBOS,
+        family=family, product=product, layouts=PFA_LAYOUTS, io_combos=_A2_COMBOS,
         pse_dtypes=MappingProxyType({FP16: FP16, BF16: BF16, INT8: FP16}),
         mask_dtypes=(BOOL, INT8, UINT8), deq_scale_dtypes=(UINT64, FP32), quant_scale1_dtypes=(FP32,),
         quant_scale2_dtypes=MappingProxyType({FP16: (FP32,), BF16: (FP32, BF16), INT8: (FP32,)}),
@@ -308,7 +322,7 @@ PRODUCTS: Mapping[str, ProductSpec] = MappingProxyType({
     # A3 is not in the seed's product list; def registers ascend910_93 with the 910B config.
     FAMILY_A3: _a2_like(FAMILY_A3, "Atlas A3 (def: AddConfig(\"ascend910_93\") = ascend910b config)"),
     FAMILY_310P: ProductSpec(
-        family=FAMILY_310P, product="Atlas 推理系列加速卡产品",
+        family=FAMILY_310P, product="Atlas 推理系列加速卡产品", layouts=PFA_LAYOUTS,
         io_combos=(IoCombo(FP16, FP16, QuantPath.NONE),),
         pse_dtypes=MappingProxyType({}), mask_dtypes=(BOOL,), deq_scale_dtypes=(), quant_scale1_dtypes=(),
         quant_scale2_dtypes=MappingProxyType({}),

@@ -457,8 +457,8 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
     # aclnn first stage (161002)
     _check_product(product, t, lens, attrs)
     combo = _check_dtypes(product, t, out_dt)
-    if input_layout not in layouts.PFA_LAYOUTS:
-        raise _fail("layout", "input_layout", f"got {input_layout!r}")
+    if input_layout not in product.layouts:
+        raise _fail("layout", "input_layout", f"got {input_layout!r} (supported: {', '.join(product.layouts)})")
     (b, n_q, s1, d), (b_kv, n_kv_shape, s2, d_k), d_v = _dims(input_layout, t, n, n_kv_attr)
     for name, dd in (("query", d), ("value", d_v)):
         if dd > product.limits.max_head_dim:
