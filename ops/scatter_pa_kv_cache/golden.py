@@ -29,7 +29,10 @@ Semantics, and the choices where the seed is silent (research/oracles.md §6, ti
   - Scenario 3 (950 class, 4-D key) is Rope when compress_seq_offset is given, else Alibi.
 - The mean (:func:`mean_token`), as the kernels compute it: floating types accumulate in float32
   from 0 in token order, divide by float32(count) (IEEE, correctly rounded) and round to the dtype
-  to nearest even (CAST_RINT; float32 is not re-rounded). Integer types (950 only) accumulate in
+  to nearest even (CAST_RINT; float32 is not re-rounded). A NaN mean (NaN or opposite infinities in
+  the window) is the positive canonical quiet NaN, as every NaN the vector unit computes is
+  (docs/numerics.md "Vector instructions", NaN); NaN being absorbing, one rewrite at the end
+  suffices. Integer types (950 only) accumulate in
   int32 (signed 8/16-bit), uint32 (unsigned 8/16-bit) or the type itself (32-bit) with wraparound,
   divide truncating toward zero (assumed C semantics of the vector Div) and keep the low bits.
   HIFLOAT8 arrives as uint8 storage and is averaged as UINT8 (contract.py docstring); the real
@@ -147,9 +150,12 @@ def mean_token(window: list) -> np.ndarray:
     count = len(window)
     if dtype in _FLOAT_DTYPES:
         acc = np.zeros(np.asarray(window[0]).shape, np.float32)
-        for x in window:
-            acc = acc + np.asarray(x).astype(np.float32)  # float32 + float32: one IEEE rounding
-        return (acc / np.float32(count)).astype(dtype)  # IEEE division, then round to nearest even
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, overflow: IEEE results wanted
+            for x in window:
+                acc = acc + np.asarray(x).astype(np.float32)  # float32 + float32: one IEEE rounding
+            mean = acc / np.float32(count)  # IEEE division
+        mean[np.isnan(mean)] = np.float32(np.nan)  # 0x7FC00000: numpy keeps payloads and signs, the NPU not
+        return mean.astype(dtype)  # round to nearest even
     if dtype in _INT_ACCUMULATORS:
         bits, signed = _INT_ACCUMULATORS[dtype]
         acc = [0] * np.asarray(window[0]).size
