@@ -166,6 +166,18 @@ def test_spkc_bitexact_vs_golden(build, dtype, slot_dtype, small, small_ub):
     assert res.outputs["key_cache"] is got_k and res.outputs["value_cache"] is got_v
 
 
+@pytest.mark.parametrize("chip_name", ["Ascend910B1", "Ascend910B3", "Ascend910B4", "Ascend910_9391"])
+@pytest.mark.parametrize("name", ["norm", "nz", "alibi", "rope"])
+def test_spkc_bitexact_on_other_presets(chip_name, name):
+    """The other A2 presets and the A3 preset: bf16 bits equal golden, cores <= the chip's AIVs."""
+    build = {c[0]: c[1] for c in CASES}[name]
+    call = build(BF16, np.int64, np.random.default_rng(12))
+    want_k, want_v = golden(call)
+    res, got_k, got_v = run(call, chip=chip_name)
+    assert np.array_equal(bits(got_k), bits(want_k)) and np.array_equal(bits(got_v), bits(want_v))
+    assert 1 <= res.block_dim <= get_chip(chip_name).aiv_count
+
+
 @pytest.mark.parametrize("build, dtype, slot_dtype, small", PARAMS[::2])
 def test_spkc_full_and_timing_cycles_identical(build, dtype, slot_dtype, small):
     """Timing mode (TensorSpec data, real control tensors) issues the same instructions: same cycles."""
@@ -506,7 +518,9 @@ def fuzz_calls(draw):
             call["tiling"] = draw(st.sampled_from([{"blockDim": 1}, {"blockDim": 48}, {"blockDim": 0},
                                                    {"ubSize": 96}, {"ubSize": 4096}, {"x": 1}, "bad"]))
         elif brk == "win" and call.get("compress_lens") is not None:
-            call["compress_lens"] = call["compress_lens"] + np.asarray(draw(st.integers(-3, 3)),
+            # shorter windows only: longer Alibi windows would make tasks write the same rows, which
+            # the seed leaves undefined
+            call["compress_lens"] = call["compress_lens"] + np.asarray(draw(st.integers(-3, 0)),
                                                                        call["compress_lens"].dtype)
         elif brk == "strides":
             call["strides"] = draw(st.sampled_from([[1, 1], [0, 4], [100, 100], None, [10**18, 1]]))
