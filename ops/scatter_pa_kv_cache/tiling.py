@@ -20,11 +20,12 @@ whole chunks, then ``kTailHandleNum`` elements (likewise v*). Fully loaded (one 
 and tensor): T < SMALL_TOKEN (Norm) and both rows fit ``ubSize`` and (Norm) are 32-byte aligned;
 PA_NZ needs only the fit. Otherwise rows go through double-buffered chunks of
 ``ubSize / (BUFFER_NUM * tensors)`` bytes, the tail by DataCopyPad when it is not 32-byte aligned.
-Compress templates copy ``copyFp16Num // row`` token rows per loop and average ``addNumPerLoop`` rows
-per vector batch (names of the real kernel's members, base.h ``RopeInitBuf``).
+Compress templates copy ``kHandleNumPerLoop`` token rows per loop through buffers of ``copyFp16Num``
+elements and average ``addNumPerLoop`` rows per vector batch (names of the real kernel's members,
+base.h ``RopeInitBuf``).
 
-Workspace: 0. The real host tiling asks for the CANN library workspace (GetLibApiWorkSpaceSize,
-16 MiB on 910B) that this kernel never touches; it is not modelled (docs/scatter_pa_kv_cache.md).
+Workspace: 0. The real host tiling asks for the CANN library workspace (GetLibApiWorkSpaceSize, the
+16 MB tools reserve of tiling.md §5) that this kernel never touches; not modelled.
 """
 from __future__ import annotations
 
@@ -174,6 +175,10 @@ def _overrides(tiling: Mapping | None, chip) -> dict:
 def _ub_size(chip, control_bytes: int, override: int | None) -> int:
     """UB bytes left for token data after the control staging area."""
     default = _round_down(chip.ub_bytes - max(RESERVED_UB_BYTES, control_bytes), BLOCK_BYTES)
+    if default < BLOCK_BYTES:
+        raise _fail(ACLNN_ERR_INNER_TILING_ERROR, f"staging the control tensors takes {control_bytes} bytes, "
+                                                  f"more than the {chip.ub_bytes}-byte UB of {chip.name} "
+                                                  "(batch too large)")
     if override is None:
         return default
     if override > default:
@@ -226,7 +231,7 @@ def scatter_pa_kv_cache_tiling(plan, chip, tiling: Mapping | None = None) -> Til
     else:
         t = plan.num_tokens
         fields["numTokens"] = t
-        ub = _ub_size(chip, CONTROL_CHUNK_BYTES, over.get("ubSize"))
+        ub = _ub_size(chip, RESERVED_UB_BYTES, over.get("ubSize"))  # the slots are staged in the reserve
         fields.update(_token_plan(template, plan, ub, status))
         if template == TEMPLATE_NZ:
             factor = _ceil(t, cores)
