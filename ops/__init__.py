@@ -1,8 +1,9 @@
 """The CANN transformer operators, run on the npusim chip model (API.md).
 
-Each operator lives in its own package (api, validate, tiling, kernel, golden) and is exported here
-once it is complete.
+Each operator lives in its own package (contract, validate, tiling, kernel, golden, api) and is
+exported here once it is complete.
 """
 from npusim.errors import AclnnError
+from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
 
-__all__ = ["AclnnError"]
+__all__ = ["AclnnError", "scatter_pa_kv_cache"]

@@ -1,0 +1,8 @@
+"""The aclnn two-stage interface of every operator that has landed (API.md "aclnn facade").
+
+``ws, executor = aclnnXxxGetWorkspaceSize(..., outputs)`` then ``status = aclnnXxx(workspace, ws, executor,
+stream)``: same names and parameter order as the seed documents; failures return the status code.
+"""
+from ops.scatter_pa_kv_cache.api import aclnnScatterPaKvCache, aclnnScatterPaKvCacheGetWorkspaceSize
+
+__all__ = ["aclnnScatterPaKvCache", "aclnnScatterPaKvCacheGetWorkspaceSize"]
