@@ -1,0 +1,262 @@
+"""Elementwise vector instructions in their count and repeat forms.
+
+Two sources: Add Sub Mul Div Max Min; tensor-scalar: Adds Muls Maxs Mins; one source: Exp Ln Sqrt
+Abs. The shared forms (:class:`Elementwise`) are also the base of :class:`~.rearrange.Copy`.
+
+Call forms (Ascend C "level 2" and "level 0"): ``Op(dst, src0, src1, count)`` on contiguous
+elements, and ``Op(dst, src0, src1, mask, repeatTimes, BinaryRepeatParams(...))``: repeats of 256 B;
+*mask* is an int (the first *mask* elements of each repeat) or two uint64 (bit i -> element i);
+strides count 32-byte blocks; elements outside the mask are not written.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from npusim.isa.vector.common import (ARITH, DIV, FLOATS, ONE_SRC, REPEAT_BYTES, TRANSCENDENTAL, TWO_SRC, UINT,
+                                      BinaryRepeatParams, UnaryRepeatParams, VectorInstruction, check_repeat,
+                                      mask_key, repeat_index)
+from npusim.isa.vector.numerics import ieee, to_scalar, via_f64, vmax, vmin
+
+
+class Elementwise(VectorInstruction):
+    """Shared count / repeat forms: the sources are tensors, the result goes to *dst*."""
+
+    __slots__ = ("dst", "srcs", "scalar", "count", "index")
+    params_type: ClassVar[type] = UnaryRepeatParams
+
+    def _setup(self, dst, srcs: tuple, args: tuple) -> None:
+        self.dst, self.srcs = dst, srcs
+        tensors = (dst,) + srcs
+        dt = self.dtype = self._same_dtype(tensors)
+        item = dt.itemsize
+        if len(args) == 1:  # count form
+            n = int(args[0])
+            for t in tensors:
+                t.check(n)
+            self.count, self.index = n, None
+            self.repeats = -(-n * item // REPEAT_BYTES)
+            active = n
+            spans = [n * item] * len(tensors)
+        elif len(args) == 3:  # repeat form
+            mask, rep, params = args
+            if not isinstance(params, self.params_type):
+                raise TypeError(f"{self.name}: repeat form takes a {self.params_type.__name__}, "
+                                f"not {type(params).__name__}")
+            rep = check_repeat(self.name, rep)
+            key = mask_key(mask)
+            self.index, spans = [], []
+            for t, (blk, rs) in zip(tensors, params.strides()):
+                idx, top = repeat_index(key, item, rep, int(blk), int(rs))
+                t.check(top)
+                self.index.append(idx)
+                spans.append(top * item)
+            self.count, self.repeats = None, rep
+            active = self.index[0].size
+        else:
+            raise TypeError(f"{self.name} takes (dst, sources..., count) or (dst, sources..., mask, "
+                            f"repeatTimes, {self.params_type.__name__})")
+        self.nbytes = active * item * len(tensors)
+        self.flops = active
+        self.spans_w = ((dst, spans[0]),)
+        self.spans_r = tuple(zip(srcs, spans[1:]))
+
+    def execute(self) -> None:
+        if self.index is None:
+            n = self.count
+            self.dst.view(n)[:] = self.compute(*(s.view(n) for s in self.srcs))
+        else:
+            ins = (s.span()[i] for s, i in zip(self.srcs, self.index[1:]))
+            self.dst.span()[self.index[0]] = self.compute(*ins)
+
+    def compute(self, *args: np.ndarray) -> np.ndarray:  # pragma: no cover - every op defines it
+        raise NotImplementedError(self.name)
+
+
+class _Binary(Elementwise):
+    """``Op(dst, src0, src1, count)`` or ``Op(dst, src0, src1, mask, repeatTimes, BinaryRepeatParams)``."""
+
+    __slots__ = ()
+    params_type = BinaryRepeatParams
+    cost = TWO_SRC
+    dtypes = ARITH
+
+    def __init__(self, dst, src0, src1, *args):
+        self.scalar = None
+        self._setup(dst, (src0, src1), args)
+        self.issue(dst.core)
+
+
+class _Unary(Elementwise):
+    """``Op(dst, src, count)`` or ``Op(dst, src, mask, repeatTimes, UnaryRepeatParams)``."""
+
+    __slots__ = ()
+    cost = TRANSCENDENTAL
+
+    def __init__(self, dst, src, *args):
+        self.scalar = None
+        self._setup(dst, (src,), args)
+        self.issue(dst.core)
+
+
+class _WithScalar(Elementwise):
+    """``Op(dst, src, scalar, count)`` or ``Op(dst, src, scalar, mask, repeatTimes, UnaryRepeatParams)``.
+
+    The scalar is first converted to the tensor dtype (nearest-even for floats).
+    """
+
+    __slots__ = ()
+    dtypes = ARITH
+
+    def __init__(self, dst, src, scalar, *args):
+        self.scalar = scalar
+        self._setup(dst, (src,), args)
+        self.issue(dst.core)
+
+
+# ---- elementwise instructions -------------------------------------------------------------------------
+class Add(_Binary):
+    """dst = src0 + src1, IEEE in the dtype (overflow -> inf); int16/int32 wrap."""
+
+    __slots__ = ()
+    name = "Add"
+
+    def compute(self, a, b):
+        return ieee(np.add, self.dtype, a, b)
+
+
+class Sub(_Binary):
+    """dst = src0 - src1, IEEE in the dtype (overflow -> inf); int16/int32 wrap."""
+
+    __slots__ = ()
+    name = "Sub"
+
+    def compute(self, a, b):
+        return ieee(np.subtract, self.dtype, a, b)
+
+
+class Mul(_Binary):
+    """dst = src0 * src1, IEEE in the dtype (overflow -> inf); int16/int32 wrap."""
+
+    __slots__ = ()
+    name = "Mul"
+
+    def compute(self, a, b):
+        return ieee(np.multiply, self.dtype, a, b)
+
+
+class Div(_Binary):
+    """dst = src0 / src1, correctly rounded (float64 quotient rounded once); x/0 -> inf, 0/0 -> NaN."""
+
+    __slots__ = ()
+    name = "Div"
+    cost = DIV
+    dtypes = FLOATS
+
+    def compute(self, a, b):
+        return via_f64(np.divide, self.dtype, a, b)
+
+
+class Max(_Binary):
+    """dst = src0 if src0 >= src1 else src1; NaN if either is NaN."""
+
+    __slots__ = ()
+    name = "Max"
+
+    def compute(self, a, b):
+        return ieee(vmax, self.dtype, a, b)
+
+
+class Min(_Binary):
+    """dst = src0 if src0 <= src1 else src1; NaN if either is NaN."""
+
+    __slots__ = ()
+    name = "Min"
+
+    def compute(self, a, b):
+        return ieee(vmin, self.dtype, a, b)
+
+
+class Adds(_WithScalar):
+    """dst = src + scalar (scalar first rounded to the dtype), IEEE in the dtype."""
+
+    __slots__ = ()
+    name = "Adds"
+
+    def compute(self, a):
+        return ieee(np.add, self.dtype, a, np.asarray(to_scalar(self.scalar, self.dtype, self.name)))
+
+
+class Muls(_WithScalar):
+    """dst = src * scalar (scalar first rounded to the dtype), IEEE in the dtype."""
+
+    __slots__ = ()
+    name = "Muls"
+
+    def compute(self, a):
+        return ieee(np.multiply, self.dtype, a, np.asarray(to_scalar(self.scalar, self.dtype, self.name)))
+
+
+class Maxs(_WithScalar):
+    """dst = max(src, scalar) as :class:`Max` (scalar first converted to the dtype)."""
+
+    __slots__ = ()
+    name = "Maxs"
+
+    def compute(self, a):
+        s = np.full_like(a, to_scalar(self.scalar, self.dtype, self.name))
+        return ieee(vmax, self.dtype, a, s)
+
+
+class Mins(_WithScalar):
+    """dst = min(src, scalar) as :class:`Min` (scalar first converted to the dtype)."""
+
+    __slots__ = ()
+    name = "Mins"
+
+    def compute(self, a):
+        s = np.full_like(a, to_scalar(self.scalar, self.dtype, self.name))
+        return ieee(vmin, self.dtype, a, s)
+
+
+class Exp(_Unary):
+    """dst = e**src, float64 exp of the exact input rounded once to the dtype."""
+
+    __slots__ = ()
+    name = "Exp"
+
+    def compute(self, a):
+        return via_f64(np.exp, self.dtype, a)
+
+
+class Ln(_Unary):
+    """dst = ln(src), float64 log of the exact input rounded once; ln(0) = -inf, ln(x < 0) = NaN."""
+
+    __slots__ = ()
+    name = "Ln"
+
+    def compute(self, a):
+        return via_f64(np.log, self.dtype, a)
+
+
+class Sqrt(_Unary):
+    """dst = sqrt(src), correctly rounded (float64 root rounded once); sqrt(x < 0) = NaN, sqrt(-0) = -0."""
+
+    __slots__ = ()
+    name = "Sqrt"
+
+    def compute(self, a):
+        return via_f64(np.sqrt, self.dtype, a)
+
+
+class Abs(_Unary):
+    """dst = |src|: the sign bit cleared (exact; a NaN keeps its payload)."""
+
+    __slots__ = ()
+    name = "Abs"
+    cost = ONE_SRC
+
+    def compute(self, a):
+        u = UINT[a.dtype.itemsize]
+        return (a.view(u) & u((1 << (8 * a.dtype.itemsize - 1)) - 1)).view(a.dtype)

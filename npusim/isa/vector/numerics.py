@@ -1,0 +1,95 @@
+"""Numeric rules of the vector unit (docs/numerics.md "Vector instructions"): one rounding per
+result, canonical quiet NaNs, compare-select max/min, scalar operand conversion, pairwise trees.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.dtypes import cast as _dtype_cast
+from npusim.errors import NpusimError
+from npusim.isa.vector.common import BF16, F16, F32, FLOATS, UINT
+
+#: The NaN every arithmetic result that is NaN becomes (docs/numerics.md canonical quiet NaNs, sign +).
+_QNAN = {F16: 0x7E00, BF16: 0x7FC0, F32: 0x7FC00000}
+
+
+def canonical_nan(r: np.ndarray) -> np.ndarray:
+    """Rewrite every NaN of the float array *r* (in place) to the dtype's positive quiet NaN."""
+    bits = _QNAN.get(r.dtype)
+    if bits is not None:
+        nan = np.isnan(r)
+        if nan.any():
+            r.view(UINT[r.dtype.itemsize])[nan] = bits
+    return r
+
+
+def round_f64(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """float64 values rounded once (nearest-even, overflow -> inf) to float dtype *dt*; NaN canonical.
+
+    numpy's float64 -> fp16/fp32 casts are correctly rounded; bf16 goes through npusim.dtypes.cast
+    (numpy would round twice, via fp32).
+    """
+    if dt is BF16:
+        r = _dtype_cast(x, BF16, "rint")
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = x.astype(dt)
+    return canonical_nan(r)
+
+
+def ieee(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
+    """*ufunc* applied in dtype *dt*: IEEE, correctly rounded; ints wrap (two's complement).
+
+    fp16/fp32: numpy's ufunc is the IEEE operation. bf16: the float32 result rounded once, which is
+    exact for + - * (float32's 24 bits >= 2 x 8 + 2, so the double rounding is innocuous).
+    """
+    with np.errstate(all="ignore"):
+        if dt is BF16:
+            return canonical_nan(ufunc(*(a.astype(np.float32) for a in args)).astype(BF16))
+        r = ufunc(*args)
+    return canonical_nan(r) if dt in FLOATS else r
+
+
+def via_f64(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
+    """*ufunc* computed in float64 from the exact inputs, rounded once to *dt* (Exp, Ln, Sqrt, Div)."""
+    with np.errstate(all="ignore"):
+        r = ufunc(*(a.astype(np.float64) for a in args))
+    return round_f64(r, dt)
+
+
+def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Max as the vector unit's compare-select: a if a >= b else b (so max(-0, +0) = -0); NaN wins.
+
+    NOTE: not np.maximum, whose choice between -0 and +0 depends on the SIMD path.
+    """
+    r = np.where(a >= b, a, b)
+    if r.dtype in FLOATS:
+        r[np.isnan(a) | np.isnan(b)] = np.nan
+    return r
+
+
+def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Min: a if a <= b else b; NaN wins."""
+    r = np.where(a <= b, a, b)
+    if r.dtype in FLOATS:
+        r[np.isnan(a) | np.isnan(b)] = np.nan
+    return r
+
+
+def to_scalar(value, dt: np.dtype, who: str):
+    """The scalar operand converted to the tensor dtype (floats: nearest-even once; ints: exact)."""
+    if dt in FLOATS:
+        return round_f64(np.array([float(value)]), dt)[0]
+    iv = int(value)
+    info = np.iinfo(dt)
+    if iv != value or not info.min <= iv <= info.max:
+        raise NpusimError(f"{who}: scalar {value!r} is not a {dt.name} value")
+    return dt.type(iv)
+
+
+def tree(vals: np.ndarray, op) -> np.ndarray:
+    """Reduce the last axis (a power of two) by adjacent pairs: (0+1, 2+3, ...), then again."""
+    with np.errstate(all="ignore"):
+        while vals.shape[-1] > 1:
+            vals = op(vals[..., 0::2], vals[..., 1::2])
+    return vals[..., 0]
