@@ -3,8 +3,12 @@
 Contents: :class:`Pipe` (the in-order instruction queues of an AI Core), :class:`TPosition`
 (Ascend C's logical buffer positions), :class:`BufferKind` (physical on-chip buffers),
 :class:`HardEvent` (the pipe pairs SetFlag/WaitFlag synchronise), :class:`Mode` (run modes),
-:class:`SubCore` (AIC / AIV0 / AIV1 of a split core, or the combined core of 310P).
-``str()`` of each member is the hardware-document spelling used by trace, viz and tests.
+:class:`SubCore` (AIC / AIV0 / AIV1 of a split core, or the combined core of 310P), and the mode
+enums of vector instructions in their Ascend C spellings: :class:`RoundMode` (Cast), :class:`CMPMODE`
+(Compare), :class:`SELMODE` (Select), :class:`ReduceOrder` (WholeReduceMax).
+``str()`` of each member of the first six is the hardware-document spelling used by trace, viz and
+tests; the vector mode enums keep Enum's ``str()`` (``RoundMode.CAST_RINT``), their names being the
+Ascend C spellings.
 """
 from __future__ import annotations
 
@@ -164,3 +168,43 @@ class SubCore(IntEnum):
 
     def __str__(self) -> str:
         return {0: "cubecore0", 1: "veccore0", 2: "veccore1", 3: "aicore"}[int(self)]
+
+
+class RoundMode(Enum):
+    """Ascend C RoundMode; the value is the npusim.dtypes.cast mode name."""
+
+    CAST_NONE = "none"
+    CAST_RINT = "rint"
+    CAST_FLOOR = "floor"
+    CAST_CEIL = "ceil"
+    CAST_ROUND = "round"
+    CAST_TRUNC = "trunc"
+    CAST_ODD = "odd"
+
+
+class CMPMODE(Enum):
+    """Ascend C CMPMODE of Compare."""
+
+    LT = "lt"
+    GT = "gt"
+    EQ = "eq"
+    LE = "le"
+    GE = "ge"
+    NE = "ne"
+
+
+class SELMODE(Enum):
+    """Ascend C SELMODE of Select."""
+
+    VSEL_CMPMASK_SPR = 0  # the same first (256 / itemsize) mask bits for every repeat
+    VSEL_TENSOR_SCALAR_MODE = 1  # src1 is a scalar; mask bits run on across repeats
+    VSEL_TENSOR_TENSOR_MODE = 2  # src1 is a tensor; mask bits run on across repeats
+
+
+class ReduceOrder(Enum):
+    """Ascend C ReduceOrder: what WholeReduceMax writes per repeat."""
+
+    ORDER_VALUE_INDEX = 0
+    ORDER_INDEX_VALUE = 1
+    ORDER_ONLY_VALUE = 2
+    ORDER_ONLY_INDEX = 3

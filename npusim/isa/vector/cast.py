@@ -7,7 +7,8 @@ import numpy as np
 
 from npusim.dtypes import cast as _dtype_cast
 from npusim.isa.vector.common import (BF16, BLOCK_BYTES, CAST, F16, F32, I8, I16, I32, REPEAT_BYTES, U8,
-                                      RoundMode, VectorInstruction, check_repeat, lanes, mask_key)
+                                      VectorInstruction, check_repeat, lanes, mask_key)
+from npusim.types import RoundMode
 
 _INT_MODES = frozenset({RoundMode.CAST_RINT, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL, RoundMode.CAST_ROUND,
                         RoundMode.CAST_TRUNC})

@@ -1,5 +1,5 @@
 """What every vector instruction shares: repeat geometry, dtype sets, the cost model, the Ascend C
-parameter structs and enums, the repeat-form index arrays and the :class:`VectorInstruction` base.
+parameter structs, the repeat-form index arrays and the :class:`VectorInstruction` base.
 
 Cost: ``occupancy = repeats x cycles per repeat`` of the instruction's cost class (``cost``: ONE_SRC,
 TWO_SRC, ... below), ``latency`` = its inherent latency (:data:`LATENCY`).
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from enum import Enum
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -79,7 +78,7 @@ LATENCY = MappingProxyType({
 })
 
 
-# ---- parameter structs and enums (Ascend C spellings) ---------------------------------------------
+# ---- parameter structs (Ascend C spellings) ---------------------------------------------
 @dataclass(frozen=True)
 class BinaryRepeatParams:
     """Ascend C BinaryRepeatParams: block strides and repeat strides, in 32-byte blocks."""
@@ -128,46 +127,6 @@ class BrcbRepeatParams:
 
     dstBlkStride: int = 1
     dstRepStride: int = 8
-
-
-class RoundMode(Enum):
-    """Ascend C RoundMode; the value is the npusim.dtypes.cast mode name."""
-
-    CAST_NONE = "none"
-    CAST_RINT = "rint"
-    CAST_FLOOR = "floor"
-    CAST_CEIL = "ceil"
-    CAST_ROUND = "round"
-    CAST_TRUNC = "trunc"
-    CAST_ODD = "odd"
-
-
-class CMPMODE(Enum):
-    """Ascend C CMPMODE of Compare."""
-
-    LT = "lt"
-    GT = "gt"
-    EQ = "eq"
-    LE = "le"
-    GE = "ge"
-    NE = "ne"
-
-
-class SELMODE(Enum):
-    """Ascend C SELMODE of Select."""
-
-    VSEL_CMPMASK_SPR = 0  # the same first (256 / itemsize) mask bits for every repeat
-    VSEL_TENSOR_SCALAR_MODE = 1  # src1 is a scalar; mask bits run on across repeats
-    VSEL_TENSOR_TENSOR_MODE = 2  # src1 is a tensor; mask bits run on across repeats
-
-
-class ReduceOrder(Enum):
-    """Ascend C ReduceOrder: what WholeReduceMax writes per repeat."""
-
-    ORDER_VALUE_INDEX = 0
-    ORDER_INDEX_VALUE = 1
-    ORDER_ONLY_VALUE = 2
-    ORDER_ONLY_INDEX = 3
 
 
 # ---- repeat-form index arrays ---------------------------------------------------------------------

@@ -10,9 +10,9 @@ import numpy as np
 
 from npusim.errors import NpuBufferError
 from npusim.isa.vector.common import (BLOCK_BYTES, BLOCK_REDUCE, F16, F32, REPEAT_BYTES, UINT, WHOLE_REDUCE,
-                                      ReduceOrder, VectorInstruction, check_repeat, lanes, mask_key,
-                                      repeat_index)
+                                      VectorInstruction, check_repeat, lanes, mask_key, repeat_index)
 from npusim.isa.vector.numerics import canonical_nan, tree, vmax
+from npusim.types import ReduceOrder
 
 
 def reduce_passes(count: int, epr: int) -> list[int]:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.isa.vector.common import (F16, F32, ONE_SRC, REPEAT_BYTES, TWO_SRC, U8, CMPMODE, SELMODE,
-                                      VectorInstruction)
+from npusim.isa.vector.common import F16, F32, ONE_SRC, REPEAT_BYTES, TWO_SRC, U8, VectorInstruction
 from npusim.isa.vector.numerics import to_scalar
 from npusim.memory.local import LocalTensor
+from npusim.types import CMPMODE, SELMODE
 
 _CMP = {CMPMODE.LT: np.less, CMPMODE.GT: np.greater, CMPMODE.EQ: np.equal, CMPMODE.LE: np.less_equal,
         CMPMODE.GE: np.greater_equal, CMPMODE.NE: np.not_equal}
