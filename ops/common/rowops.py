@@ -1,0 +1,63 @@
+"""Row-wise building blocks of the attention kernels, made of npusim vector instructions.
+
+A score slice in UB is ``rows`` rows of ``cols`` valid elements at a row pitch of ``pitch`` elements
+(a multiple of 32 bytes). Like Ascend C's softmax APIs, these helpers are sequences of basic
+instructions, so their numerics and their cycles are those of the instructions (docs/numerics.md):
+
+- :func:`RowReduce`: per-row max or sum. The row is folded into one repeat of ``lanes`` accumulators
+  (``acc = chunk0``, then ``acc = acc op chunk_k`` in column order, the last chunk masked to the valid
+  columns), then WholeReduce turns each row's accumulators into one value (adjacent-pair tree).
+- :func:`RowBroadcast`: ``dst[r, c] = src0[r, c] op v[r]`` with ``v`` broadcast per row (Brcb fills one
+  32-byte block per row, read with block stride 0).
+
+Callers order dependent instructions with PipeBarrier(PIPE_V), as Ascend C kernels must.
+"""
+from __future__ import annotations
+
+from npusim.kernel import (Add, BinaryRepeatParams, Brcb, BrcbRepeatParams, Copy, CopyRepeatParams, Div, Max,
+                           Mul, Pipe, PipeBarrier, ReduceOrder, Sub, WholeReduceMax, WholeReduceSum)
+
+REPEAT_BYTES = 256
+BLOCK_BYTES = 32
+_FOLD = {"max": Max, "sum": Add}
+_BCAST = {"sub": Sub, "mul": Mul, "div": Div}
+
+
+def lanes_of(tensor) -> int:
+    return REPEAT_BYTES // tensor.dtype.itemsize
+
+
+def RowReduce(kind: str, dst, src, acc, rows: int, cols: int, pitch: int) -> None:
+    """dst[r] = max/sum over src[r, :cols] (*kind* "max" or "sum"); *acc* holds rows x lanes elements."""
+    lanes = lanes_of(src)
+    item = src.dtype.itemsize
+    rep_src = pitch * item // BLOCK_BYTES
+    if cols <= lanes:
+        reduce_src, reduce_rep = src, rep_src
+    else:
+        Copy(acc, src, lanes, rows, CopyRepeatParams(1, 1, 8, rep_src))
+        for c0 in range(lanes, cols, lanes):
+            PipeBarrier(Pipe.V)
+            n = min(lanes, cols - c0)
+            _FOLD[kind](acc, acc, src[c0:], n, rows, BinaryRepeatParams(1, 1, 1, 8, 8, rep_src))
+        PipeBarrier(Pipe.V)
+        reduce_src, reduce_rep = acc, 8
+    width = min(lanes, cols)
+    if kind == "max":
+        WholeReduceMax(dst, reduce_src, width, rows, 1, 1, reduce_rep, ReduceOrder.ORDER_ONLY_VALUE)
+    else:
+        WholeReduceSum(dst, reduce_src, width, rows, 1, 1, reduce_rep)
+
+
+def BroadcastRows(dst_blocks, values, rows: int) -> None:
+    """Fill block r (32 bytes) of *dst_blocks* with values[r], r < rows (Brcb; values padded to 8)."""
+    Brcb(dst_blocks, values, -(-rows // 8), BrcbRepeatParams(1, 8))
+
+
+def RowBroadcast(op: str, dst, src0, blocks, rows: int, cols: int, pitch: int) -> None:
+    """dst[r, c] = src0[r, c] (sub|mul|div) v[r] for c < cols, where *blocks* = BroadcastRows(v)."""
+    lanes = lanes_of(src0)
+    rep = pitch * src0.dtype.itemsize // BLOCK_BYTES
+    for c0 in range(0, cols, lanes):
+        n = min(lanes, cols - c0)
+        _BCAST[op](dst[c0:], src0[c0:], blocks, n, rows, BinaryRepeatParams(1, 1, 0, rep, rep, 1))

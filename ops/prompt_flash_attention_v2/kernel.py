@@ -1,0 +1,672 @@
+"""PromptFlashAttentionV2 device kernel, written like the CANN x910 kernel (docs/pfa.md).
+
+A mix kernel: on each AI Core the cube core (AIC) computes the score tiles (mm1 = Q K^T) and the
+probability-value products (mm2 = P V) into a GM workspace; the two vector cores (AIV) each own half
+the rows of the block and run scale, mask, online softmax and the output accumulation. They hand work to
+each other with cross-core flags, the cube running one score tile ahead ("CV preload"):
+
+    AIC: mm1(0) mm1(1) mm2(0) mm1(2) mm2(1) ...         flags  MM1 -> AIV, P -> AIC, MM2 -> AIV, PVFREE -> AIC
+    AIV: wait MM1(t); softmax(t); set P(t); wait MM2(t-1); update O with PV(t-1); set PVFREE(t-1)
+
+Workspace per AI Core: two slots each of the score tile (T), the probability tile (P dtype) and the
+PV tile; task t uses slot t % 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, BinaryRepeatParams, Cast, Compare, Copy, CrossCoreSetFlag,
+                           CrossCoreWaitFlag, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, Exp, Fixpipe,
+                           FixpipeParamsV220, GetBlockIdx, GetSubBlockIdx, GlobalTensor, HardEvent, LoadData,
+                           LoadData2DParams, Max, Mmad, MmadParams, Mul, Muls, Nd2NzParams, Pipe, PipeBarrier,
+                           QuantMode_t, RoundMode, Select, SetFlag, Sub, TBuf, TPipe, TPosition, TQue, WaitFlag)
+from ops.common.rowops import BroadcastRows, RowBroadcast, RowReduce
+from ops.prompt_flash_attention_v2.tiling import CMP_CHUNK, CUBE_BASE, PV_ROWS, PfaTilingData
+
+FLAG_MM1, FLAG_P, FLAG_MM2, FLAG_PVFREE = 1, 2, 3, 4  # cross-core flag ids
+BUFFER_NUM = 2
+MASK_FP16 = -65504.0  # PFA fp16 path: masked score (tiling.md §0)
+MASK_FP32 = float(np.finfo(np.float32).min)  # -FLT_MAX in the fp32 path
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _c16(x: int) -> int:
+    return -(-x // 16) * 16
+
+
+@dataclass(frozen=True)
+class PfaKernelArgs:
+    """Per-call constants the host hands the kernel besides the tiling (layout strides, dtypes, quant)."""
+
+    qBatchStride: int
+    qHeadStride: int
+    qRowPitch: int
+    kvBatchStride: int
+    kvHeadStride: int
+    kvRowPitch: int
+    outBatchStride: int
+    outHeadStride: int
+    outRowPitch: int
+    group: int
+    actKv: tuple
+    preLU: tuple
+    nextLU: tuple
+    sparseMode: int
+    maskKind: str  # "none" | "full" | "compressed"
+    maskBatchStride: int
+    maskRowPitch: int
+    inDtype: np.dtype
+    softmaxDtype: np.dtype
+    pDtype: np.dtype
+    outDtype: np.dtype
+    deqScale1: float | int = 1.0
+    quantScale1: float = 1.0
+    deqScale2: float | int = 1.0
+    quantScale2: float = 1.0  # per-tensor
+    quantOffset2: float = 0.0
+    quantPerChannel: bool = False
+
+
+class KernelPromptFlashAttention:
+    # -------------------------------------------------------------------------------- common
+    def Init(self, query, key, value, attenMask, quantScale2, quantOffset2, attentionOut, workspace,
+             tiling: PfaTilingData, args: PfaKernelArgs):
+        self.t, self.a = tiling, args
+        self.qGm, self.kGm, self.vGm, self.maskGm, self.outGm = query, key, value, attenMask, attentionOut
+        self.q2Gm, self.off2Gm = quantScale2, quantOffset2
+        self.core = GetBlockIdx()
+        core = self.core if ASCEND_IS_AIC() else self.core // 2
+        self.tasks = []
+        for item in range(tiling.coreItemStart[core], tiling.coreItemEnd[core]):
+            t0, t1 = tiling.itemTile0[item], tiling.itemTile1[item]
+            for j in range(t0, t1):
+                self.tasks.append((item, j, j == t0, j == t1 - 1))
+        self.D = tiling.headSize
+        self.sOuter, self.sInner, self.sm = tiling.sOuterFactor, tiling.sInnerFactor, tiling.softmaxSOuterFactor
+        t, p, pv = np.dtype(args.softmaxDtype), np.dtype(args.pDtype), self._pv_dtype()
+        rows2 = 2 * self.sOuter
+        slot_s, slot_p, slot_pv = rows2 * self.sInner * t.itemsize, rows2 * self.sInner * p.itemsize, \
+            rows2 * self.D * pv.itemsize
+        base = core * 2 * (slot_s + slot_p + slot_pv)
+        ws = workspace  # GlobalTensor of uint8
+        self.wsS = [ws[base + s * slot_s].ReinterpretCast(t) for s in range(2)]
+        self.wsP = [ws[base + 2 * slot_s + s * slot_p].ReinterpretCast(p) for s in range(2)]
+        self.wsPV = [ws[base + 2 * (slot_s + slot_p) + s * slot_pv].ReinterpretCast(pv) for s in range(2)]
+        self.pipe = TPipe()
+
+    def _pv_dtype(self) -> np.dtype:
+        return F16 if np.dtype(self.a.inDtype) == np.int8 else F32
+
+    def Process(self):
+        if ASCEND_IS_AIC():
+            self.InitCube()
+            self.ProcessCube()
+        else:
+            self.InitVector()
+            self.ProcessVector()
+
+    def _item(self, item: int):
+        t = self.t
+        return t.itemN[item], t.itemB[item], t.itemRow0[item], t.itemRows[item]
+
+    def _tile_cols(self, b: int, j: int) -> tuple[int, int]:
+        c0 = j * self.sInner
+        return c0, min(self.sInner, self.a.actKv[b] - c0)
+
+    # -------------------------------------------------------------------------------- cube (AIC)
+    def InitCube(self):
+        a, D = self.a, self.D
+        self.inDt = np.dtype(a.inDtype)
+        self.c0 = 32 // self.inDt.itemsize  # elements per 32-byte fractal row (K0)
+        self.fractal = 512 // self.inDt.itemsize
+        self.kChunk = CUBE_BASE if self.inDt.itemsize == 2 else 2 * CUBE_BASE  # 32 KiB of L0A per buffer
+        rows2 = -(-2 * self.sOuter // 32) * 32
+        q = self.inDt.itemsize
+        self.qQue = TQue(TPosition.A1, BUFFER_NUM)
+        self.kQue = TQue(TPosition.B1, BUFFER_NUM)
+        self.pQue = TQue(TPosition.A1, BUFFER_NUM)
+        self.vQue = TQue(TPosition.B1, BUFFER_NUM)
+        self.aQue = TQue(TPosition.A2, BUFFER_NUM)
+        self.bQue = TQue(TPosition.B2, BUFFER_NUM)
+        self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
+        self.pipe.InitBuffer(self.qQue, BUFFER_NUM, rows2 * D * q)
+        self.pipe.InitBuffer(self.kQue, BUFFER_NUM, CUBE_BASE * D * q)
+        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, rows2 * CUBE_BASE * np.dtype(a.pDtype).itemsize)
+        self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_BASE * CUBE_BASE * q)
+        self.pipe.InitBuffer(self.aQue, BUFFER_NUM, 32 * 1024)
+        self.pipe.InitBuffer(self.bQue, BUFFER_NUM, 32 * 1024)
+        self.pipe.InitBuffer(self.cQue, BUFFER_NUM, 64 * 1024)
+        self.qL1 = None
+        self.accDt = np.dtype(np.int32) if self.inDt == np.int8 else F32
+
+    def ProcessCube(self):
+        n = len(self.tasks)
+        for t in range(n + 1):
+            if t < n:
+                self.ComputeMm1(t)
+            if t >= 1:
+                self.ComputeMm2(t - 1)
+        if self.qL1 is not None:
+            self.qQue.FreeTensor(self.qL1)
+
+    def CopyInQ(self, item: int):
+        a = self.a
+        n, b, row0, rows = self._item(item)
+        if self.qL1 is not None:
+            self.qQue.FreeTensor(self.qL1)
+        qL1 = self.qQue.AllocTensor(self.inDt)
+        off = b * a.qBatchStride + n * a.qHeadStride + row0 * a.qRowPitch
+        DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, self.D, 0, a.qRowPitch, _c16(rows), 1, 0))
+        self.qQue.EnQue(qL1)
+        self.qL1 = self.qQue.DeQue(self.inDt)
+        self.qBlocks = _c16(rows) // 16
+
+    def ComputeMm1(self, t: int):
+        a, D = self.a, self.D
+        item, j, first, _ = self.tasks[t]
+        n, b, row0, rows = self._item(item)
+        if first:
+            self.CopyInQ(item)
+        c0, cols = self._tile_cols(b, j)
+        kvOff = b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
+        wsS = self.wsS[t % 2]
+        for nc in range(0, cols, CUBE_BASE):
+            ncols = min(CUBE_BASE, cols - nc)
+            kL1 = self.kQue.AllocTensor(self.inDt)
+            DataCopy(kL1, self.kGm[kvOff + (c0 + nc) * a.kvRowPitch],
+                     Nd2NzParams(1, ncols, D, 0, a.kvRowPitch, _c16(ncols), 1, 0))
+            self.kQue.EnQue(kL1)
+            kL1 = self.kQue.DeQue(self.inDt)
+            nBlocks = _c16(ncols) // 16
+            for mc in range(0, rows, CUBE_BASE):
+                mrows = min(CUBE_BASE, rows - mc)
+                cL0 = self.cQue.AllocTensor(self.accDt)
+                for kc in range(0, D, self.kChunk):
+                    kcols = min(self.kChunk, D - kc)
+                    self.SplitA(self.qL1, self.qBlocks, mc, mrows, kc, kcols)
+                    self.SplitBTransposed(kL1, nBlocks, kc, kcols)
+                    self.Compute(cL0, mrows, ncols, kcols, kc == 0)
+                self.cQue.EnQue(cL0)
+                cL0 = self.cQue.DeQue(self.accDt)
+                params = FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=_c16(mrows), dstStride=self.sInner)
+                if self.inDt == np.int8:
+                    params.quantPre, params.deqScalar = QuantMode_t.DEQF16, a.deqScale1
+                elif np.dtype(a.softmaxDtype) == F16:
+                    params.quantPre = QuantMode_t.F322F16
+                Fixpipe(wsS[mc * self.sInner + nc], cL0, params)
+                self.cQue.FreeTensor(cL0)
+            self.kQue.FreeTensor(kL1)
+        CrossCoreSetFlag(FLAG_MM1, Pipe.FIX)
+
+    def ComputeMm2(self, t: int):
+        a, D = self.a, self.D
+        item, j, _, _ = self.tasks[t]
+        n, b, row0, rows = self._item(item)
+        c0, cols = self._tile_cols(b, j)
+        kvOff = b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
+        pDt = np.dtype(a.pDtype)
+        wsP, wsPV = self.wsP[t % 2], self.wsPV[t % 2]
+        CrossCoreWaitFlag(FLAG_P)
+        if t >= 2:
+            CrossCoreWaitFlag(FLAG_PVFREE)  # the vector cores have read PV(t - 2) from this slot
+        for dn in range(0, D, CUBE_BASE):
+            dcols = min(CUBE_BASE, D - dn)
+            for mc in range(0, rows, CUBE_BASE):
+                mrows = min(CUBE_BASE, rows - mc)
+                cL0 = self.cQue.AllocTensor(self.accDt)
+                for kc in range(0, cols, CUBE_BASE):
+                    kcols = min(CUBE_BASE, cols - kc)
+                    pL1 = self.pQue.AllocTensor(pDt)
+                    DataCopy(pL1, wsP[mc * self.sInner + kc],
+                             Nd2NzParams(1, mrows, kcols, 0, self.sInner, _c16(mrows), 1, 0))
+                    self.pQue.EnQue(pL1)
+                    vL1 = self.vQue.AllocTensor(self.inDt)
+                    kRows = -(-kcols // 32) * 32 if self.inDt.itemsize == 1 else _c16(kcols)
+                    DataCopy(vL1, self.vGm[kvOff + (c0 + kc) * a.kvRowPitch + dn],
+                             Nd2NzParams(1, kcols, dcols, 0, a.kvRowPitch, kRows, 1, 0))
+                    self.vQue.EnQue(vL1)
+                    pL1 = self.pQue.DeQue(pDt)
+                    vL1 = self.vQue.DeQue(self.inDt)
+                    self.SplitA(pL1, _c16(mrows) // 16, 0, mrows, 0, kcols)
+                    self.SplitB(vL1, kRows // 16, kcols, dcols)
+                    self.Compute(cL0, mrows, dcols, kcols, kc == 0)
+                    self.pQue.FreeTensor(pL1)
+                    self.vQue.FreeTensor(vL1)
+                self.cQue.EnQue(cL0)
+                cL0 = self.cQue.DeQue(self.accDt)
+                params = FixpipeParamsV220(nSize=dcols, mSize=mrows, srcStride=_c16(mrows), dstStride=D)
+                if self.inDt == np.int8:
+                    params.quantPre, params.deqScalar = QuantMode_t.DEQF16, a.deqScale2
+                Fixpipe(wsPV[mc * D + dn], cL0, params)
+                self.cQue.FreeTensor(cL0)
+        CrossCoreSetFlag(FLAG_MM2, Pipe.FIX)
+
+    def SplitA(self, srcL1, mBlocksAll: int, mc: int, mrows: int, kc: int, kcols: int):
+        """L1 (NZ, mBlocksAll row blocks) -> L0A (ZZ) for rows [mc, mc+mrows), k [kc, kc+kcols)."""
+        aL0 = self.aQue.AllocTensor(srcL1.dtype)
+        kBlocks = -(-kcols // self.c0)
+        params = LoadData2DParams(repeatTimes=kBlocks, srcStride=mBlocksAll)
+        kb0, mb0 = kc // self.c0, mc // 16
+        for mb in range(_c16(mrows) // 16):
+            LoadData(aL0[mb * kBlocks * self.fractal], srcL1[(kb0 * mBlocksAll + mb0 + mb) * self.fractal], params)
+        self.aQue.EnQue(aL0)
+
+    def SplitBTransposed(self, kL1, nBlocks: int, kc: int, kcols: int):
+        """K chunk in L1 (NZ of B^T, n x k) -> L0B: the fractals are already in L0B order."""
+        bL0 = self.bQue.AllocTensor(kL1.dtype)
+        kBlocks = -(-kcols // self.c0)
+        LoadData(bL0, kL1[(kc // self.c0) * nBlocks * self.fractal],
+                 LoadData2DParams(repeatTimes=kBlocks * nBlocks, srcStride=1))
+        self.bQue.EnQue(bL0)
+
+    def SplitB(self, vL1, kBlocksAll: int, kcols: int, dcols: int):
+        """V chunk in L1 (NZ of B, k x n) -> L0B with a transposing load per k block."""
+        bL0 = self.bQue.AllocTensor(vL1.dtype)
+        if self.inDt.itemsize == 2:
+            nBlocks = _c16(dcols) // 16
+            params = LoadData2DParams(repeatTimes=nBlocks, srcStride=kBlocksAll, ifTranspose=True)
+            for kb in range(_c16(kcols) // 16):
+                LoadData(bL0[kb * nBlocks * self.fractal], vL1[kb * self.fractal], params)
+        else:  # int8: each repeat transposes a 32 x 32 block (two fractals)
+            nBlocks = -(-dcols // 16)
+            params = LoadData2DParams(repeatTimes=nBlocks // 2, srcStride=kBlocksAll, ifTranspose=True)
+            for kb in range(-(-kcols // 32)):
+                LoadData(bL0[kb * nBlocks * self.fractal], vL1[2 * kb * self.fractal], params)
+        self.bQue.EnQue(bL0)
+
+    def Compute(self, cL0, m: int, n: int, k: int, init: bool):
+        aL0 = self.aQue.DeQue(self.inDt)
+        bL0 = self.bQue.DeQue(self.inDt)
+        Mmad(cL0, aL0, bL0, MmadParams(m=m, n=n, k=k, cmatrixInitVal=init))
+        self.aQue.FreeTensor(aL0)
+        self.bQue.FreeTensor(bL0)
+
+    # -------------------------------------------------------------------------------- vector (AIV)
+    def InitVector(self):
+        a, D, sm, sInner, sOuter = self.a, self.D, self.sm, self.sInner, self.sOuter
+        self.sub = GetSubBlockIdx()
+        self.T = np.dtype(a.softmaxDtype)
+        self.P = np.dtype(a.pDtype)
+        self.maskValue = MASK_FP16 if self.T == F16 else MASK_FP32
+        self.inS = TQue(TPosition.VECIN, BUFFER_NUM)
+        self.pipe.InitBuffer(self.inS, BUFFER_NUM, sm * sInner * self.T.itemsize)
+        self.castP = self.P != self.T
+        if self.castP:
+            self.outP = TQue(TPosition.VECOUT, BUFFER_NUM)
+            self.pipe.InitBuffer(self.outP, BUFFER_NUM, sm * sInner * self.P.itemsize)
+        if a.maskKind != "none":
+            self.inMask = TQue(TPosition.VECIN, 1)
+            self.pipe.InitBuffer(self.inMask, 1, sm * sInner)
+            self.maskHalf, self.zeros, self.bits = TBuf(), TBuf(), TBuf()
+            self.pipe.InitBuffer(self.maskHalf, CMP_CHUNK * 2)
+            self.pipe.InitBuffer(self.zeros, CMP_CHUNK * 2)
+            self.pipe.InitBuffer(self.bits, -(-sm * sInner // 8 // 32) * 32)
+        self.acc, self.rowT, self.row32 = TBuf(), TBuf(), TBuf()
+        self.pipe.InitBuffer(self.acc, sm * 256)
+        self.pipe.InitBuffer(self.rowT, 2 * (-(-sm * 4 // 32) * 32))
+        self.pipe.InitBuffer(self.row32, 2 * (-(-sm * 4 // 32) * 32))
+        vec = -(-sOuter * 4 // 32) * 32
+        self.mBuf, self.lBuf, self.alphaBuf, self.tmpBuf = TBuf(), TBuf(), TBuf(), TBuf()
+        self.pipe.InitBuffer(self.mBuf, 2 * vec)
+        self.pipe.InitBuffer(self.lBuf, 2 * vec)
+        self.pipe.InitBuffer(self.alphaBuf, 2 * vec)
+        self.pipe.InitBuffer(self.tmpBuf, vec)
+        self.brcbA, self.brcbB = TBuf(), TBuf()
+        self.pipe.InitBuffer(self.brcbA, sOuter * 32)
+        self.pipe.InitBuffer(self.brcbB, sOuter * 32)
+        self.oBuf = TBuf()
+        self.pipe.InitBuffer(self.oBuf, sOuter * D * 4)
+        self.inPV = TQue(TPosition.VECIN, 1)
+        pvDt = self._pv_dtype()
+        self.pipe.InitBuffer(self.inPV, 1, PV_ROWS * D * pvDt.itemsize)
+        self.pv32 = TBuf()
+        self.pipe.InitBuffer(self.pv32, PV_ROWS * D * 4)
+        self.outQ = TQue(TPosition.VECOUT, BUFFER_NUM)
+        self.pipe.InitBuffer(self.outQ, BUFFER_NUM, PV_ROWS * D * np.dtype(a.outDtype).itemsize)
+        self.int8Out = np.dtype(a.outDtype) == np.int8
+        if self.int8Out:
+            self.half = TBuf()
+            self.pipe.InitBuffer(self.half, PV_ROWS * D * 2)
+            self.q2Buf, self.off2Buf = TBuf(), TBuf()
+            self.pipe.InitBuffer(self.q2Buf, -(-D * 2 // 32) * 32)
+            self.pipe.InitBuffer(self.off2Buf, -(-D * 2 // 32) * 32)
+            self.q2Head = -1
+        if a.maskKind != "none":
+            Duplicate(self.zeros.Get(F16), 0.0, CMP_CHUNK)
+
+    def _my_rows(self, rows: int) -> tuple[int, int]:
+        lo = min(rows, self.sub * self.sOuter)
+        return lo, min(rows, lo + self.sOuter) - lo
+
+    def ProcessVector(self):
+        n = len(self.tasks)
+        itemPar = -1
+        parOf = {}
+        for t in range(n):
+            item, j, first, last = self.tasks[t]
+            if first:
+                itemPar += 1
+            parOf[t] = itemPar % 2
+            CrossCoreWaitFlag(FLAG_MM1)
+            self.Softmax(t, parOf[t])
+            CrossCoreSetFlag(FLAG_P, Pipe.MTE3)
+            if t >= 1:
+                self.UpdateOutput(t - 1, parOf[t - 1])
+        if n:
+            self.UpdateOutput(n - 1, parOf[n - 1])
+
+    def Softmax(self, t: int, par: int):
+        a, sInner = self.a, self.sInner
+        item, j, first, _ = self.tasks[t]
+        n, b, row0, rows = self._item(item)
+        c0, cols = self._tile_cols(b, j)
+        lo, mine = self._my_rows(rows)
+        T, ts = self.T, self.T.itemsize
+        wsS, wsP = self.wsS[t % 2], self.wsP[t % 2]
+        mAll, lAll = self.mBuf.Get(F32)[par * self._vec():], self.lBuf.Get(F32)[par * self._vec():]
+        alphaAll = self.alphaBuf.Get(F32)[(t % 2) * self._vec():]
+        for r in range(0, mine, self.sm):
+            sr = min(self.sm, mine - r)
+            gRow = row0 + lo + r  # first query row of the slice
+            sLocal = self.inS.AllocTensor(T)
+            self._copy_rows_in(sLocal, wsS[(lo + r) * sInner], sr, cols, sInner, ts)
+            self.inS.EnQue(sLocal)
+            sLocal = self.inS.DeQue(T)
+            Muls(sLocal, sLocal, self.t.scaleValue, sr * sInner)
+            PipeBarrier(Pipe.V)
+            self.ApplyMask(sLocal, b, gRow, c0, sr, cols)
+            rowT, row32 = self.rowT.Get(T), self.row32.Get(F32)
+            acc = self.acc.Get(T)
+            RowReduce("max", rowT, sLocal, acc, sr, cols, sInner)
+            PipeBarrier(Pipe.V)
+            m = mAll[r:]
+            if T != F32:
+                Cast(row32, rowT, RoundMode.CAST_NONE, sr)
+                PipeBarrier(Pipe.V)
+                mx = row32
+            else:
+                mx = rowT
+            if first:
+                Copy(m, mx, sr)
+            else:
+                mNew, tmp = row32[self._half():], self.tmpBuf.Get(F32)
+                Max(mNew, m, mx, sr)
+                PipeBarrier(Pipe.V)
+                Sub(tmp, m, mNew, sr)
+                PipeBarrier(Pipe.V)
+                Exp(alphaAll[r:], tmp, sr)
+                Copy(m, mNew, sr)
+            PipeBarrier(Pipe.V)
+            mT = m
+            if T != F32:
+                mT = rowT
+                Cast(mT, m, RoundMode.CAST_NONE, sr)
+                PipeBarrier(Pipe.V)
+            blocks = self.brcbA.Get(T)
+            BroadcastRows(blocks, mT, sr)
+            PipeBarrier(Pipe.V)
+            RowBroadcast("sub", sLocal, sLocal, blocks, sr, cols, sInner)
+            PipeBarrier(Pipe.V)
+            Exp(sLocal, sLocal, sr * sInner)
+            PipeBarrier(Pipe.V)
+            RowReduce("sum", rowT, sLocal, acc, sr, cols, sInner)
+            PipeBarrier(Pipe.V)
+            rs = rowT
+            if T != F32:
+                Cast(row32, rowT, RoundMode.CAST_NONE, sr)
+                PipeBarrier(Pipe.V)
+                rs = row32
+            ll = lAll[r:]
+            if first:
+                Copy(ll, rs, sr)
+            else:  # l = l * alpha + rowsum
+                Mul(ll, ll, alphaAll[r:], sr)
+                PipeBarrier(Pipe.V)
+                Add(ll, ll, rs, sr)
+            self.CopyOutP(sLocal, wsP[(lo + r) * sInner], sr, cols)
+
+    def _vec(self) -> int:
+        return -(-self.sOuter * 4 // 32) * 8
+
+    def _half(self) -> int:
+        return -(-self.sm * 4 // 32) * 8
+
+    @staticmethod
+    def _copy_rows_in(dst, src: GlobalTensor, rows: int, cols: int, pitch: int, item: int):
+        """rows x cols elements from GM (row pitch *pitch*) into UB (row pitch *pitch*)."""
+        if cols == pitch:
+            DataCopy(dst, src, rows * pitch)
+            return
+        gap_ub = (pitch * item - (-(-cols * item // 32) * 32)) // 32
+        DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, (pitch - cols) * item, gap_ub, 0))
+
+    @staticmethod
+    def _copy_rows_out(dst: GlobalTensor, src, rows: int, cols: int, ub_pitch: int, gm_pitch: int, item: int):
+        """rows x cols elements from UB (row pitch ub_pitch) to GM (row pitch gm_pitch)."""
+        if cols == ub_pitch == gm_pitch:
+            DataCopy(dst, src, rows * cols)
+            return
+        gap_ub = (ub_pitch * item - (-(-cols * item // 32) * 32)) // 32
+        DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, gap_ub, (gm_pitch - cols) * item, 0))
+
+    def CopyOutP(self, sLocal, dst: GlobalTensor, sr: int, cols: int):
+        """P = P_dtype(E) to the workspace (or, int8, the quantised probabilities)."""
+        a, sInner = self.a, self.sInner
+        if not self.castP:
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            self._copy_rows_out(dst, sLocal, sr, cols, sInner, sInner, self.P.itemsize)
+            SetFlag(HardEvent.MTE3_V, 0)
+            WaitFlag(HardEvent.MTE3_V, 0)
+            self.inS.FreeTensor(sLocal)
+            return
+        pLocal = self.outP.AllocTensor(self.P)
+        if self.P == np.int8:
+            Muls(sLocal, sLocal, a.quantScale1, sr * sInner)
+            PipeBarrier(Pipe.V)
+            Cast(pLocal, sLocal, RoundMode.CAST_RINT, sr * sInner)
+        else:
+            Cast(pLocal, sLocal, RoundMode.CAST_RINT, sr * sInner)
+        self.inS.FreeTensor(sLocal)
+        self.outP.EnQue(pLocal)
+        pLocal = self.outP.DeQue(self.P)
+        self._copy_rows_out(dst, pLocal, sr, cols, sInner, sInner, self.P.itemsize)
+        self.outP.FreeTensor(pLocal)
+
+    # ---- masks
+    def ApplyMask(self, sLocal, b: int, gRow: int, c0: int, sr: int, cols: int):
+        """Set the masked scores of one slice to the mask value (docs/pfa.md step 3)."""
+        a = self.a
+        if a.maskKind == "none":
+            return
+        if a.maskKind == "full":
+            off = b * a.maskBatchStride + gRow * a.maskRowPitch + c0
+            self._select_with_window(sLocal, self.maskGm[off], a.maskRowPitch, sr, cols, CMPMODE.EQ)
+            return
+        # compressed 2048 x 2048 causal mask (1 = masked, strictly upper triangle): modes 2/3/4
+        nxt, pre = a.nextLU[b], a.preLU[b]
+        d = gRow - c0 + nxt  # next side: masked iff (col - row) > d inside the slice
+        self._compressed_side(sLocal, d, sr, cols, keep_where_one=False)
+        if a.sparseMode == 4:
+            e = gRow - c0 - pre  # pre side: masked iff (col - row) < e  <=>  not ((col - row) > e - 1)
+            self._compressed_side(sLocal, e - 1, sr, cols, keep_where_one=True)
+
+    def _compressed_side(self, sLocal, d: int, sr: int, cols: int, keep_where_one: bool):
+        lo_diff, hi_diff = -(sr - 1), cols - 1  # range of (col - row) in the slice
+        window_all_one = d < lo_diff  # every element has col - row > d
+        window_all_zero = d >= hi_diff
+        masked_all = window_all_zero if keep_where_one else window_all_one
+        masked_none = window_all_one if keep_where_one else window_all_zero
+        if masked_none:
+            return
+        if masked_all:
+            Duplicate(sLocal, self.maskValue, sr * self.sInner)
+            PipeBarrier(Pipe.V)
+            return
+        off = d if d >= 0 else -d  # ComputeOffsetForCausal: rows down for d >= 0, columns right otherwise
+        start = off * 2048 if d >= 0 else off
+        self._select_with_window(sLocal, self.maskGm[start], 2048, sr, cols,
+                                 CMPMODE.NE if keep_where_one else CMPMODE.EQ)
+
+    def _select_with_window(self, sLocal, src: GlobalTensor, pitch: int, sr: int, cols: int, keep: CMPMODE):
+        """Load a sr x cols byte window of a mask (row pitch *pitch*), keep scores where mask *keep* 0."""
+        sInner = self.sInner
+        mLocal = self.inMask.AllocTensor(np.uint8)
+        gap_ub = (sInner - (-(-cols // 32) * 32)) // 32
+        DataCopyPad(mLocal, src, DataCopyExtParams(sr, cols, pitch - cols, gap_ub, 0))
+        self.inMask.EnQue(mLocal)
+        mLocal = self.inMask.DeQue(np.uint8)
+        half, zeros, bits = self.maskHalf.Get(F16), self.zeros.Get(F16), self.bits.Get(np.uint8)
+        total = sr * sInner
+        srcDt = np.dtype(self.maskGm.dtype)
+        for k in range(0, total, CMP_CHUNK):
+            cnt = min(CMP_CHUNK, total - k)
+            Cast(half, mLocal[k:].ReinterpretCast(srcDt if srcDt == np.int8 else np.uint8), RoundMode.CAST_NONE, cnt)
+            PipeBarrier(Pipe.V)
+            Compare(bits[k // 8:], half, zeros, keep, cnt)
+            PipeBarrier(Pipe.V)
+        self.inMask.FreeTensor(mLocal)
+        Select(sLocal, bits, sLocal, self.maskValue, SELMODE.VSEL_TENSOR_SCALAR_MODE, total)
+        PipeBarrier(Pipe.V)
+
+    # ---- output accumulation
+    def UpdateOutput(self, t: int, par: int):
+        a, D = self.a, self.D
+        item, j, first, last = self.tasks[t]
+        n, b, row0, rows = self._item(item)
+        lo, mine = self._my_rows(rows)
+        CrossCoreWaitFlag(FLAG_MM2)
+        wsPV = self.wsPV[t % 2]
+        pvDt = self._pv_dtype()
+        o = self.oBuf.Get(F32)
+        alphaAll = self.alphaBuf.Get(F32)[(t % 2) * self._vec():]
+        for r in range(0, mine, PV_ROWS):
+            pr = min(PV_ROWS, mine - r)
+            pvLocal = self.inPV.AllocTensor(pvDt)
+            DataCopy(pvLocal, wsPV[(lo + r) * D], pr * D)
+            self.inPV.EnQue(pvLocal)
+            pvLocal = self.inPV.DeQue(pvDt)
+            pv = pvLocal
+            if pvDt != F32:
+                pv = self.pv32.Get(F32)
+                Cast(pv, pvLocal, RoundMode.CAST_NONE, pr * D)
+                PipeBarrier(Pipe.V)
+            oRows = o[r * D:]
+            if first:
+                Copy(oRows, pv, pr * D)
+            else:
+                blocks = self.brcbB.Get(F32)
+                BroadcastRows(blocks, alphaAll[r:], pr)
+                PipeBarrier(Pipe.V)
+                RowBroadcast("mul", oRows, oRows, blocks, pr, D, D)
+                PipeBarrier(Pipe.V)
+                Add(oRows, oRows, pv, pr * D)
+            PipeBarrier(Pipe.V)
+            self.inPV.FreeTensor(pvLocal)
+        CrossCoreSetFlag(FLAG_PVFREE, Pipe.MTE2)
+        if last and mine:
+            self.Finalize(n, b, row0 + lo, mine, par)
+
+    def Finalize(self, n: int, b: int, gRow0: int, mine: int, par: int):
+        """O / l, fully masked rows to 0, cast (or int8 quantise), copy out in the output layout."""
+        a, D = self.a, self.D
+        o = self.oBuf.Get(F32)
+        mAll = self.mBuf.Get(F32)[par * self._vec():]
+        lAll = self.lBuf.Get(F32)[par * self._vec():]
+        outDt = np.dtype(a.outDtype)
+        if self.int8Out:
+            self._load_quant2(n)
+        for r in range(0, mine, PV_ROWS):
+            pr = min(PV_ROWS, mine - r)
+            oRows = o[r * D:]
+            blocks = self.brcbB.Get(F32)
+            BroadcastRows(blocks, lAll[r:], pr)
+            PipeBarrier(Pipe.V)
+            RowBroadcast("div", oRows, oRows, blocks, pr, D, D)
+            PipeBarrier(Pipe.V)
+            if a.maskKind != "none":
+                self._zero_masked_rows(oRows, mAll[r:], pr)
+            outLocal = self.outQ.AllocTensor(outDt)
+            if self.int8Out:
+                half = self.half.Get(F16)
+                Cast(half, oRows, RoundMode.CAST_RINT, pr * D)
+                PipeBarrier(Pipe.V)
+                self._quantise(outLocal, half, pr)
+            else:
+                Cast(outLocal, oRows, RoundMode.CAST_RINT, pr * D)
+            self.outQ.EnQue(outLocal)
+            outLocal = self.outQ.DeQue(outDt)
+            off = b * a.outBatchStride + n * a.outHeadStride + (gRow0 + r) * a.outRowPitch
+            self._copy_rows_out(self.outGm[off], outLocal, pr, D, D, a.outRowPitch, outDt.itemsize)
+            self.outQ.FreeTensor(outLocal)
+
+    def _zero_masked_rows(self, oRows, m, pr: int):
+        """Rows whose running max is still the mask value had nothing computed: multiply them by 0."""
+        fac, tmp = self.row32.Get(F32), self.tmpBuf.Get(F32)
+        Duplicate(tmp, float(np.float32(self.maskValue)), pr)
+        PipeBarrier(Pipe.V)
+        bits = self.bits.Get(np.uint8) if self.a.maskKind != "none" else None
+        Compare(bits, m, tmp, CMPMODE.NE, pr)
+        PipeBarrier(Pipe.V)
+        Duplicate(fac, 1.0, pr)
+        PipeBarrier(Pipe.V)
+        Select(fac, bits, fac, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, pr)
+        PipeBarrier(Pipe.V)
+        blocks = self.brcbB.Get(F32)
+        BroadcastRows(blocks, fac, pr)
+        PipeBarrier(Pipe.V)
+        RowBroadcast("mul", oRows, oRows, blocks, pr, self.D, self.D)
+        PipeBarrier(Pipe.V)
+
+    def _load_quant2(self, n: int):
+        """Per-channel quant_scale2/offset2 of head n to UB as fp16 (once per head)."""
+        a, D = self.a, self.D
+        if not a.quantPerChannel or self.q2Head == n:
+            return
+        self.q2Head = n
+        for gm, buf in ((self.q2Gm, self.q2Buf), (self.off2Gm, self.off2Buf)):
+            dst = buf.Get(F16)
+            if gm is None:
+                Duplicate(dst, 0.0, D)
+                continue
+            src = gm[n * D]
+            stage = self.pv32.Get(src.dtype)
+            DataCopyPad(stage, src, DataCopyExtParams(1, D * src.dtype.itemsize, 0, 0, 0))
+            SetFlag(HardEvent.MTE2_V, 1)
+            WaitFlag(HardEvent.MTE2_V, 1)
+            if src.dtype != F32:
+                Cast(self.pv32.Get(F32)[-(-D // 8) * 8:], stage, RoundMode.CAST_NONE, D)
+                PipeBarrier(Pipe.V)
+                stage = self.pv32.Get(F32)[-(-D // 8) * 8:]
+            Cast(dst, stage, RoundMode.CAST_RINT, D)
+            PipeBarrier(Pipe.V)
+
+    def _quantise(self, outLocal, half, pr: int):
+        """int8 output: int8(rint(fp16(O) * q2 + offset2)), saturating (docs/pfa.md step 12)."""
+        a, D = self.a, self.D
+        if a.quantPerChannel:
+            rep = D * 2 // 32
+            for c0 in range(0, D, 128):
+                cnt = min(128, D - c0)
+                Mul(half[c0:], half[c0:], self.q2Buf.Get(F16)[c0:], cnt, pr, BinaryRepeatParams(1, 1, 1, rep, rep, 0))
+            PipeBarrier(Pipe.V)
+            for c0 in range(0, D, 128):
+                cnt = min(128, D - c0)
+                Add(half[c0:], half[c0:], self.off2Buf.Get(F16)[c0:], cnt, pr,
+                    BinaryRepeatParams(1, 1, 1, rep, rep, 0))
+        else:
+            Muls(half, half, a.quantScale2, pr * D)
+            PipeBarrier(Pipe.V)
+            Adds(half, half, a.quantOffset2, pr * D)
+        PipeBarrier(Pipe.V)
+        Cast(outLocal, half, RoundMode.CAST_RINT, pr * D)
+
+
+def prompt_flash_attention_v2(query, key, value, attenMask, quantScale2, quantOffset2, attentionOut, workspace,
+                              tiling: PfaTilingData, args: PfaKernelArgs):
+    """Kernel entry, named like the CANN kernel: build the class, Init, Process."""
+    op = KernelPromptFlashAttention()
+    op.Init(query, key, value, attenMask, quantScale2, quantOffset2, attentionOut, workspace, tiling, args)
+    op.Process()
