@@ -5,7 +5,8 @@ Kernels are plain Python written like Ascend C: ``GetBlockIdx()``, ``GlobalTenso
 instructions of :mod:`npusim.isa`. Queues insert the flags Ascend C inserts: AllocTensor waits (on the
 producer pipe) for the slot's previous FreeTensor, EnQue sets a flag on the producer pipe, DeQue waits
 for it on the consumer pipe, FreeTensor sets a flag on the consumer pipe. Producer and consumer pipes
-follow from the queue's TPosition (``QUEUE_PIPES``).
+follow from the queue's TPosition (``QUEUE_PIPES``). ``TQueBind`` hands a buffer from an MTE2 load
+straight to an MTE3 store (GM -> UB -> GM) with MTE2_MTE3 / MTE3_MTE2 flags.
 
 Every call acts on the core whose kernel is running (the greenlet-local CoreUnit, launch.py); there is
 no module-level state.
@@ -170,6 +171,71 @@ class TQue:
             raise NpuBufferError(f"{self.unit.label}: {what} of a tensor in state '{slot.state}' "
                                  f"(expected '{state}') on TQue({self.position})")
         return slot
+
+
+class TQueBind:
+    """Ascend C ``TQueBind<VECIN, VECOUT, depth>``: buffers loaded by MTE2 and stored by MTE3, no compute.
+
+    Lifecycle of each buffer, used round-robin: AllocTensor -> EnQue -> DeQue -> FreeTensor. EnQue sets
+    MTE2_MTE3 and DeQue waits for it; FreeTensor sets MTE3_MTE2 and the AllocTensor that reuses the
+    buffer waits for it (its first use does not wait). Buffer i uses event id ``eventBase + i``: these
+    are the flags of ``SetFlag``/``WaitFlag(HardEvent.MTE2_MTE3 or MTE3_MTE2, eventBase + i)`` and count
+    together with explicit ones of that event and id. The trace names the kernel line that called the
+    queue method. (TQue(VECIN/VECOUT) synchronises with PIPE_V instead.)
+    """
+
+    def __init__(self, depth: int, eventBase: int):
+        self.depth, self.eventBase = depth, eventBase
+        self.bufs: list[TBuf] = []
+        self._next = 0
+        self._used: set = set()
+        self._queued: deque = deque()
+
+    def InitBuffer(self, pipe: TPipe, nbytes: int) -> None:
+        """*depth* UB buffers of *nbytes* each, taken from *pipe*."""
+        for _ in range(self.depth):
+            buf = TBuf(TPosition.VECCALC)
+            pipe.InitBuffer(buf, nbytes)
+            self.bufs.append(buf)
+
+    def AllocTensor(self, dtype) -> LocalTensor:
+        """The next buffer; MTE2 waits for its previous FreeTensor (MTE3_MTE2) if it was used before."""
+        i = self._next
+        self._next = (i + 1) % self.depth
+        if i in self._used:
+            self._wait(HardEvent.MTE3_MTE2, i)
+        self._used.add(i)
+        return self.bufs[i].Get(dtype)
+
+    def EnQue(self, tensor: LocalTensor) -> None:
+        """Hand *tensor* to MTE3: MTE2_MTE3 set on MTE2."""
+        i = self._index(tensor)
+        self._queued.append(i)
+        self._set(HardEvent.MTE2_MTE3, i)
+
+    def DeQue(self, dtype) -> LocalTensor:
+        """The oldest enqueued buffer; MTE3 waits for its EnQue (MTE2_MTE3)."""
+        i = self._queued.popleft()
+        self._wait(HardEvent.MTE2_MTE3, i)
+        return self.bufs[i].Get(dtype)
+
+    def FreeTensor(self, tensor: LocalTensor) -> None:
+        """Give *tensor*'s buffer back to MTE2: MTE3_MTE2 set on MTE3."""
+        self._set(HardEvent.MTE3_MTE2, self._index(tensor))
+
+    def _index(self, tensor: LocalTensor) -> int:
+        return next(i for i, b in enumerate(self.bufs) if b.addr == tensor.addr)
+
+    def _set(self, event: HardEvent, i: int) -> None:
+        """``SetFlag(event, eventBase + i)``, its source being the kernel line (depth 3: queue method, _set)."""
+        unit = current_unit()
+        unit.set_flag(int(event.src), (event, self.eventBase + i), unit.launch.name_id("SetFlag"), depth=3)
+
+    def _wait(self, event: HardEvent, i: int) -> None:
+        """``WaitFlag(event, eventBase + i)``, its source being the kernel line."""
+        unit = current_unit()
+        unit.wait_flag(int(event.dst), (event, self.eventBase + i), unit.launch.name_id("WaitFlag"),
+                       f"{event}#{self.eventBase + i}", depth=3)
 
 
 class TBuf:

@@ -1,8 +1,7 @@
 """ScatterPaKvCache device kernel, written like ``op_kernel/scatter_pa_kv_cache*.h`` (tiling.md §5).
 
 Contents
-- :class:`TQueBind` (Ascend C ``TQueBind<VECIN, VECOUT, depth>``: GM -> UB -> GM with no compute),
-  :class:`ControlChunk` (control values staged in UB for the scalar unit), :func:`AllocateTask`;
+- :class:`ControlChunk` (control values staged in UB for the scalar unit), :func:`AllocateTask`;
 - :class:`KernelScatterPaKvCacheNd` (Norm, Nct, key-only SISO: token t -> cache row slot[t]),
   :class:`KernelScatterPaKvCacheNz` (PA_NZ: 32-byte fractal columns, strided stores),
   :class:`KernelScatterPaKvCacheAlibi` (last ``win`` tokens of each (batch, head)),
@@ -15,7 +14,7 @@ vector instructions only (Duplicate, Cast CAST_NONE, Add, Div, Cast CAST_RINT) i
 ``compress_rope.h ComputeAvg``, which golden.py's ``mean_token`` follows independently.
 
 Synchronisation is what the real kernel needs: MTE2 -> MTE3 before a store reads a loaded buffer,
-MTE3 -> MTE2 before a load overwrites it (bind queues or explicit flags), MTE2 -> V / V -> MTE2 /
+MTE3 -> MTE2 before a load overwrites it (TQueBind or explicit flags), MTE2 -> V / V -> MTE2 /
 V -> MTE3 / MTE3 -> V around the mean, MTE2 -> S before the scalar unit reads staged control values.
 
 Departures from the real kernels (docs/scatter_pa_kv_cache.md): control values (slots, lengths) are
@@ -25,13 +24,11 @@ the slot dtype is read as given (the real compress kernels read int32).
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from npusim.kernel import (Add, Cast, Copy, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyPadExtParams,
                            DataCopyParams, Div, Duplicate, GetBlockIdx, GetBlockNum, HardEvent, Pipe,
-                           PipeBarrier, RoundMode, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
+                           PipeBarrier, RoundMode, SetFlag, TBuf, TPipe, TPosition, TQueBind, WaitFlag)
 from ops.scatter_pa_kv_cache import tiling as T
 
 BLOCK_SIZE = T.BLOCK_BYTES  # common.h BLOCK_SIZE = 32
@@ -51,52 +48,6 @@ def AllocateTask(numTasks: int) -> tuple:
     if blockId < tail:
         return start + blockId, per + 1
     return start + tail, per
-
-
-class TQueBind:
-    """Ascend C ``TQueBind<VECIN, VECOUT, depth>``: buffers loaded by MTE2 and stored by MTE3.
-
-    EnQue sets MTE2_MTE3 and DeQue waits for it; FreeTensor sets MTE3_MTE2 and the AllocTensor that
-    reuses the buffer waits for it. Buffer i uses event id ``eventBase + i``. (npusim.kernel's TQue
-    has no bind form: VECIN/VECOUT queues there synchronise with PIPE_V.)
-    """
-
-    def __init__(self, depth: int, eventBase: int):
-        self.depth, self.eventBase = depth, eventBase
-        self.bufs: list = []
-        self._next = 0
-        self._used: set = set()
-        self._queued: deque = deque()
-
-    def InitBuffer(self, pipe: TPipe, nbytes: int) -> None:
-        for _ in range(self.depth):
-            buf = TBuf(TPosition.VECCALC)
-            pipe.InitBuffer(buf, nbytes)
-            self.bufs.append(buf)
-
-    def AllocTensor(self, dtype):
-        i = self._next
-        self._next = (i + 1) % self.depth
-        if i in self._used:
-            WaitFlag(HardEvent.MTE3_MTE2, self.eventBase + i)
-        self._used.add(i)
-        return self.bufs[i].Get(dtype)
-
-    def EnQue(self, tensor) -> None:
-        i = self._index(tensor)
-        self._queued.append(i)
-        SetFlag(HardEvent.MTE2_MTE3, self.eventBase + i)
-
-    def DeQue(self, dtype):
-        i = self._queued.popleft()
-        WaitFlag(HardEvent.MTE2_MTE3, self.eventBase + i)
-        return self.bufs[i].Get(dtype)
-
-    def FreeTensor(self, tensor) -> None:
-        SetFlag(HardEvent.MTE3_MTE2, self.eventBase + self._index(tensor))
-
-    def _index(self, tensor) -> int:
-        return next(i for i, b in enumerate(self.bufs) if b.addr == tensor.addr)
 
 
 class ControlChunk:
