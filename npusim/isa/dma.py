@@ -331,7 +331,10 @@ class LoadData:
     """Ascend C ``LoadData(dst L0A/L0B, src L1, LoadData2DParams)`` on MTE1.
 
     Copies ``repeatTimes`` 512-byte fractals: source fractal ``startIndex + i * srcStride``, destination
-    slot ``i * (dstGap + 1)``. ``ifTranspose`` (b16 only) transposes each 16 x 16 fractal.
+    slot ``i * (dstGap + 1)``. ``ifTranspose`` on b16 transposes each 16 x 16 fractal. ``ifTranspose`` on b8
+    models the 220x int8 transposing load (LoadDataWithTranspose): each repeat reads two consecutive
+    fractals (a 32 x 32 byte block stored as two 16 x 32 fractals), writes its transpose as two fractals,
+    and destination slots are ``2 + dstGap`` fractals apart (docs/numerics_cube.md).
     Raises NpuBufferError for out-of-bounds access, NotImplementedError for other variants.
     """
 
@@ -352,26 +355,34 @@ class LoadData:
         p = params
         _nonneg("LoadData", startIndex=p.startIndex, repeatTimes=p.repeatTimes, srcStride=p.srcStride,
                 dstGap=p.dstGap)
-        if p.ifTranspose and src.dtype.itemsize != 2:
-            raise NotImplementedError(f"LoadData ifTranspose of {src.dtype.name} is not modelled (b16 only; "
-                                      "LoadDataWithTranspose is not modelled)")
+        if p.ifTranspose and src.dtype.itemsize not in (1, 2):
+            raise NotImplementedError(f"LoadData ifTranspose of {src.dtype.name} is not modelled (b8/b16 only)")
         if p.addrMode:
             raise NotImplementedError("LoadData addrMode=dec is not modelled")
         if dst.dtype.itemsize != src.dtype.itemsize:
             raise NotImplementedError(f"LoadData {src.dtype.name} -> {dst.dtype.name}: element sizes differ")
         self.dst, self.src, self.params = dst, src, params
-        self.nbytes = p.repeatTimes * FRACTAL_BYTES
+        span = 2 if (p.ifTranspose and src.dtype.itemsize == 1) else 1  # fractals per repeat
+        self.nbytes = p.repeatTimes * FRACTAL_BYTES * span
         unit = src.core
         if p.repeatTimes:
             per = FRACTAL_BYTES // src.dtype.itemsize
-            src.check((p.startIndex + (p.repeatTimes - 1) * p.srcStride + 1) * per)
-            dst.check(((p.repeatTimes - 1) * (p.dstGap + 1) + 1) * per)
+            src.check((p.startIndex + (p.repeatTimes - 1) * p.srcStride + span) * per)
+            dst.check(((p.repeatTimes - 1) * (p.dstGap + span) + span) * per)
             if unit.full:
                 self.execute()
         _send(unit, self.name, Pipe.MTE1, path, self.nbytes)
 
     def execute(self) -> None:
         p = self.params
+        if p.ifTranspose and self.src.dtype.itemsize == 1:
+            block = 2 * FRACTAL_BYTES  # a 32 x 32 int8 block: two 16 x 32 fractals
+            src_idx = _byte_index(p.repeatTimes, block, p.srcStride * FRACTAL_BYTES) + p.startIndex * FRACTAL_BYTES
+            data = _data(self.src).view(np.uint8)[src_idx]
+            data = data.reshape(p.repeatTimes, 32, 32).transpose(0, 2, 1).reshape(-1)
+            _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
+                                                       (p.dstGap + 2) * FRACTAL_BYTES)] = data
+            return
         src_idx = _byte_index(p.repeatTimes, FRACTAL_BYTES, p.srcStride * FRACTAL_BYTES) \
             + p.startIndex * FRACTAL_BYTES
         data = _data(self.src).view(np.uint8)[src_idx]
