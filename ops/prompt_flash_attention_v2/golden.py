@@ -197,7 +197,7 @@ def _item(cx: _Ctx, q: np.ndarray, k: np.ndarray, vt: np.ndarray, tiles, drop_of
     *q* [H, R, Dp], *k* [H, S2, Dp], *vt* [H, Dp, S2] (V transposed), *tiles* [(c0, c1)],
     *drop_of(c0, c1)* -> bool [R, C] of dropped elements or None. Returns O [H, R, Dp] fp32.
     """
-    m = l = o = None
+    m = row_l = o = None
     for j, (c0, c1) in enumerate(tiles):
         s = _canon(_scores(cx, q, k[:, c0:c1]) * cx.scale_t)  # 1-2
         drop = drop_of(c0, c1)
@@ -212,10 +212,10 @@ def _item(cx: _Ctx, q: np.ndarray, k: np.ndarray, vt: np.ndarray, tiles, drop_of
             m = m_new
         e = _exp(_canon(s - cast(m, cx.t)[..., None]), cx.t)  # 6
         rs32 = row_sum(e, cx.lanes).astype(np.float32)  # 7
-        l = rs32 if j == 0 else _canon(_canon(l * alpha) + rs32)  # 8
+        row_l = rs32 if j == 0 else _canon(_canon(row_l * alpha) + rs32)  # 8 (docs/pfa.md's l)
         pv = _pv(cx, _probs(cx, e), vt[:, :, c0:c1])  # 9-10
         o = pv if j == 0 else _canon(_canon(o * alpha[..., None]) + pv)  # 11
-    o = _canon(o / l[..., None])  # 12
+    o = _canon(o / row_l[..., None])  # 12
     dead = m == cx.mask32
     if dead.any():
         o[dead] = _canon(o[dead] * np.float32(0.0))

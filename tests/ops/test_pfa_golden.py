@@ -452,3 +452,46 @@ def test_pfa_golden_float_in_int8_out_within_one_lsb(dtype):
     assert out.dtype == INT8 and np.all(np.abs(out - ref) <= 1.0) and np.abs(out).max() > 50
     pt, at = case(quant_scale2=q2[:1], quant_offset2=off2[:1], seed=9, **kw)
     np.testing.assert_array_equal(bits(run(pt, at)), bits(out))
+
+
+# --- the reference's mask and the accuracy rules ---------------------------------------------------------
+@pytest.mark.parametrize("mode,pre,nxt", [(0, 5, 2), (1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 6, 1), (4, 9, -2)])
+def test_reference_keep_matches_masks_module(mode, pre, nxt):
+    """The reference restates the mode rules; they agree with ops.common.masks.keep_mask per batch."""
+    from ops.common.masks import keep_mask
+    rng = np.random.default_rng(mode)
+    full = rng.random((2, 48, 80)) < 0.3
+    mask = full if mode in (0, 1) else COMPRESSED
+    prob, _ = case(sparse_mode=mode, atten_mask=mask, pre_tokens=pre, next_tokens=nxt,
+                   actual_seq_lengths=[40, 48], actual_seq_lengths_kv=[80, 33])
+    for b, (s1, s2) in enumerate(((40, 80), (48, 33))):
+        want = keep_mask(mode, pre, nxt, s1, s2, full[b] if mode in (0, 1) else None)
+        np.testing.assert_array_equal(keep_of(prob, mask, b), want)
+
+
+def test_fa_rule_bound_and_nan_handling():
+    """err <= factor * lowp_err + eps, matching NaNs are equal, a one-sided NaN fails."""
+    ref = np.array([1.0, 2.0, np.nan])
+    lowp = np.array([1.01, 2.0, np.nan])
+    assert fa_rule_ok(np.array([1.019, 2.0, np.nan]), ref, lowp)[0]
+    ok, det = fa_rule_ok(np.array([1.021, 2.0, np.nan]), ref, lowp)
+    assert not ok and det["worst"] == (0,) and det["bound"] == pytest.approx(0.02 + 1e-5)
+    assert not fa_rule_ok(np.array([1.0, 2.0, 0.0]), ref, lowp)[0]
+    assert fa_rule_ok(np.array([1.03, 2.0, np.nan]), ref, lowp, factor=3)[0]
+
+
+def test_double_thousandth_counts_elements_failing_both_errors():
+    """An element fails only when abs and rel error both exceed the threshold; the case fails when more
+    than threshold * size elements fail."""
+    ref = np.ones(2000)
+    out = ref.copy()
+    out[:2] += 0.01  # 2 failures allowed (1e-3 * 2000)
+    assert double_thousandth_ok(out.astype(np.float16), ref, np.float16)[0]
+    out[2] += 0.01
+    ok, det = double_thousandth_ok(out, ref, "float16")
+    assert not ok and det["failed"] == 3
+    tiny = np.full(2000, 1e-4)
+    assert double_thousandth_ok(tiny * 3, tiny, np.float16)[0]  # rel error 2 but abs 2e-4 < 1e-3
+    big = np.full(2000, 1e4)
+    assert double_thousandth_ok(big + 5, big, np.float16)[0]  # abs error 5 but rel 5e-4 < 1e-3
+    assert not double_thousandth_ok(big + 5, big, np.float32)[0]  # fp32's threshold is 1e-4
