@@ -175,6 +175,30 @@ def test_loaddata_gathers_fractals_with_strides_and_transpose():
     assert np.array_equal(got[1].view(np.uint16), exp_b.reshape(-1).view(np.uint16))
 
 
+def test_loaddata_b8_transpose_moves_32x32_blocks():
+    """int8 ifTranspose: repeat i reads fractals start+i*srcStride and the next one (a 32 x 32 byte block)
+    and writes the block's transpose to fractal slots i*(dstGap+2) and the next one."""
+    l1 = (np.arange(8 * 512) % 253 - 126).astype(np.int8)
+    got = []
+
+    def k():
+        a1 = local(TPosition.A1, 8 * 512, np.int8, fill=False)
+        a1.view()[:] = l1
+        b2 = local(TPosition.B2, 8 * 512, np.int8)
+        LoadData(b2, a1, LoadData2DParams(startIndex=1, repeatTimes=2, srcStride=3, dstGap=1, ifTranspose=True))
+        got.append(b2.view().copy())
+
+    run(k, ())
+    exp = np.full(8 * 512, SENTINEL, np.uint8).view(np.int8)
+    for i in range(2):
+        src0 = (1 + 3 * i) * 512  # first byte of the 32 x 32 source block
+        dst0 = i * 3 * 512  # slots are 2 + dstGap = 3 fractals apart
+        for r in range(32):
+            for c in range(32):
+                exp[dst0 + r * 32 + c] = l1[src0 + c * 32 + r]
+    assert np.array_equal(got[0], exp)
+
+
 def test_nd2nz_and_loaddata_cycles(chip):
     """Exact timeline: Nd2Nz 2 KiB (GM curve + MTE2 latency), LoadData to L0A (256 B/cyc) and L0B (128 B/cyc)."""
     a = np.ones((32, 32), np.float16)
@@ -250,7 +274,7 @@ def test_datacopypad_past_gm_raises_buffer_error():
 
 
 @pytest.mark.parametrize("case, message", [
-    ("transpose_b8", "LoadData ifTranspose of int8"),
+    ("transpose_b32", "LoadData ifTranspose of float32"),
     ("gm_to_l0", "LoadData from GM"),
     ("nd2nz_out", "Nd2NzParams is modelled for GM -> L1/UB only"),
 ])
@@ -258,8 +282,9 @@ def test_unmodelled_variants_raise_not_implemented(case, message):
     """Unmodelled variants fail loudly, naming the instruction and the variant."""
     def k(gm):
         a1 = local(TPosition.A1, 2048, np.int8, fill=False)
-        if case == "transpose_b8":
-            LoadData(local(TPosition.B2, 2048, np.int8, fill=False), a1, LoadData2DParams(0, 1, 1, ifTranspose=True))
+        if case == "transpose_b32":
+            a1f = local(TPosition.A1, 2048, np.float32, fill=False)
+            LoadData(local(TPosition.B2, 2048, np.float32, fill=False), a1f, LoadData2DParams(0, 1, 1, ifTranspose=True))
         elif case == "gm_to_l0":
             LoadData(local(TPosition.A2, 2048, np.int8, fill=False), gm, LoadData2DParams(0, 1, 1))
         else:
