@@ -495,3 +495,57 @@ def test_double_thousandth_counts_elements_failing_both_errors():
     big = np.full(2000, 1e4)
     assert double_thousandth_ok(big + 5, big, np.float16)[0]  # abs error 5 but rel 5e-4 < 1e-3
     assert not double_thousandth_ok(big + 5, big, np.float32)[0]  # fp32's threshold is 1e-4
+
+
+def golden_row_by_row(prob, q, k, v, s_outer, s_inner):
+    """docs/pfa.md "Dataflow of one item" for one batch, row by row with scalars (fp inputs, modes 2-4):
+    an independent statement of the vectorised golden."""
+    from npusim.dtypes import cast
+    t = np.dtype(prob.softmax_dtype)
+    tt, f32 = t.type, np.float32
+    mask_value = tt(-65504.0) if t == FP16 else tt(-np.finfo(np.float32).max)
+    lanes = 256 // t.itemsize
+    scale = cast(np.asarray(np.float32(prob.scale_value_fp32)), t)[()]
+    ex = lambda x, dt: cast(np.exp(np.float64(x)), dt)[()]  # noqa: E731
+    pre, nxt = int(prob.pre_tokens_lu[0]), int(prob.next_tokens_lu[0])
+    act_q, act_kv = int(prob.computed_seq_lengths[0]), int(prob.actual_seq_lengths_kv[0])
+    n_h, d = prob.num_heads, prob.head_dim
+    out = np.zeros((n_h, prob.s1, d), np.float32)
+    for h in range(n_h):
+        kh, vh = k[0, h // prob.group], v[0, h // prob.group]
+        for r in range(act_q):
+            r0 = r // (2 * s_outer) * 2 * s_outer
+            rows = min(r0 + 2 * s_outer, act_q) - r0
+            first, last = min(max(r0 - pre, 0), act_kv), min(max(r0 + nxt + rows, 0), act_kv)
+            if last <= first:
+                continue
+            for j, c0 in enumerate(range(first // s_inner * s_inner, last, s_inner)):
+                cols = range(c0, min(c0 + s_inner, act_kv))
+                s = [cast(np.asarray(mmad_by_the_doc(q[0, h, r], kh[c])), t)[()] * scale for c in cols]
+                s = [mask_value if not -pre <= c - r <= nxt else x for c, x in zip(cols, s)]
+                mx = f32(max(s))
+                if j == 0:
+                    m = mx
+                else:
+                    m_new = max(m, mx)
+                    alpha, m = ex(f32(m - m_new), "fp32"), m_new
+                e = np.array([ex(x - cast(np.asarray(m), t)[()], t) for x in s], t)
+                rs = f32(row_sum_by_the_doc(e, lanes))
+                p = e.astype(prob.dtype)
+                pv = np.array([mmad_by_the_doc(p, vh[cols.start:cols.stop, dd]) for dd in range(d)], np.float32)
+                row_l = rs if j == 0 else f32(f32(row_l * alpha) + rs)
+                o = pv if j == 0 else (o * alpha + pv).astype(np.float32)
+            o = o / row_l
+            out[h, r] = o * f32(0.0) if m == f32(mask_value) else o
+    return cast(out, prob.out_dtype)
+
+
+@pytest.mark.parametrize("dtype,ip", PRECISIONS)
+def test_pfa_golden_equals_row_by_row_statement(dtype, ip):
+    """The vectorised golden equals a scalar, row-by-row reading of docs/pfa.md bit for bit (band mode
+    with skipped tiles, several tiles per row, GQA, masked row tails)."""
+    prob, arrays = case(b=1, n=2, n_kv=1, s1=12, s2=40, d=20, dtype=dtype, inner_precise=ip, scale_value=0.7,
+                        sparse_mode=4, atten_mask=COMPRESSED, pre_tokens=30, next_tokens=-2)
+    q, k, v = (np.asarray(arrays[x]) for x in ("query", "key", "value"))
+    want = golden_row_by_row(prob, q, k, v, s_outer=2, s_inner=8)
+    np.testing.assert_array_equal(bits(run(prob, arrays, s_outer=2, s_inner=8)[0]), bits(want))
