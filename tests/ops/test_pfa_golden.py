@@ -519,6 +519,7 @@ def golden_row_by_row(prob, q, k, v, s_outer, s_inner):
             first, last = min(max(r0 - pre, 0), act_kv), min(max(r0 + nxt + rows, 0), act_kv)
             if last <= first:
                 continue
+            m = row_l = o = None
             for j, c0 in enumerate(range(first // s_inner * s_inner, last, s_inner)):
                 cols = range(c0, min(c0 + s_inner, act_kv))
                 s = [cast(np.asarray(mmad_by_the_doc(q[0, h, r], kh[c])), t)[()] * scale for c in cols]
