@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from npusim import viz
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from npusim.trace import (LANE_ORDER, TRACE_COLUMNS, TRACE_SCHEMA_VERSION, Trace, _track_slots,
-                          read_trace_csv)
+from npusim.trace import LANE_ORDER, TRACE_COLUMNS, TRACE_SCHEMA_VERSION, Trace, read_trace_csv
+from npusim.trace_chrome import _track_slots
 from npusim.types import Pipe, SubCore
 
 CLOCK_HZ = 4e6  # 1 cycle = 0.25 us: every ts/dur below is exact in binary
