@@ -299,10 +299,11 @@ class KernelPromptFlashAttention:
         if a.maskKind != "none":
             self.inMask = TQue(TPosition.VECIN, 1)
             self.pipe.InitBuffer(self.inMask, 1, sm * sInner)
-            self.maskHalf, self.zeros, self.bits = TBuf(), TBuf(), TBuf()
+            self.maskHalf, self.zeros = TBuf(), TBuf()
             self.pipe.InitBuffer(self.maskHalf, CMP_CHUNK * 2)
             self.pipe.InitBuffer(self.zeros, CMP_CHUNK * 2)
-            self.pipe.InitBuffer(self.bits, -(-sm * sInner // 8 // 32) * 32)
+        self.bits = TBuf()  # mask compare results; also the row-validity bits of Finalize
+        self.pipe.InitBuffer(self.bits, -(-max(sm * sInner, sOuter) // 8 // 32) * 32)
         self.acc, self.rowT, self.row32 = TBuf(), TBuf(), TBuf()
         self.pipe.InitBuffer(self.acc, sm * 256)
         self.pipe.InitBuffer(self.rowT, 2 * (-(-sm * 4 // 32) * 32))
@@ -586,8 +587,7 @@ class KernelPromptFlashAttention:
             PipeBarrier(Pipe.V)
             RowBroadcast("div", oRows, oRows, blocks, pr, D, D)
             PipeBarrier(Pipe.V)
-            if a.maskKind != "none":
-                self._zero_masked_rows(oRows, mAll[r:], pr)
+            self._zero_masked_rows(oRows, mAll[r:], pr)
             outLocal = self.outQ.AllocTensor(outDt)
             if self.int8Out:
                 half = self.half.Get(F16)
@@ -607,7 +607,7 @@ class KernelPromptFlashAttention:
         fac, tmp = self.row32.Get(F32), self.tmpBuf.Get(F32)
         Duplicate(tmp, float(np.float32(self.maskValue)), pr)
         PipeBarrier(Pipe.V)
-        bits = self.bits.Get(np.uint8) if self.a.maskKind != "none" else None
+        bits = self.bits.Get(np.uint8)
         Compare(bits, m, tmp, CMPMODE.NE, pr)
         PipeBarrier(Pipe.V)
         Duplicate(fac, 1.0, pr)

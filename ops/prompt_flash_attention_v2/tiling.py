@@ -105,7 +105,8 @@ def ub_bytes(problem, s_outer: int, s_inner: int, sm: int) -> int:
     if p != t:
         total += 2 * sm * s_inner * p  # probabilities out
     if problem.mask_kind != MaskKind.NONE:
-        total += sm * s_inner + 2 * CMP_CHUNK * 2 + _ceil(sm * s_inner // 8, BLOCK)  # bytes, fp16 chunk+0s, bits
+        total += sm * s_inner + 2 * CMP_CHUNK * 2  # mask bytes, fp16 chunk and zeros
+    total += _ceil(max(sm * s_inner, s_outer) // 8, BLOCK)  # compare bits
     total += sm * 256  # row fold accumulators
     total += 4 * _ceil(sm * 4, BLOCK)  # row max/sum in T and fp32
     total += (2 * 2 + 2 + 1) * _ceil(s_outer * 4, BLOCK)  # m, l per item parity; alpha per task parity; tmp
