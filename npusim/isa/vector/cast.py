@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-import numpy as np
-
 from npusim.dtypes import cast as _dtype_cast
-from npusim.isa.vector.common import (BF16, BLOCK_BYTES, CAST, F16, F32, I8, I16, I32, REPEAT_BYTES, U8,
-                                      VectorInstruction, check_repeat, lanes, mask_key)
+from npusim.isa.vector.common import (BF16, CAST, F16, F32, I8, I16, I32, REPEAT_BYTES, U8, VectorInstruction,
+                                      check_repeat, lane_index, lanes, mask_key)
 from npusim.types import RoundMode
 
 _INT_MODES = frozenset({RoundMode.CAST_RINT, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL, RoundMode.CAST_ROUND,
@@ -60,8 +58,9 @@ class Cast(VectorInstruction):
             key = mask_key(mask)
             lane_idx = lanes(key, wide)
             self.index, spans = [], []
+            # lanes count elements of the wider dtype: a narrow operand's repeat spans < 256 B
             for t, (blk, rs) in ((dst, params.strides()[0]), (src, params.strides()[1])):
-                idx, top = _cast_index(lane_idx, t.dtype.itemsize, rep, int(blk), int(rs))
+                idx, top = lane_index(lane_idx, t.dtype.itemsize, rep, int(blk), int(rs))
                 t.check(top)
                 self.index.append(idx)
                 spans.append(top * t.dtype.itemsize)
@@ -83,12 +82,3 @@ class Cast(VectorInstruction):
         else:
             d, s = self.index
             self.dst.span()[d] = _dtype_cast(self.src.span()[s], self.dst.dtype, mode)
-
-
-def _cast_index(lane_idx: np.ndarray, itemsize: int, rep: int, blk: int, rs: int) -> tuple:
-    """Element indices for one Cast operand: lane k of a repeat sits in block k // (32 / itemsize)
-    of that operand, so a narrow operand's repeat spans fewer bytes than 256."""
-    epb = BLOCK_BYTES // itemsize
-    per_lane = (lane_idx // epb) * (blk * epb) + lane_idx % epb
-    idx = (np.arange(rep, dtype=np.int64)[:, None] * (rs * epb) + per_lane[None, :]).reshape(-1)
-    return idx, (int(idx.max()) + 1 if idx.size else 0)

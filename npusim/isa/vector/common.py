@@ -169,13 +169,19 @@ def repeat_index(key, itemsize: int, repeat_times: int, blk_stride: int, rep_str
     """(element indices of the masked lanes of every repeat, in repeat-major order; 1 + the largest)."""
     if blk_stride < 0 or rep_stride < 0:
         raise NpuBufferError(f"strides must be >= 0 (block {blk_stride}, repeat {rep_stride})")
-    ln = lanes(key, itemsize)
+    idx, top = lane_index(lanes(key, itemsize), itemsize, repeat_times, blk_stride, rep_stride)
+    idx.flags.writeable = False
+    return idx, top
+
+
+def lane_index(ln: np.ndarray, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int) -> tuple:
+    """(element indices of lanes *ln* of every repeat, repeat-major; 1 + the largest) for an operand of
+    *itemsize*-byte elements: lane k sits in block k // (32 / itemsize), blocks *blk_stride* and
+    repeats *rep_stride* 32-byte blocks apart."""
     epb = BLOCK_BYTES // itemsize
     per_lane = (ln // epb) * (blk_stride * epb) + ln % epb
     idx = (np.arange(repeat_times, dtype=np.int64)[:, None] * (rep_stride * epb) + per_lane[None, :]).reshape(-1)
-    top = int(idx.max()) + 1 if idx.size else 0
-    idx.flags.writeable = False
-    return idx, top
+    return idx, (int(idx.max()) + 1 if idx.size else 0)
 
 
 def check_repeat(who: str, repeat_times) -> int:

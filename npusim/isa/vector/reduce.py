@@ -114,26 +114,47 @@ class ReduceMax(_CountReduce):
         self._init(dst, src, work, count, calIndex)
 
 
-class _WholeReduce(VectorInstruction):
-    """One result per repeat: a pairwise tree over the repeat's adjacent lanes, masked-out lanes
-    contributing the identity (-0 for sums, -inf for max), each step rounded to the dtype."""
+class _RepeatReduce(VectorInstruction):
+    """The repeat form WholeReduce and BlockReduce share: the masked lanes of each 256 B source repeat,
+    masked-out lanes holding the identity (-0 for sums, -inf for max)."""
 
-    __slots__ = ("dst", "src", "key", "rep", "dst_stride", "src_strides", "order")
-    cost = WHOLE_REDUCE
+    __slots__ = ("dst", "src", "key", "rep", "dst_stride", "src_strides")
     dtypes = frozenset({F16, F32})
     op: ClassVar = staticmethod(np.add)
 
+    def _operands(self, dst, src, mask, repeatTimes, dstRepStride, srcBlkStride, srcRepStride) -> int:
+        """Check and record the operands and repeat parameters; return the element size in bytes."""
+        self.dst, self.src = dst, src
+        dt = self.dtype = self._same_dtype((dst, src))
+        self.rep = self.repeats = check_repeat(self.name, repeatTimes)
+        self.key = mask_key(mask)
+        self.dst_stride, self.src_strides = int(dstRepStride), (int(srcBlkStride), int(srcRepStride))
+        return dt.itemsize
+
+    def _source_repeats(self) -> np.ndarray:
+        """The source as (repeats, 256 / itemsize) values, masked-out lanes set to the identity."""
+        dt = self.dtype
+        ln = lanes(self.key, dt.itemsize)
+        idx, _ = repeat_index(self.key, dt.itemsize, self.rep, *self.src_strides)
+        vals = np.full((self.rep, REPEAT_BYTES // dt.itemsize), _identity(self.op, dt), dt)
+        vals[:, ln] = self.src.span()[idx].reshape(self.rep, ln.size)
+        return vals
+
+
+class _WholeReduce(_RepeatReduce):
+    """One result per repeat: a pairwise tree over the repeat's adjacent lanes, masked-out lanes
+    contributing the identity (-0 for sums, -inf for max), each step rounded to the dtype."""
+
+    __slots__ = ("order",)
+    cost = WHOLE_REDUCE
+
     def __init__(self, dst, src, mask, repeatTimes, dstRepStride, srcBlkStride, srcRepStride,
                  order=ReduceOrder.ORDER_VALUE_INDEX):
-        self.dst, self.src = dst, src
         self.order = ReduceOrder(order)
         if self.op is np.add and self.order is not ReduceOrder.ORDER_VALUE_INDEX:
             raise TypeError(f"{self.name} takes no order (it writes one sum per repeat)")
-        dt = self.dtype = self._same_dtype((dst, src))
-        item = dt.itemsize
-        rep = self.rep = self.repeats = check_repeat(self.name, repeatTimes)
-        self.key = mask_key(mask)
-        self.dst_stride, self.src_strides = int(dstRepStride), (int(srcBlkStride), int(srcRepStride))
+        item = self._operands(dst, src, mask, repeatTimes, dstRepStride, srcBlkStride, srcRepStride)
+        rep = self.rep
         idx, top = repeat_index(self.key, item, rep, *self.src_strides)
         src.check(top)
         slot = self._slot_elems()
@@ -150,15 +171,10 @@ class _WholeReduce(VectorInstruction):
         return 1
 
     def _results(self):
-        """(per-repeat result values, lane index of the first lane equal to it, or None)."""
-        dt = self.dtype
-        epr = REPEAT_BYTES // dt.itemsize
-        ln = lanes(self.key, dt.itemsize)
-        idx, _ = repeat_index(self.key, dt.itemsize, self.rep, *self.src_strides)
-        vals = np.full((self.rep, epr), _identity(self.op, dt), dt)
-        vals[:, ln] = self.src.span()[idx].reshape(self.rep, ln.size)
+        """(the source repeats as :meth:`_source_repeats` gives them, the masked lanes, per-repeat results)."""
+        vals = self._source_repeats()
         res = canonical_nan(tree(vals, self.op))
-        return vals, ln, res
+        return vals, lanes(self.key, self.dtype.itemsize), res
 
     def execute(self) -> None:
         if self.rep == 0:
@@ -216,23 +232,17 @@ class WholeReduceMax(_WholeReduce):
             span.view(u)[base + i] = first
 
 
-class _BlockReduce(VectorInstruction):
+class _BlockReduce(_RepeatReduce):
     """``Op(dst, src, repeatTimes, mask, dstRepStride, srcBlkStride, srcRepStride)``: one result per
     32 B block (8 per repeat) at dst[r * dstRepStride * 8 + block]; a pairwise tree over the block's
     adjacent lanes (masked-out lanes: identity). Blocks with no masked-in lane are not written."""
 
-    __slots__ = ("dst", "src", "key", "rep", "dst_stride", "src_strides", "blocks")
+    __slots__ = ("blocks",)
     cost = BLOCK_REDUCE
-    dtypes = frozenset({F16, F32})
-    op: ClassVar = staticmethod(np.add)
 
     def __init__(self, dst, src, repeatTimes, mask, dstRepStride, srcBlkStride, srcRepStride):
-        self.dst, self.src = dst, src
-        dt = self.dtype = self._same_dtype((dst, src))
-        item = dt.itemsize
-        rep = self.rep = self.repeats = check_repeat(self.name, repeatTimes)
-        self.key = mask_key(mask)
-        self.dst_stride, self.src_strides = int(dstRepStride), (int(srcBlkStride), int(srcRepStride))
+        item = self._operands(dst, src, mask, repeatTimes, dstRepStride, srcBlkStride, srcRepStride)
+        rep = self.rep
         if self.dst_stride < 0:
             raise NpuBufferError(f"{self.name}: dstRepStride {self.dst_stride} must be >= 0")
         idx, top = repeat_index(self.key, item, rep, *self.src_strides)
@@ -247,13 +257,8 @@ class _BlockReduce(VectorInstruction):
     def execute(self) -> None:
         if self.rep == 0:
             return
-        dt = self.dtype
-        epr, epb = REPEAT_BYTES // dt.itemsize, BLOCK_BYTES // dt.itemsize
-        ln = lanes(self.key, dt.itemsize)
-        idx, _ = repeat_index(self.key, dt.itemsize, self.rep, *self.src_strides)
-        vals = np.full((self.rep, epr), _identity(self.op, dt), dt)
-        vals[:, ln] = self.src.span()[idx].reshape(self.rep, ln.size)
-        res = canonical_nan(tree(vals.reshape(self.rep, 8, epb), self.op))
+        epb = BLOCK_BYTES // self.dtype.itemsize
+        res = canonical_nan(tree(self._source_repeats().reshape(self.rep, 8, epb), self.op))
         didx = (np.arange(self.rep)[:, None] * (self.dst_stride * 8) + self.blocks[None, :]).reshape(-1)
         self.dst.span()[didx] = res[:, self.blocks].reshape(-1)
 
