@@ -13,9 +13,9 @@ Modules, one job each:
 - :mod:`.rearrange`: Copy, Duplicate, Brcb, Gather, Transpose.
 
 The mode enums (RoundMode, CMPMODE, SELMODE, ReduceOrder) live in :mod:`npusim.types` and are
-re-exported here. Call forms of the elementwise ops: :mod:`.elementwise`. Semantics: docs/numerics.md "Vector
-instructions". Cost: ``occupancy = repeats x cycles per repeat`` of the instruction's cost class,
-``latency`` = its inherent latency (:mod:`.common`).
+re-exported here. Call forms of the elementwise ops: :mod:`.elementwise`. Semantics: docs/numerics.md
+"Vector instructions". Cost: ``occupancy = repeats x cycles per repeat`` of the instruction's cost
+class, ``latency`` = its inherent latency (:mod:`.common`).
 """
 from __future__ import annotations
 
