@@ -28,7 +28,7 @@ def _cmd_plot(args) -> int:
 def _cmd_demo(args) -> int:
     from npusim.demo import run_demo
 
-    return run_demo(Path(args.out), chip=args.chip, mode=args.mode)
+    return run_demo(Path(args.out), chip=args.chip, mode=args.mode, case=args.case)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     d.add_argument("--chip", default="Ascend910B2")
     d.add_argument("--mode", default="full", choices=["full", "timing"])
+    d.add_argument("--case", default="pfa", choices=["pfa", "matmul"],
+                   help="pfa: PromptFlashAttentionV2 (default); matmul: the tiled matmul reference kernel")
     d.set_defaults(func=_cmd_demo)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
