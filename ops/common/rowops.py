@@ -9,13 +9,18 @@ instructions, so their numerics and their cycles are those of the instructions (
   columns), then WholeReduce turns each row's accumulators into one value (adjacent-pair tree).
 - :func:`RowBroadcast`: ``dst[r, c] = src0[r, c] op v[r]`` with ``v`` broadcast per row (Brcb fills one
   32-byte block per row, read with block stride 0).
+- :func:`CopyRowsIn` / :func:`CopyRowsOut`: a rows x cols window between GM and UB with independent row
+  pitches (one DataCopy when both are contiguous, else one DataCopyPad).
+- :func:`BytesToBits`: a byte mask (uint8/bool/int8, one byte per element) -> the bit mask Select
+  reads, bit k = (byte k cmp 0), converted through fp16 in chunks (Cast + Compare).
 
 Callers order dependent instructions with PipeBarrier(PIPE_V), as Ascend C kernels must.
 """
 from __future__ import annotations
 
-from npusim.kernel import (Add, BinaryRepeatParams, Brcb, BrcbRepeatParams, Copy, CopyRepeatParams, Div, Max,
-                           Mul, Pipe, PipeBarrier, ReduceOrder, Sub, WholeReduceMax, WholeReduceSum)
+from npusim.kernel import (Add, BinaryRepeatParams, Brcb, BrcbRepeatParams, Cast, Compare, Copy, CopyRepeatParams,
+                           DataCopy, DataCopyExtParams, DataCopyPad, Div, Max, Mul, Pipe, PipeBarrier, ReduceOrder,
+                           RoundMode, Sub, WholeReduceMax, WholeReduceSum)
 
 REPEAT_BYTES = 256
 BLOCK_BYTES = 32
@@ -61,3 +66,40 @@ def RowBroadcast(op: str, dst, src0, blocks, rows: int, cols: int, pitch: int) -
     for c0 in range(0, cols, lanes):
         n = min(lanes, cols - c0)
         _BCAST[op](dst[c0:], src0[c0:], blocks, n, rows, BinaryRepeatParams(1, 1, 0, rep, rep, 1))
+
+
+def CopyRowsIn(dst, src, rows: int, cols: int, gm_pitch: int, ub_pitch: int) -> None:
+    """GM (row pitch *gm_pitch*) -> UB (row pitch *ub_pitch*, a multiple of 32 bytes): rows x cols elements.
+
+    Bytes of a UB row past *cols* keep their old contents (DataCopyPad without padding).
+    """
+    item = dst.dtype.itemsize
+    if cols == gm_pitch == ub_pitch:
+        DataCopy(dst, src, rows * cols)
+        return
+    gap_ub = (ub_pitch * item - (-(-cols * item // BLOCK_BYTES) * BLOCK_BYTES)) // BLOCK_BYTES
+    DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, (gm_pitch - cols) * item, gap_ub, 0))
+
+
+def CopyRowsOut(dst, src, rows: int, cols: int, ub_pitch: int, gm_pitch: int) -> None:
+    """UB (row pitch *ub_pitch*) -> GM (row pitch *gm_pitch*): rows x cols elements."""
+    item = src.dtype.itemsize
+    if cols == ub_pitch == gm_pitch:
+        DataCopy(dst, src, rows * cols)
+        return
+    gap_ub = (ub_pitch * item - (-(-cols * item // BLOCK_BYTES) * BLOCK_BYTES)) // BLOCK_BYTES
+    DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, gap_ub, (gm_pitch - cols) * item, 0))
+
+
+def BytesToBits(bits, mask_bytes, half, zeros, count: int, mode, chunk: int) -> None:
+    """bits[k] := (mask_bytes[k] *mode* 0) for k < count (CMPMODE EQ: keep where 0; NE: keep where != 0).
+
+    *mask_bytes*: uint8 or int8 (bool reinterpreted as uint8); *half*, *zeros*: fp16 scratch of at least
+    *chunk* elements (*zeros* holds 0.0); *chunk* a multiple of 128 (one fp16 repeat = 16 bit bytes).
+    """
+    for k in range(0, count, chunk):
+        n = min(chunk, count - k)
+        Cast(half, mask_bytes[k:], RoundMode.CAST_NONE, n)
+        PipeBarrier(Pipe.V)
+        Compare(bits[k // 8:], half, zeros, mode, n)
+        PipeBarrier(Pipe.V)
