@@ -21,6 +21,9 @@ CUBE_BASE = 128  # cube base block 128 x 128 (tiling.md "Generic design")
 PV_ROWS = 16  # rows of PV moved to UB per step (ASSUMPTION: keeps the PV buffer at 8 KiB for D=128)
 CMP_CHUNK = 2048  # elements per mask Compare (a 4 KiB fp16 zero vector is compared against)
 BLOCK = 32
+# The optimised mask of modes 2/3/4 is 2048 x 2048 (seed 约束说明); a window of r rows x c columns read at
+# the causal offset stays inside it iff r + c <= 2048 (masks.compressed_tile).
+COMPRESSED_MASK_SIDE = 2048
 OVERRIDABLE = ("sOuter", "sInner", "softmaxSOuter", "blockDim")
 
 
@@ -146,6 +149,11 @@ def fit_base_sizes(problem, chip, overrides: dict) -> tuple[int, int, int]:
         s_inner = overrides.get("sInner", s_inner)
         sm = overrides.get("softmaxSOuter", min(sm, s_outer))
         _check_override(s_outer, s_inner, sm)
+        if problem.mask_kind == MaskKind.COMPRESSED and s_inner + sm > COMPRESSED_MASK_SIDE:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID,
+                             f"tiling: sInner + softmaxSOuter = {s_inner + sm} exceeds {COMPRESSED_MASK_SIDE} with the "
+                             f"compressed mask of sparse_mode {problem.sparse_mode} (the kernel reads softmaxSOuter x "
+                             f"sInner windows of the {COMPRESSED_MASK_SIDE} x {COMPRESSED_MASK_SIDE} mask)")
         if ub_bytes(problem, s_outer, s_inner, sm) > chip.ub_bytes or l1_bytes(problem, s_outer) > chip.l1_bytes:
             raise AclnnError(ACLNN_ERR_PARAM_INVALID,
                              f"tiling: sOuter={s_outer}, sInner={s_inner}, softmaxSOuter={sm} need "
