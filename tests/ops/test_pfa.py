@@ -495,6 +495,20 @@ def test_pfa_illegal_tiling_override_refused(tiling):
     assert "tiling" in e.value.message
 
 
+@pytest.mark.parametrize("mode,s1,s2,pre,nxt", [(3, 64, 2094, 0, 0), (4, 64, 2094, 2100, 2035)],
+                         ids=[f"{CHIPS[0]}-fp16-BNSD-mode3", f"{CHIPS[0]}-fp16-BNSD-mode4"])
+def test_pfa_compressed_mask_window_limit(mode, s1, s2, pre, nxt):
+    """Modes 2/3/4 read softmaxSOuter x sInner windows of the 2048 x 2048 mask: sInner + softmaxSOuter = 2000
+    (the most that fits UB) is bit-exact; 2064 is refused with 161002 (it used to read past the mask)."""
+    call = small_call(b=1, n=1, n_kv=1, s1=s1, s2=s2, d=16, sparse_mode=mode, pre_tokens=pre, next_tokens=nxt,
+                      atten_mask=compressed(np.dtype(np.bool_)))
+    res = run_bitexact(call, tiling={"sOuter": 64, "sInner": 1984, "softmaxSOuter": 16})
+    assert res.tiling.sInnerFactor + res.tiling.softmaxSOuterFactor == 2000
+    with pytest.raises(AclnnError) as e:
+        prompt_flash_attention_v2(**call, tiling={"sOuter": 64, "sInner": 2048})
+    assert e.value.status == ACLNN_ERR_PARAM_INVALID
+
+
 def test_pfa_trace_shows_all_units_on_several_cores():
     """The trace has CUBE, VECTOR, MTE2 and FIXP activity on several AI Cores, and vector work on both AIVs."""
     res = prompt_flash_attention_v2(**small_call(layout="BSH", inner_precise=1))
