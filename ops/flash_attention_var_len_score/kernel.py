@@ -1,0 +1,632 @@
+"""FlashAttentionVarLenScore device kernel, written like the CANN SameAB (cube-master) varlen kernel.
+
+docs/fa_varlen.md is the contract. On each AI Core the AIC computes score tiles (mm1 = Q K^T) and
+P V (mm2) into the GM workspace; the two AIVs each own half of the item's rows and run pse, scale,
+mask, online softmax, dropout (vec1) and the running output kept in the workspace (vec2). Step t of
+the task loop (``flash_attention_var_len_score_sab.h`` Process):
+
+    AIV: wait C1V1(t-1)   AIC: mm1(t), set C1V1(t)   AIV: vec1(t-1), set V1C2(t-1); wait C2V2(t-2)
+    AIC: wait V1C2(t-1), mm2(t-1), set C2V2(t-1)      AIV: vec2(t-2)
+
+Workspace per AI Core: mm1Res[2], stage1Res[2], mm2Res[2] (task parity), vec2Res[2] (item parity).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Compare, Copy, CrossCoreSetFlag,
+                           CrossCoreWaitFlag, DataCopy, DataCopyParams, Duplicate, Exp, Fixpipe, FixpipeParamsV220,
+                           Gather, GetBlockIdx, GetBlockNum, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
+                           Pipe, PipeBarrier, RoundMode, Select, SetFlag, Sub, SyncAll, TBuf, TPipe, TPosition, TQue,
+                           UnaryRepeatParams, WaitFlag)
+from ops.common.cube_tiles import CubeTiles, c16
+from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
+from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
+from ops.flash_attention_var_len_score.tiling import CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, FaVarLenTilingData
+
+SYNC_C1_V1 = (4, 5, 6)  # cross-core flag rings (SYNC_C1_V1_FLAG etc. of the SameAB kernel)
+SYNC_V1_C2 = (7, 8, 9)
+SYNC_C2_V2 = (1, 2, 3)
+FLAG_VT = 10  # fp32 only: V^T is in the workspace
+BUFFER_NUM = 2
+NEG = float(np.finfo(np.float32).min)  # -FLT_MAX: masked score, invalid-row max (tiling.md §0, §2)
+POS = float(np.finfo(np.float32).max)  # +FLT_MAX: invalid-row sum (tiling.md §2)
+F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
+RECT_ROW = COMPRESSED_MASK_SIZE  # first row of the prefix rectangle in the 3072 x 2048 mask
+RECT_HALF = 1024  # its left half is 0, its right half 1 (sparse_mode doc, mode 6)
+
+
+@dataclass(frozen=True)
+class FaVarLenKernelArgs:
+    """Per-call constants besides the tiling: sequence offsets, tokens, forms (host control data)."""
+
+    cuQ: tuple
+    cuKv: tuple
+    seqQ: tuple
+    seqKv: tuple
+    cuSS: tuple
+    preLU: tuple
+    nextLU: tuple
+    prefixN: tuple
+    sparseMode: int
+    maskForm: str  # none | full | causal_2048 | prefix_3072
+    maskCols: int
+    pseForm: str  # none | full | alibi
+    pseB: int
+    pseS2: int
+    dropout: bool
+    dropBits: int
+    invalidRowCalc: bool
+    softmaxLayout: str  # TND | per_batch
+    inDtype: np.dtype
+
+
+def _a64(x: int) -> int:
+    return -(-x // 64) * 64
+
+
+class KernelFlashAttentionVarLenScore:
+    # ------------------------------------------------------------------------------------- common
+    def Init(self, query, key, value, realShift, dropMask, attenMask, softmaxMax, softmaxSum, attentionOut,
+             workspace, tiling: FaVarLenTilingData, args: FaVarLenKernelArgs):
+        self.t, self.a = tiling, args
+        self.qGm, self.kGm, self.vGm, self.pseGm, self.dropGm, self.maskGm = query, key, value, realShift, dropMask, \
+            attenMask
+        self.maxGm, self.sumGm, self.outGm = softmaxMax, softmaxSum, attentionOut
+        self.inDt = np.dtype(args.inDtype)
+        self.isz = self.inDt.itemsize
+        self.D, self.Dp, self.W, self.s1B = tiling.dSize, tiling.dSizeAlign16, tiling.s2BaseNratioSize, tiling.s1BaseSize
+        self.E = tiling.vec1Elems
+        self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
+        self.tasks = []
+        for item in range(tiling.sparseStartIdx[self.core], tiling.sparseStartIdx[self.core + 1]):
+            n = tiling.tiles(item)
+            self.tasks.extend((item, k, k == 0, k == n - 1) for k in range(n))
+        s1b, w, dp, isz = self.s1B, self.W, self.Dp, self.isz
+        base = self.core * tiling.coreWorkspaceBytes
+        slot_s, slot_p, slot_o = s1b * w * 4, s1b * w * isz, s1b * dp * 4
+        self.mm1Res = [workspace[base + i * slot_s].ReinterpretCast(F32) for i in range(2)]
+        base += 2 * slot_s
+        self.stage1Res = [workspace[base + i * slot_p].ReinterpretCast(self.inDt) for i in range(2)]
+        base += 2 * slot_p
+        self.mm2Res = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
+        base += 2 * slot_o
+        self.vec2Res = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
+        self.dropBytesGm = workspace[tiling.dropBytesOffset] if not tiling.dropMaskBitMode else None
+        self.vTGm = workspace[tiling.vTransOffset].ReinterpretCast(F32) if isz == 4 else None
+        self.pipe = TPipe()
+
+    def Process(self):
+        if ASCEND_IS_AIC():
+            self.InitCube()
+            self.ProcessCube()
+        else:
+            self.PrePass()
+            self.InitVector()
+            self.ProcessVector()
+
+    def _task(self, t: int):
+        """(b, n, s1o, rows, col0, cols, pitch, first, last) of task t."""
+        ti = self.t
+        item, k, first, last = self.tasks[t]
+        col0 = ti.itemS2Start[item] + k * self.W
+        cols = min(self.W, ti.itemS2End[item] - col0)
+        return ti.itemB[item], ti.itemN[item], ti.itemS1o[item], ti.itemRows[item], col0, cols, _a64(cols), first, last
+
+    # ------------------------------------------------------------------------------------- cube (AIC)
+    def InitCube(self):
+        ti, dp, isz = self.t, self.Dp, self.isz
+        self.tiles = CubeTiles(self.pipe, self.inDt)
+        self.qQue, self.kQue = TQue(TPosition.A1, ti.qBufNum), TQue(TPosition.B1, BUFFER_NUM)
+        self.pQue, self.vQue = TQue(TPosition.A1, BUFFER_NUM), TQue(TPosition.B1, BUFFER_NUM)
+        self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
+        self.pipe.InitBuffer(self.qQue, ti.qBufNum, self.s1B * dp * isz)
+        self.pipe.InitBuffer(self.kQue, BUFFER_NUM, ti.nChunk * dp * isz)
+        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
+        self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
+        self.pipe.InitBuffer(self.cQue, BUFFER_NUM, L0C_BUFFER_BYTES)
+        self.qL1 = None
+
+    def ProcessCube(self):
+        n = len(self.tasks)
+        self.vtReady = self.isz != 4
+        for t in range(n):
+            self.ComputeMm1(t)
+            CrossCoreSetFlag(SYNC_C1_V1[t % 3], Pipe.FIX)
+            if t >= 1:
+                self.Mm2Step(t - 1)
+        if n:
+            self.Mm2Step(n - 1)
+        if not self.vtReady:
+            CrossCoreWaitFlag(FLAG_VT)
+        if self.qL1 is not None:
+            self.qQue.FreeTensor(self.qL1)
+
+    def Mm2Step(self, t: int):
+        if not self.vtReady:
+            CrossCoreWaitFlag(FLAG_VT)
+            self.vtReady = True
+        CrossCoreWaitFlag(SYNC_V1_C2[t % 3])
+        self.ComputeMm2(t)
+        CrossCoreSetFlag(SYNC_C2_V2[t % 3], Pipe.FIX)
+
+    def ComputeMm1(self, t: int):
+        a, ti, D = self.a, self.t, self.D
+        b, n, s1o, rows, col0, cols, pitch, first, _ = self._task(t)
+        n1d, n2d = ti.n1Size * D, ti.n2Size * D
+        if first:
+            if self.qL1 is not None:
+                self.qQue.FreeTensor(self.qL1)
+            qL1 = self.qQue.AllocTensor(self.inDt)
+            off = (a.cuQ[b] + s1o * self.s1B) * n1d + n * D
+            DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, D, 0, n1d, c16(rows), 1, 0))
+            self.qQue.EnQue(qL1)
+            self.qL1 = self.qQue.DeQue(self.inDt)
+        kvOff = a.cuKv[b] * n2d + (n // ti.gSize) * D
+        wsS = self.mm1Res[t % 2]
+        for nc in range(0, cols, ti.nChunk):
+            ncols = min(ti.nChunk, cols - nc)
+            kL1 = self.kQue.AllocTensor(self.inDt)
+            DataCopy(kL1, self.kGm[kvOff + (col0 + nc) * n2d], Nd2NzParams(1, ncols, D, 0, n2d, c16(ncols), 1, 0))
+            self.kQue.EnQue(kL1)
+            kL1 = self.kQue.DeQue(self.inDt)
+            for mc in range(0, rows, CUBE_M):
+                mrows = min(CUBE_M, rows - mc)
+                cL0 = self.cQue.AllocTensor(F32)
+                for kc in range(0, D, ti.kChunk):
+                    kcols = min(ti.kChunk, D - kc)
+                    self.tiles.SplitA(self.qL1, c16(rows) // 16, mc, mrows, kc, kcols)
+                    self.tiles.SplitBTransposed(kL1, c16(ncols) // 16, kc, kcols)
+                    self.tiles.Compute(cL0, mrows, ncols, kcols, kc == 0)
+                self.cQue.EnQue(cL0)
+                cL0 = self.cQue.DeQue(F32)
+                Fixpipe(wsS[mc * pitch + nc], cL0,
+                        FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=c16(mrows), dstStride=pitch))
+                self.cQue.FreeTensor(cL0)
+            self.kQue.FreeTensor(kL1)
+
+    def ComputeMm2(self, t: int):
+        a, ti, D, dp = self.a, self.t, self.D, self.Dp
+        b, n, s1o, rows, col0, cols, pitch, _, _ = self._task(t)
+        n2d, n2 = ti.n2Size * D, n // ti.gSize
+        wsP, wsPV = self.stage1Res[t % 2], self.mm2Res[t % 2]
+        for dn in range(0, D, CUBE_M):
+            dcols = min(CUBE_M, D - dn)
+            for mc in range(0, rows, CUBE_M):
+                mrows = min(CUBE_M, rows - mc)
+                cL0 = self.cQue.AllocTensor(F32)
+                for kc in range(0, cols, ti.kChunk):
+                    kcols = min(ti.kChunk, cols - kc)
+                    pL1 = self.pQue.AllocTensor(self.inDt)
+                    DataCopy(pL1, wsP[mc * pitch + kc], Nd2NzParams(1, mrows, kcols, 0, pitch, c16(mrows), 1, 0))
+                    self.pQue.EnQue(pL1)
+                    vL1 = self.vQue.AllocTensor(self.inDt)
+                    if self.isz == 4:  # V^T rows (d) from the pre-pass: NZ of B^T
+                        src = self.vTGm[(n2 * D + dn) * ti.vTransPitch + a.cuKv[b] + col0 + kc]
+                        DataCopy(vL1, src, Nd2NzParams(1, dcols, kcols, 0, ti.vTransPitch, c16(dcols), 1, 0))
+                    else:
+                        src = self.vGm[(a.cuKv[b] + col0 + kc) * n2d + n2 * D + dn]
+                        DataCopy(vL1, src, Nd2NzParams(1, kcols, dcols, 0, n2d, c16(kcols), 1, 0))
+                    self.vQue.EnQue(vL1)
+                    pL1 = self.pQue.DeQue(self.inDt)
+                    vL1 = self.vQue.DeQue(self.inDt)
+                    self.tiles.SplitA(pL1, c16(mrows) // 16, 0, mrows, 0, kcols)
+                    if self.isz == 4:
+                        self.tiles.SplitBTransposed(vL1, c16(dcols) // 16, 0, kcols)
+                    else:
+                        self.tiles.SplitB(vL1, c16(kcols) // 16, kcols, dcols)
+                    self.tiles.Compute(cL0, mrows, dcols, kcols, kc == 0)
+                    self.pQue.FreeTensor(pL1)
+                    self.vQue.FreeTensor(vL1)
+                self.cQue.EnQue(cL0)
+                cL0 = self.cQue.DeQue(F32)
+                Fixpipe(wsPV[mc * dp + dn], cL0,
+                        FixpipeParamsV220(nSize=dcols, mSize=mrows, srcStride=c16(mrows), dstStride=dp))
+                self.cQue.FreeTensor(cL0)
+
+    # ------------------------------------------------------------------------------------- AIV pre-passes
+    def PrePass(self):
+        """Byte drop mask (unaligned rows) and, for fp32, V^T; both end with SyncAll on every AIV."""
+        if self.a.dropout and not self.t.dropMaskBitMode:
+            DropMaskAdapter(self.dropGm, self.dropBytesGm, self.a.dropBits)
+        if self.isz == 4:
+            self.TransposeV()
+            CrossCoreSetFlag(FLAG_VT, Pipe.MTE3)
+
+    def TransposeV(self):
+        """V (T2 rows of N2*D) -> V^T per kv head [N2, D, vTransPitch] in the workspace (Gather)."""
+        ti, D = self.t, self.D
+        d8 = -(-D // 8) * 8
+        R = max(8, min(64, 8192 // d8) // 8 * 8)
+        pipe = TPipe()
+        vin, vout, offs = TBuf(), TBuf(), TBuf()
+        pipe.InitBuffer(vin, R * d8 * 4)
+        pipe.InitBuffer(vout, R * d8 * 4)
+        pipe.InitBuffer(offs, R * d8 * 4)
+        o = offs.Get(np.int32)
+        Duplicate(o, 0, R)
+        for p in range(R.bit_length()):  # o[r] = r * d8 * 4 bytes: add 2^p * d8 * 4 on the lanes with bit p
+            word = sum(1 << r for r in range(R) if r >> p & 1)
+            if word:
+                PipeBarrier(Pipe.V)
+                Adds(o, o, (1 << p) * d8 * 4, (word, 0), 1, UnaryRepeatParams())
+        step = 1
+        while step < D:  # o[d * R + r] = (r * d8 + d) * 4, doubling over d (R * 4 bytes is 32-byte aligned)
+            PipeBarrier(Pipe.V)
+            Adds(o[step * R:], o, step * 4, min(step, D - step) * R)
+            step *= 2
+        PipeBarrier(Pipe.V)
+        per_head = -(-ti.t2Size // R)
+        units = ti.n2Size * per_head
+        g, G = GetBlockIdx(), GetBlockNum()
+        share = -(-units // G)
+        for u in range(g * share, min((g + 1) * share, units)):
+            n2, t0 = u // per_head, (u % per_head) * R
+            nr = min(R, ti.t2Size - t0)
+            src = vin.Get(F32)
+            CopyRowsIn(src, self.vGm[t0 * ti.n2Size * D + n2 * D], nr, D, ti.n2Size * D, d8)
+            SetFlag(HardEvent.MTE2_V, 0)
+            WaitFlag(HardEvent.MTE2_V, 0)
+            dst = vout.Get(F32)
+            Gather(dst, src, o.ReinterpretCast(np.uint32), 0, D * R)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            CopyRowsOut(self.vTGm[n2 * D * ti.vTransPitch + t0], dst, D, nr, R, ti.vTransPitch)
+            SetFlag(HardEvent.MTE3_MTE2, 0)
+            WaitFlag(HardEvent.MTE3_MTE2, 0)
+            SetFlag(HardEvent.MTE3_V, 0)
+            WaitFlag(HardEvent.MTE3_V, 0)
+        SyncAll()
+        pipe.Reset()
+
+    # ------------------------------------------------------------------------------------- vector (AIV)
+    def InitVector(self):
+        a, E, isz = self.a, self.E, self.isz
+        self.pipe = TPipe()
+        self.sub = GetSubBlockIdx()
+        self.inS = TQue(TPosition.VECIN, BUFFER_NUM)
+        self.pipe.InitBuffer(self.inS, BUFFER_NUM, E * 4)
+        self.common, self.bits = TBuf(), TBuf()
+        self.pipe.InitBuffer(self.common, E * 4)
+        self.pipe.InitBuffer(self.bits, E // 8)
+        if isz != 4:
+            self.outP = TQue(TPosition.VECOUT, BUFFER_NUM)
+            self.pipe.InitBuffer(self.outP, BUFFER_NUM, E * isz)
+        if a.maskForm != "none" or a.dropout:
+            self.zeros = TBuf()
+            self.pipe.InitBuffer(self.zeros, CMP_CHUNK * 2)
+        if a.maskForm != "none":
+            depth = 2 if a.maskForm == "prefix_3072" else 1
+            self.maskQ = TQue(TPosition.VECIN, depth)
+            self.pipe.InitBuffer(self.maskQ, depth, E)
+        if a.pseForm != "none":
+            self.pseQ = TQue(TPosition.VECIN, 1)
+            self.pipe.InitBuffer(self.pseQ, 1, E * isz)
+        if a.dropout:
+            self.dropQ = TQue(TPosition.VECIN, 1)
+            self.pipe.InitBuffer(self.dropQ, 1, E)
+        half = -(-self.s1B // 2)
+        h8 = -(-half // 8) * 8
+        blk = h8 * 32
+        names = ["m8", "l8a", "l8b", "al8a", "al8b", "x8", "y8"] + (["neg8", "one8"] if a.invalidRowCalc else [])
+        self.stat = {}
+        for name in names:
+            self.stat[name] = TBuf()
+            self.pipe.InitBuffer(self.stat[name], blk)
+        self.rowv = TBuf()
+        self.pipe.InitBuffer(self.rowv, -(-h8 * 4 // 32) * 32)
+        if a.maskForm != "none" or a.dropout:
+            Duplicate(self.zeros.Get(F16), 0.0, CMP_CHUNK)
+        if a.invalidRowCalc:
+            Duplicate(self.stat["neg8"].Get(F32), NEG, h8 * 8)
+            Duplicate(self.stat["one8"].Get(F32), 1.0, h8 * 8)
+        PipeBarrier(Pipe.V)
+
+    def _my_rows(self, rows: int) -> tuple[int, int]:
+        h = -(-rows // 2)
+        return (0, h) if self.sub == 0 else (h, rows - h)
+
+    def ProcessVector(self):
+        n = len(self.tasks)
+        par, self.par = -1, []
+        for item, k, first, last in self.tasks:
+            par += first
+            self.par.append(par % 2)
+        for t in range(1, n + 1):
+            CrossCoreWaitFlag(SYNC_C1_V1[(t - 1) % 3])
+            self.ProcessVec1(t - 1)
+            CrossCoreSetFlag(SYNC_V1_C2[(t - 1) % 3], Pipe.MTE3)
+            if t >= 2:
+                CrossCoreWaitFlag(SYNC_C2_V2[(t - 2) % 3])
+                self.ProcessVec2(t - 2)
+        if n:
+            CrossCoreWaitFlag(SYNC_C2_V2[(n - 1) % 3])
+            self.ProcessVec2(n - 1)
+
+    # ---- vec1: softmax of one score tile
+    def ProcessVec1(self, t: int):
+        a, E = self.a, self.E
+        b, n, s1o, rows, col0, cols, pitch, first, last = self._task(t)
+        lo, mine = self._my_rows(rows)
+        if not mine:
+            return
+        sliceRows = min(E // pitch, mine)
+        st = self.stat
+        m8, l8 = st["m8"].Get(F32), st["l8a" if self.par[t] == 0 else "l8b"].Get(F32)
+        al8 = st["al8a" if t % 2 == 0 else "al8b"].Get(F32)
+        x8, y8, rowv = st["x8"].Get(F32), st["y8"].Get(F32), self.rowv.Get(F32)
+        acc = self.common.Get(F32)
+        for r in range(0, mine, sliceRows):
+            sr = min(sliceRows, mine - r)
+            r0 = s1o * self.s1B + lo + r
+            cnt = sr * pitch
+            S = self.inS.AllocTensor(F32)
+            DataCopy(S, self.mm1Res[t % 2][(lo + r) * pitch], cnt)
+            self.inS.EnQue(S)
+            S = self.inS.DeQue(F32)
+            if a.pseForm != "none":
+                self.AddPse(S, b, n, r0, col0, sr, cols, pitch, sliceRows)
+            Muls(S, S, self.t.scaleValue, cnt)
+            PipeBarrier(Pipe.V)
+            self.ApplyMask(S, b, r0, col0, sr, cols, pitch, sliceRows)
+            mr, lr, ar = m8[r * 8:], l8[r * 8:], al8[r * 8:]
+            RowReduce("max", rowv, S, acc, sr, cols, pitch)
+            PipeBarrier(Pipe.V)
+            BroadcastRows(x8, rowv, sr)
+            PipeBarrier(Pipe.V)
+            if first:
+                Copy(mr, x8, sr * 8)
+            else:  # m_new = max(m, mx); alpha = exp(m - m_new); m = m_new
+                Max(y8, mr, x8, sr * 8)
+                PipeBarrier(Pipe.V)
+                Sub(x8, mr, y8, sr * 8)
+                PipeBarrier(Pipe.V)
+                Exp(ar, x8, sr * 8)
+                Copy(mr, y8, sr * 8)
+            PipeBarrier(Pipe.V)
+            RowBroadcast("sub", S, S, mr, sr, cols, pitch)
+            PipeBarrier(Pipe.V)
+            Exp(S, S, cnt)
+            PipeBarrier(Pipe.V)
+            RowReduce("sum", rowv, S, acc, sr, cols, pitch)
+            PipeBarrier(Pipe.V)
+            BroadcastRows(x8, rowv, sr)
+            PipeBarrier(Pipe.V)
+            if first:
+                Copy(lr, x8, sr * 8)
+            else:  # l = l * alpha + rowsum
+                Mul(lr, lr, ar, sr * 8)
+                PipeBarrier(Pipe.V)
+                Add(lr, lr, x8, sr * 8)
+            PipeBarrier(Pipe.V)
+            if a.invalidRowCalc:  # AdjustSoftMaxRes: rows whose max is still NEG -> P = 0
+                self._valid_rows_factor(x8, mr, sr)
+                RowBroadcast("mul", S, S, x8, sr, cols, pitch)
+                PipeBarrier(Pipe.V)
+            if a.dropout:
+                self.Dropout(S, b, n, r0, col0, sr, cols, pitch)
+            self.CopyOutP(S, self.stage1Res[t % 2][(lo + r) * pitch], cnt)
+        if last:
+            if a.invalidRowCalc:  # sum := +FLT_MAX where the final max is NEG
+                bits = self.bits.Get(U8)
+                Compare(bits, m8, st["neg8"].Get(F32), CMPMODE.NE, mine * 8)
+                PipeBarrier(Pipe.V)
+                Select(l8, bits, l8, POS, SELMODE.VSEL_TENSOR_SCALAR_MODE, mine * 8)
+                PipeBarrier(Pipe.V)
+            self.SoftmaxOut(self.maxGm, m8, b, n, s1o * self.s1B + lo, mine)
+
+    def _valid_rows_factor(self, dst8, m8, rows: int):
+        """dst8 row r = 1.0 where m8 row r != NEG else 0.0 ([rows, 8] blocks)."""
+        bits = self.bits.Get(U8)
+        Compare(bits, m8, self.stat["neg8"].Get(F32), CMPMODE.NE, rows * 8)
+        PipeBarrier(Pipe.V)
+        Select(dst8, bits, self.stat["one8"].Get(F32), 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, rows * 8)
+        PipeBarrier(Pipe.V)
+
+    def CopyOutP(self, S, dst, cnt: int):
+        """P in the input dtype (CAST_ROUND) to the workspace; fp32: the slice itself."""
+        if self.isz == 4:
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            DataCopy(dst, S, cnt)
+            SetFlag(HardEvent.MTE3_V, 0)
+            WaitFlag(HardEvent.MTE3_V, 0)
+            self.inS.FreeTensor(S)
+            return
+        P = self.outP.AllocTensor(self.inDt)
+        Cast(P, S, RoundMode.CAST_ROUND, cnt)
+        self.inS.FreeTensor(S)
+        self.outP.EnQue(P)
+        P = self.outP.DeQue(self.inDt)
+        DataCopy(dst, P, cnt)
+        self.outP.FreeTensor(P)
+
+    def SoftmaxOut(self, gm, v8, b: int, n: int, row0: int, rows: int):
+        """[rows, 8] fp32 blocks to softmax_max / softmax_sum in the chosen layout."""
+        a, n1 = self.a, self.t.n1Size
+        SetFlag(HardEvent.V_MTE3, 1)
+        WaitFlag(HardEvent.V_MTE3, 1)
+        if a.softmaxLayout == "TND":
+            DataCopy(gm[((a.cuQ[b] + row0) * n1 + n) * 8], v8, DataCopyParams(rows, 1, 0, n1 - 1))
+        else:
+            DataCopy(gm[(a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8], v8, rows * 8)
+        SetFlag(HardEvent.MTE3_V, 1)
+        WaitFlag(HardEvent.MTE3_V, 1)
+
+    # ---- pse, masks, dropout
+    def AddPse(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int, sliceRows: int):
+        a = self.a
+        if a.pseForm == "full":
+            off = full_pse_offset(self.t.n1Size, a.cuSS[b], a.seqQ[b] * a.seqKv[b], a.seqKv[b], n, r0, col0)
+            gm_pitch, read = a.seqKv[b], cols
+        else:
+            if not alibi_slice_needed(r0, sliceRows, col0):
+                return
+            m0, k0 = alibi_read_window(r0, col0, a.pseS2)
+            off = (((b % a.pseB) * self.t.n1Size + n) * ALIBI_ROWS + m0) * a.pseS2 + k0
+            gm_pitch, read = a.pseS2, min(cols, a.pseS2 - k0)
+        p = self.pseQ.AllocTensor(self.inDt)
+        AddPseSlice(S, p, self.common.Get(F32), self.pseGm[off], sr, read, gm_pitch, pitch, self.pseQ)
+
+    def ApplyMask(self, S, b: int, r0: int, col0: int, sr: int, cols: int, pitch: int, sliceRows: int):
+        """Masked scores := NEG (docs/fa_varlen.md step 4)."""
+        a = self.a
+        if a.maskForm == "none":
+            return
+        if a.maskForm == "full":
+            self._select_window(S, r0 * a.maskCols + col0, a.maskCols, sr, cols, pitch, CMPMODE.EQ)
+            return
+        if a.maskForm == "causal_2048":
+            delta = r0 - col0 + a.nextLU[b]
+            if delta < pitch:
+                off = causal_tile_offset(delta, sliceRows, self.W)
+                self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+            if a.sparseMode == 4:
+                dpre = r0 - col0 - a.preLU[b] - 1
+                if dpre + 1 + sliceRows > 0:
+                    off = causal_tile_offset(dpre, sliceRows, self.W)
+                    self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.NE)
+            return
+        # prefix (mode 6): masked iff causal window and rectangle window are both 1
+        s1, s2, pfx = a.seqQ[b], a.seqKv[b], a.prefixN[b]
+        delta = r0 - col0 + s2 - s1
+        use_rect = s1 + pfx > s2
+        dpre = pfx - col0 if use_rect else 0
+        if delta >= pitch or dpre >= pitch:
+            return
+        inter = s1 - s2 + pfx
+        rect = RECT_ROW * COMPRESSED_MASK_SIZE + RECT_HALF - min(max(dpre, 0), RECT_HALF)
+        causal = causal_tile_offset(delta, sliceRows, self.W)
+        if r0 >= inter:
+            self._select_window(S, causal, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+        elif r0 + sliceRows <= inter:
+            self._select_window(S, rect, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+        else:
+            self._select_and_windows(S, causal, rect, sr, cols, pitch)
+
+    def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
+        m = self.maskQ.AllocTensor(U8)
+        CopyRowsIn(m, self.maskGm[off], sr, cols, gm_pitch, pitch)
+        self.maskQ.EnQue(m)
+        return self.maskQ.DeQue(U8)
+
+    def _select_window(self, S, off: int, gm_pitch: int, sr: int, cols: int, pitch: int, keep: CMPMODE):
+        """Keep scores where the mask window byte *keep* 0 (EQ: keep where 0), else NEG."""
+        m = self._load_window(off, gm_pitch, sr, cols, pitch)
+        bits, half, zeros = self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16)
+        BytesToBits(bits, m.ReinterpretCast(self._mask_dt()), half, zeros, sr * pitch, keep, CMP_CHUNK)
+        self.maskQ.FreeTensor(m)
+        Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, sr * pitch)
+        PipeBarrier(Pipe.V)
+
+    def _select_and_windows(self, S, off1: int, off2: int, sr: int, cols: int, pitch: int):
+        """Keep scores unless both windows hold a nonzero byte (fp16 product != 0)."""
+        m1 = self._load_window(off1, COMPRESSED_MASK_SIZE, sr, cols, pitch)
+        m2 = self._load_window(off2, COMPRESSED_MASK_SIZE, sr, cols, pitch)
+        h1, h2 = self.common.Get(F16), self.common.Get(F16)[CMP_CHUNK:]
+        bits, zeros, dt = self.bits.Get(U8), self.zeros.Get(F16), self._mask_dt()
+        total = sr * pitch
+        for k in range(0, total, CMP_CHUNK):
+            cnt = min(CMP_CHUNK, total - k)
+            Cast(h1, m1[k:].ReinterpretCast(dt), RoundMode.CAST_NONE, cnt)
+            Cast(h2, m2[k:].ReinterpretCast(dt), RoundMode.CAST_NONE, cnt)
+            PipeBarrier(Pipe.V)
+            Mul(h1, h1, h2, cnt)
+            PipeBarrier(Pipe.V)
+            Compare(bits[k // 8:], h1, zeros, CMPMODE.EQ, cnt)
+            PipeBarrier(Pipe.V)
+        self.maskQ.FreeTensor(m1)
+        self.maskQ.FreeTensor(m2)
+        Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, total)
+        PipeBarrier(Pipe.V)
+
+    def _mask_dt(self):
+        return np.int8 if np.dtype(self.maskGm.dtype) == np.int8 else U8
+
+    def Dropout(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int):
+        a, ti = self.a, self.t
+        skv = a.seqKv[b]
+        bit0 = ti.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + r0 * skv + col0
+        d = self.dropQ.AllocTensor(U8)
+        if ti.dropMaskBitMode:
+            ApplyDropoutBits(S, d, self.dropGm, bit0, sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ)
+        else:
+            ApplyDropoutBytes(S, d, self.dropBytesGm[bit0], sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ,
+                              self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
+
+    # ---- vec2: running output
+    def ProcessVec2(self, t: int):
+        a, ti, D, dp, E = self.a, self.t, self.D, self.Dp, self.E
+        b, n, s1o, rows, col0, cols, pitch, first, last = self._task(t)
+        lo, mine = self._my_rows(rows)
+        if not mine:
+            return
+        st = self.stat
+        l8 = st["l8a" if self.par[t] == 0 else "l8b"].Get(F32)
+        al8 = st["al8a" if t % 2 == 0 else "al8b"].Get(F32)
+        o_ws = self.vec2Res[self.par[t]]
+        rows2 = min(E // dp, mine)
+        n1d = ti.n1Size * D
+        for r in range(0, mine, rows2):
+            pr = min(rows2, mine - r)
+            cnt = pr * dp
+            pv = self.inS.AllocTensor(F32)
+            DataCopy(pv, self.mm2Res[t % 2][(lo + r) * dp], cnt)
+            self.inS.EnQue(pv)
+            pv = self.inS.DeQue(F32)
+            if first:
+                O = pv
+            else:  # O = alpha * O + PV
+                O = self.inS.AllocTensor(F32)
+                DataCopy(O, o_ws[(lo + r) * dp], cnt)
+                self.inS.EnQue(O)
+                O = self.inS.DeQue(F32)
+                RowBroadcast("mul", O, O, al8[r * 8:], pr, dp, dp)
+                PipeBarrier(Pipe.V)
+                Add(O, O, pv, cnt)
+                PipeBarrier(Pipe.V)
+                self.inS.FreeTensor(pv)
+            if last:
+                RowBroadcast("div", O, O, l8[r * 8:], pr, dp, dp)
+                PipeBarrier(Pipe.V)
+                off = (a.cuQ[b] + s1o * self.s1B + lo + r) * n1d + n * D
+                self.CopyOutO(O, off, pr)
+            else:
+                SetFlag(HardEvent.V_MTE3, 2)
+                WaitFlag(HardEvent.V_MTE3, 2)
+                DataCopy(o_ws[(lo + r) * dp], O, cnt)
+                SetFlag(HardEvent.MTE3_V, 2)
+                WaitFlag(HardEvent.MTE3_V, 2)
+            self.inS.FreeTensor(O)
+        if last:
+            self.SoftmaxOut(self.sumGm, l8, b, n, s1o * self.s1B + lo, mine)
+
+    def CopyOutO(self, O, off: int, pr: int):
+        """attention_out rows: cast (CAST_ROUND) and copy D columns into the TND output."""
+        D, dp, n1d = self.D, self.Dp, self.t.n1Size * self.D
+        if self.isz == 4:
+            SetFlag(HardEvent.V_MTE3, 2)
+            WaitFlag(HardEvent.V_MTE3, 2)
+            CopyRowsOut(self.outGm[off], O, pr, D, dp, n1d)
+            SetFlag(HardEvent.MTE3_V, 2)
+            WaitFlag(HardEvent.MTE3_V, 2)
+            return
+        out = self.outP.AllocTensor(self.inDt)
+        Cast(out, O, RoundMode.CAST_ROUND, pr * dp)
+        self.outP.EnQue(out)
+        out = self.outP.DeQue(self.inDt)
+        CopyRowsOut(self.outGm[off], out, pr, D, dp, n1d)
+        self.outP.FreeTensor(out)
+
+
+def flash_attention_var_len_score(query, key, value, realShift, dropMask, attenMask, softmaxMax, softmaxSum,
+                                  attentionOut, workspace, tiling: FaVarLenTilingData, args: FaVarLenKernelArgs):
+    """Kernel entry, named like the CANN kernel: build the class, Init, Process."""
+    op = KernelFlashAttentionVarLenScore()
+    op.Init(query, key, value, realShift, dropMask, attenMask, softmaxMax, softmaxSum, attentionOut, workspace,
+            tiling, args)
+    op.Process()

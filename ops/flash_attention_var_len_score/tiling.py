@@ -1,0 +1,383 @@
+"""Host tiling of FlashAttentionVarLenScore on npusim: base sizes, s2 ranges, load balance, workspace.
+
+Follows the CANN varlen tiling and the SameAB kernel (research/tiling.md §0, §2;
+``FlashAttentionVarLenScoreTiling`` in ``flash_attention_score_tiling_general.cpp`` and
+``GetS2LoopRange`` in ``flash_attention_var_len_score_sab.h``), as docs/fa_varlen.md "Tiling" states
+them: work items (b, n, s1 block) b-major, the s2 range of each item after sparsity (skipped blocks),
+the quantised load per item, the greedy + BalanceLoad split over AI Cores, the UB/L1 fit and the
+workspace size. Raises AclnnError 561002 when nothing fits and 161002 for an illegal override.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, AclnnError
+
+SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # WORK_SPACE_RESERVE_SIZE 16 MiB (tiling.md §2 GetWorkspaceSize)
+S1_BASE_MAX = 256  # SameAB cubeS1BaseSize (tiling.md §2 CalcS1S2BasicBlock)
+S2_BASE_MAX = 128  # s2BaseSize = min(128, alignedS2) (tiling.md §2)
+N_RATIO = 8  # GetNRatio (tiling.md §2); 4 in the L2 <= 96 MiB, D = 128, T1 >= 48000 case
+VEC1_ELEMS = 8192  # vector base block 8 x 1024 fp32 = 32 KiB (tiling.md "Generic design")
+HIGH_PERF_BLOCK_SIZE = 128  # token alignment of the mode-0 band (CANN HIGH_PERF_BLOCK_SIZE)
+S2_LOAD_UNIT = 1024  # s2sizeLimitMax of InitSparseValidArray
+COF = (256, 384, 512, 640, 768, 896, 960, 1024)  # load of a partial 1024-chunk (CANN COF table)
+CUBE_M = 128  # rows per Mmad / Fixpipe (cube base block 128 x 128, tiling.md "Generic design")
+L0C_BUFFER_BYTES = 64 * 1024  # half of the 128 KiB L0C, double-buffered (128 x 128 fp32)
+BYTE_MASK_ALIGN = 512  # the drop-mask adapter's output rounded to 512 bytes (CeilDiv(total, 512) * 512)
+STAT_ROWS_BLOCK = 32  # one 8 x fp32 block per row for max / sum / alpha ([rows, 8] as SoftmaxFlashV2)
+CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
+OVERRIDABLE = ("s1BaseSize", "vec1Elems", "blockDim")
+
+SPARSE_ALL, SPARSE_CAUSAL, SPARSE_BAND = "ALL", "CAUSAL", "BAND"
+SPARSE_RD, SPARSE_BAND_COMPRESS, SPARSE_PREFIX = "RIGHT_DOWN_CAUSAL", "BAND_COMPRESS", "PREFIX"
+SPARSE_RD_BAND, SPARSE_BAND_LU = "RIGHT_DOWN_CAUSAL_BAND", "BAND_LEFT_UP_CAUSAL"
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _align_up_c(x: int, a: int) -> int:
+    """C ``(x + a - 1) / a * a`` with truncating division (the tiling's AlignUp on signed tokens)."""
+    q = x + a - 1
+    return (q // a if q >= 0 else -((-q) // a)) * a
+
+
+@dataclass(frozen=True)
+class FaVarLenTilingData:
+    """The tiling the kernel reads (CANN field names where one exists); items in CANN order."""
+
+    bSize: int
+    n1Size: int
+    n2Size: int
+    gSize: int
+    dSize: int
+    dSizeAlign16: int
+    t1Size: int
+    t2Size: int
+    s1BaseSize: int
+    s2BaseSize: int
+    nRatio: int
+    s2BaseNratioSize: int
+    vec1Elems: int
+    nChunk: int
+    kChunk: int
+    qBufNum: int
+    sparseType: str
+    scaleValue: float
+    keepProb: float
+    keepProbRecip: float
+    dropMaskBitMode: bool
+    blockDim: int
+    totalSize: int
+    sparseStartIdx: tuple
+    workspaceSize: int
+    coreWorkspaceBytes: int
+    dropBytesOffset: int
+    vTransOffset: int
+    vTransPitch: int
+    ubBytes: int
+    l1Bytes: int
+    itemB: tuple
+    itemN: tuple
+    itemS1o: tuple
+    itemRows: tuple
+    itemS2Start: tuple
+    itemS2End: tuple
+    itemLoad: tuple
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def items(self) -> int:
+        return len(self.itemB)
+
+    def tiles(self, item: int) -> int:
+        """Tiles of *item*: ceil((s2End - s2Start) / W)."""
+        return -(-(self.itemS2End[item] - self.itemS2Start[item]) // self.s2BaseNratioSize)
+
+    @property
+    def tasks(self) -> int:
+        return sum(self.tiles(i) for i in range(self.items))
+
+
+# --- sparse types and ranges ----------------------------------------------------------------------
+def sparse_type(problem) -> tuple[str, int, int]:
+    """(sparse type, s1SparseValidSize, s2SparseValidSize) of a validated call (docs/fa_varlen.md)."""
+    if problem.mask_form == "none":
+        return SPARSE_ALL, 0, 0
+    mode, pre, nxt = problem.sparse_mode, problem.pre_tokens, problem.next_tokens
+    if mode == 0:
+        if pre >= problem.max_sq and nxt == 0:
+            return SPARSE_CAUSAL, 0, 0
+        if pre >= problem.max_sq and nxt >= problem.max_skv:
+            return SPARSE_ALL, 0, 0
+        pre_c = int(np.clip(pre, -(2 ** 40), 2 ** 40))
+        nxt_c = int(np.clip(nxt, -(2 ** 40), 2 ** 40))
+        s1v = min(_align_up_c(pre_c, HIGH_PERF_BLOCK_SIZE), problem.max_sq if pre_c >= 0 else 0)
+        s2v = min(_align_up_c(nxt_c, HIGH_PERF_BLOCK_SIZE), problem.max_skv)
+        return SPARSE_BAND, s1v, s2v
+    return {1: SPARSE_ALL, 2: SPARSE_CAUSAL, 3: SPARSE_RD, 4: SPARSE_BAND_COMPRESS, 6: SPARSE_PREFIX,
+            7: SPARSE_RD_BAND, 8: SPARSE_BAND_LU}[mode], 0, 0
+
+
+def _raw_range(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> tuple[int, int, bool]:
+    """Unaligned [start, end) of item (b, s1o) and whether an empty range falls back to [0, S2)."""
+    s1, s2 = int(problem.seq_q[b]), int(problem.seq_kv[b])
+    pre = int(np.clip(problem.pre_tokens, -(2 ** 40), 2 ** 40))
+    nxt = int(np.clip(problem.next_tokens, -(2 ** 40), 2 ** 40))
+    x0, x1 = s1o * s1b, (s1o + 1) * s1b
+    band = b == problem.band_index
+    if kind == SPARSE_CAUSAL:
+        return 0, min(x1, s2), False
+    if kind == SPARSE_RD:
+        return 0, min(x1 + s2 - s1, s2), False
+    if kind == SPARSE_BAND:
+        return max(x0 - s1v, 0), min(x1 + s2v, s2), True
+    if kind == SPARSE_BAND_COMPRESS:
+        return max(x0 - s1 + max(s2 - pre, 0), 0), min(x1 + s2 - max(s1 - nxt, 0), s2), True
+    if kind == SPARSE_RD_BAND:
+        return 0, min(x1 + s2 + (nxt if band else 0) - s1, s2), False
+    if kind == SPARSE_BAND_LU:
+        return 0, (min(x1 + s2 - max(s1 - nxt, 0), s2) if band else min(x1, s2)), False
+    if kind == SPARSE_PREFIX:
+        return 0, min(max(x1 - s1 + s2, int(problem.prefix_n[b])), s2), True
+    return 0, s2, False
+
+
+def s2_range(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> tuple[int, int]:
+    """The computed columns [s2Start, s2End) of item (b, s1o) (GetS2LoopRange, 8-aligned)."""
+    s2 = int(problem.seq_kv[b])
+    start, end, fallback = _raw_range(kind, problem, b, s1o, s1b, s1v, s2v)
+    if fallback and end - start <= 0:
+        start, end = 0, s2
+    return start // 8 * 8, min(_align(end, 8), s2)
+
+
+def item_load(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> int:
+    """Quantised load estimate of an item (GetS2RealSize + InitSparseValidArray)."""
+    s1, s2 = int(problem.seq_q[b]), int(problem.seq_kv[b])
+    if kind == SPARSE_CAUSAL:
+        s = s1b * (s1o + 1)
+    elif kind == SPARSE_PREFIX:
+        s = max(s1b * (s1o + 1) - s1 + s2, int(problem.prefix_n[b]))
+    elif kind == SPARSE_BAND_COMPRESS:
+        start, end, _ = _raw_range(kind, problem, b, s1o, s1b, s1v, s2v)
+        s = end - start if end - start > 0 else s2
+    else:
+        s = problem.max_skv
+    s = min(s, s2)
+    rem = s % S2_LOAD_UNIT
+    return s // S2_LOAD_UNIT * S2_LOAD_UNIT + (COF[-(-rem // 128) - 1] if rem > 0 else 0)
+
+
+def item_table(problem, s1b: int) -> tuple[str, np.ndarray]:
+    """(sparse type, int64 [items, 7]: b, n, s1o, rows, s2Start, s2End, load) in CANN order."""
+    kind, s1v, s2v = sparse_type(problem)
+    rows_out = []
+    for b in range(problem.B):
+        s1 = int(problem.seq_q[b])
+        if s1 == 0:
+            continue
+        blocks = -(-s1 // s1b)
+        per_block = []
+        for s1o in range(blocks):
+            start, end = s2_range(kind, problem, b, s1o, s1b, s1v, s2v)
+            per_block.append((s1o, min(s1b, s1 - s1o * s1b), start, end,
+                              item_load(kind, problem, b, s1o, s1b, s1v, s2v)))
+        for n in range(problem.N1):
+            rows_out.extend((b, n) + blk for blk in per_block)
+    return kind, np.array(rows_out, dtype=np.int64).reshape(-1, 7)
+
+
+# --- core split -------------------------------------------------------------------------------------
+def _loads(load: list, starts: list, total: int) -> list:
+    cores = len(starts)
+    out = [0] * cores
+    for c in range(cores):
+        s = starts[c]
+        e = starts[c + 1] if c + 1 < cores else total
+        if s < total:
+            out[c] = sum(load[s:e])
+    return out
+
+
+def _balance(load: list, local: list, starts: list, total: int) -> bool:
+    """One BalanceLoad round (forward, then backward); True while the max load decreases."""
+    cores = len(starts)
+    max_val = max(local)
+    for c in range(1, cores):
+        s = starts[c]
+        if 0 < s < total and local[c - 1] + load[s] < max_val:
+            local[c - 1] += load[s]
+            local[c] -= load[s]
+            starts[c] += 1
+        elif s == total:
+            break
+    tmp_max = max(local)
+    for c in range(cores - 1, 0, -1):
+        s = starts[c]
+        if s == total:
+            if starts[c - 1] == total:
+                continue
+            local[c - 1] -= load[s - 1]
+            local[c] = load[s - 1]
+            starts[c] -= 1
+        elif s > 0:
+            if local[c] + load[s - 1] >= tmp_max:
+                continue
+            local[c - 1] -= load[s - 1]
+            local[c] += load[s - 1]
+            starts[c] -= 1
+        else:
+            break
+    return max(local) < max_val
+
+
+def split_cores(load, cores: int) -> list:
+    """sparseStartIdx (length *cores*) of SetSparseStartIdx: equal split vs greedy + BalanceLoad."""
+    load = [int(x) for x in load]
+    total = len(load)
+    factor = -(-total // cores)
+    equal = [min(c * factor, total) for c in range(cores)]
+    equal_load = _loads(load, equal, total)
+    greedy = [total] * cores
+    greedy[0] = 0
+    remaining = sum(load)
+    avg = -(-remaining // cores)
+    for c in range(1, cores):
+        start = greedy[c - 1]
+        single = 0
+        greedy[c] = start
+        while single < avg and greedy[c] < total:
+            single += load[greedy[c]]
+            greedy[c] += 1
+        if start + 1 < greedy[c]:
+            redo = single - load[greedy[c] - 1]
+            if single - avg > avg - redo:
+                greedy[c] -= 1
+                single = redo
+            remaining -= single
+            avg = -(-remaining // (cores - c))
+    greedy_load = _loads(load, greedy, total)
+    while _balance(load, greedy_load, greedy, total):
+        pass
+    return greedy if max(equal_load) > max(greedy_load) else equal
+
+
+# --- memory budgets -------------------------------------------------------------------------------
+def ub_bytes(problem, s1b: int, e: int) -> int:
+    """UB bytes one vector core allocates in the main loop (kernel.py InitVector, docs/fa_varlen.md)."""
+    isz = problem.dtype.itemsize
+    h8 = _align(-(-s1b // 2), 8)  # rows of one vector core, padded to a Brcb repeat
+    total = 2 * e * 4 + e * 4 + e // 8  # score slices (ping/pong), common scratch, bit mask
+    if isz != 4:
+        total += 2 * e * isz  # P / output in the input dtype, ping/pong
+    if problem.mask_form != "none" or problem.dropout:
+        total += CMP_CHUNK * 2  # fp16 zeros for Compare
+    if problem.mask_form != "none":
+        total += e * (2 if problem.mask_form == "prefix_3072" else 1)
+    if problem.pse_form != "none":
+        total += e * isz
+    if problem.dropout:
+        total += e
+    blocks = 7 + (2 if problem.invalid_row_calc else 0)  # m, l x2, alpha x2, two temps (+ NEG, 1.0 rows)
+    return total + blocks * h8 * STAT_ROWS_BLOCK + _align(h8 * 4, 32)
+
+
+def l1_bytes(problem, s1b: int, q_buf: int, n_chunk: int, k_chunk: int) -> int:
+    """L1 bytes of the cube core: Q block(s), K chunks, P chunks, V chunks (docs/fa_varlen.md)."""
+    isz, dp = problem.dtype.itemsize, _align(problem.D, 16)
+    return q_buf * s1b * dp * isz + 2 * n_chunk * dp * isz + 4 * CUBE_M * k_chunk * isz
+
+
+def _fit(problem, chip, overrides: dict) -> tuple[int, int, int, int, int]:
+    """(s1BaseSize, vec1Elems, nChunk, kChunk, qBufNum) fitting L1 and UB."""
+    isz = problem.dtype.itemsize
+    k_chunk = 128 if isz == 2 else 64  # 32 KiB L0A/L0B buffer of 128 rows
+    s1b = overrides.get("s1BaseSize", min(S1_BASE_MAX, _align(problem.max_sq, 16)))
+    e = overrides.get("vec1Elems", VEC1_ELEMS)
+    for name, v, lo, hi, step in (("s1BaseSize", s1b, 16, S1_BASE_MAX, 16), ("vec1Elems", e, 1024, VEC1_ELEMS, 1024)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v <= hi or v % step:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: {name} must be a multiple of {step} in "
+                                                      f"[{lo}, {hi}], got {v!r}")
+    q_buf, n_chunk = 2, 128
+    while l1_bytes(problem, s1b, q_buf, n_chunk, k_chunk) > chip.l1_bytes:
+        if q_buf == 2:
+            q_buf = 1
+        elif n_chunk > 32:
+            n_chunk //= 2
+        elif s1b > 16 and "s1BaseSize" not in overrides:
+            s1b = max(16, s1b // 2 // 16 * 16)
+        else:
+            raise AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"tiling: no L1 tiling for D={problem.D}, "
+                                                           f"s1BaseSize={s1b} in {chip.l1_bytes} B")
+    while ub_bytes(problem, s1b, e) > chip.ub_bytes:
+        if e > 4096 and "vec1Elems" not in overrides:
+            e //= 2
+        else:
+            raise AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"tiling: the vector buffers need "
+                                                           f"{ub_bytes(problem, s1b, e)} B of UB ({chip.ub_bytes})")
+    return s1b, e, n_chunk, k_chunk, q_buf
+
+
+def drop_bit_mode(problem) -> bool:
+    """Bits used directly iff every row's bits start on a byte: Skv % 8 == 0 wherever Sq > 0."""
+    skv = problem.seq_kv[problem.seq_q > 0]
+    return bool((skv % 8 == 0).all())
+
+
+def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenTilingData:
+    """The full tiling of one validated call on *chip* (docs/fa_varlen.md "Tiling")."""
+    overrides = dict(overrides or {})
+    unknown = set(overrides) - set(OVERRIDABLE)
+    if unknown:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: unknown override(s) {sorted(unknown)}; "
+                                                  f"allowed: {', '.join(OVERRIDABLE)}")
+    s1b, e, n_chunk, k_chunk, q_buf = _fit(problem, chip, overrides)
+    s2b = min(S2_BASE_MAX, _align(problem.max_skv, 16))
+    n_ratio = 4 if (chip.l2_bytes <= 96 * 1024 * 1024 and problem.D == 128 and problem.T1 >= 48000) else N_RATIO
+    kind, items = item_table(problem, s1b)
+    total = len(items)
+    cores = chip.aic_count
+    starts = split_cores(items[:, 6], cores)
+    nonempty = [c for c in range(cores) if starts[c] < (starts[c + 1] if c + 1 < cores else total)]
+    block_dim = nonempty[-1] + 1 if nonempty else 1
+    if "blockDim" in overrides:
+        bd = overrides["blockDim"]
+        if not isinstance(bd, (int, np.integer)) or isinstance(bd, bool) or not 1 <= bd <= cores:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {cores}], got {bd!r}")
+        starts = split_cores(items[:, 6], int(bd))
+        block_dim = int(bd)
+    starts = tuple(int(s) for s in starts[:block_dim]) + (total,)
+    isz, dp, w = problem.dtype.itemsize, _align(problem.D, 16), s2b * n_ratio
+    core_ws = 2 * s1b * w * (4 + isz) + 4 * s1b * dp * 4
+    offset = block_dim * core_ws
+    bit_mode = drop_bit_mode(problem) if problem.dropout else True
+    drop_off = offset
+    if problem.dropout and not bit_mode:
+        offset += _align(problem.drop_mask_bits, BYTE_MASK_ALIGN)
+    v_off, v_pitch = offset, _align(problem.T2, 8)
+    if isz == 4:
+        offset += problem.N2 * problem.D * v_pitch * 4
+    keep32 = np.float32(problem.keep_prob)
+    col = lambda k: tuple(int(x) for x in items[:, k])  # noqa: E731
+    return FaVarLenTilingData(
+        bSize=problem.B, n1Size=problem.N1, n2Size=problem.N2, gSize=problem.G, dSize=problem.D, dSizeAlign16=dp,
+        t1Size=problem.T1, t2Size=problem.T2, s1BaseSize=s1b, s2BaseSize=s2b, nRatio=n_ratio, s2BaseNratioSize=w,
+        vec1Elems=e, nChunk=n_chunk, kChunk=k_chunk, qBufNum=q_buf, sparseType=kind, scaleValue=problem.scale,
+        keepProb=float(keep32), keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode,
+        blockDim=block_dim, totalSize=total, sparseStartIdx=starts,
+        workspaceSize=SYSTEM_WORKSPACE_BYTES + offset, coreWorkspaceBytes=core_ws, dropBytesOffset=drop_off,
+        vTransOffset=v_off, vTransPitch=v_pitch, ubBytes=ub_bytes(problem, s1b, e),
+        l1Bytes=l1_bytes(problem, s1b, q_buf, n_chunk, k_chunk),
+        itemB=col(0), itemN=col(1), itemS1o=col(2), itemRows=col(3), itemS2Start=col(4), itemS2End=col(5),
+        itemLoad=col(6),
+    )
+
+
+def tiling_field_names() -> list[str]:
+    return [f.name for f in fields(FaVarLenTilingData)]
