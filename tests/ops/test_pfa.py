@@ -230,6 +230,45 @@ def test_pfa_grid_is_pairwise():
         assert seen == set(itertools.product(FACTORS[a], FACTORS[b])), (a, b)
 
 
+LONG = [(FP16, 2, 160, 2300, 0, 0), (FP16, 3, 160, 2300, 0, 0), (BF16, 4, 160, 2300, 2200, -2000),
+        (FP16, 4, 160, 2300, 100, 2150), (BF16, 4, 2200, 160, 2100, -100), (FP16, 3, 2200, 160, 0, 0),
+        (BF16, 1, 100, 2300, 0, 0), (FP16, 0, 100, 2300, 1000, 1200)]
+
+
+@pytest.mark.parametrize("dtype,mode,s1,s2,pre,nxt", LONG,
+                         ids=[f"{CHIPS[0]}-{DT_NAMES[c[0]]}-BNSD-mode{c[1]}-S{c[2]}x{c[3]}" for c in LONG])
+def test_pfa_long_sequence_bitexact(dtype, mode, s1, s2, pre, nxt):
+    """Sequences past 2048 (several 1024-wide tiles, causal offsets beyond the compressed mask): bit-exact."""
+    rng = np.random.default_rng(s1 + mode)
+    mask = compressed(np.dtype(np.uint8)) if mode >= 2 else user_mask("S1S2", 1, s1, s2, np.bool_, rng)
+    call = small_call(b=1, n=2, n_kv=1, s1=s1, s2=s2, d=16, dtype=dtype, sparse_mode=mode, pre_tokens=pre,
+                      next_tokens=nxt, atten_mask=mask, seed=mode)
+    run_bitexact(call)
+
+
+@pytest.mark.parametrize("d,dtype,ip", [(256, FP16, 1), (512, BF16, 1), (136, FP16, 0)],
+                         ids=[f"{CHIPS[0]}-fp16ip1-BSH-D256", f"{CHIPS[0]}-bf16-BSH-D512", f"{CHIPS[0]}-fp16ip0-BSH-D136"])
+def test_pfa_large_head_dim_bitexact(d, dtype, ip):
+    """Large D (the D >= 200 base sizes, several 128-wide D chunks, UB fitting shrinks the tiles): bit-exact."""
+    call = small_call(layout="BSH", b=1, n=2, n_kv=1, s1=140, s2=600, d=d, dtype=dtype, inner_precise=ip)
+    run_bitexact(call)
+
+
+@pytest.mark.parametrize("dtype,ip", [(FP16, 1), (FP16, 0), (BF16, 1)], ids=["fp16ip1", "fp16ip0", "bf16"])
+def test_pfa_special_values_bitexact(dtype, ip):
+    """Inf and NaN in query, key and value, and extreme scale values (overflow to inf, NaN, tiny): bit-exact
+    (NaNs are the canonical quiet NaN on both sides)."""
+    for scale in (0.125, 1e5, -1e5, 1e30, float("inf"), float("nan"), 1e-30):
+        call = small_call(b=1, n=2, n_kv=2, s1=40, s2=70, d=32, dtype=dtype, inner_precise=ip, scale_value=scale)
+        if scale == 0.125:
+            q, k, v = (call[x].copy() for x in ("query", "key", "value"))
+            q[0, 0, 3, 5], q[0, 1, 7, 2], q[0, 0, 9, :] = np.inf, np.nan, -np.inf
+            k[0, 0, 11, 3], v[0, 1, 20, 3], v[0, 0, 5, 0] = np.inf, np.nan, np.inf
+            call.update(query=q, key=k, value=v)
+        for tiling in (None, {"sInner": 64}):
+            run_bitexact(call, tiling=tiling)
+
+
 # --- 2. int8 paths -----------------------------------------------------------------------------------
 def deq(kind: str, value: float) -> np.ndarray:
     """A per-tensor dequant scale as fp32 or as the uint64 Fixpipe word."""
@@ -460,7 +499,8 @@ def test_pfa_full_and_timing_mode_identical(source):
 
 def small_call(layout="BNSD", dtype=FP16, s1=150, s2=200, d=64, n=4, n_kv=2, b=2, seed=1, **kw) -> dict:
     call = qkv(np.random.default_rng(seed), b, n, n_kv, s1, s2, d, dtype, layout)
-    call.update(num_heads=n, num_key_value_heads=n_kv, input_layout=layout, scale_value=0.125, **kw)
+    call.update(num_heads=n, num_key_value_heads=n_kv, input_layout=layout, scale_value=0.125)
+    call.update(kw)
     return call
 
 
