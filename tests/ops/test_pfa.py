@@ -254,7 +254,8 @@ def test_pfa_large_head_dim_bitexact(d, dtype, ip):
     run_bitexact(call)
 
 
-@pytest.mark.parametrize("dtype,ip", [(FP16, 1), (FP16, 0), (BF16, 1)], ids=["fp16ip1", "fp16ip0", "bf16"])
+@pytest.mark.parametrize("dtype,ip", [(FP16, 1), (FP16, 0), (BF16, 1)],
+                         ids=[f"{CHIPS[0]}-{p}-BNSD" for p in ("fp16ip1", "fp16ip0", "bf16")])
 def test_pfa_special_values_bitexact(dtype, ip):
     """Inf and NaN in query, key and value, and extreme scale values (overflow to inf, NaN, tiny): bit-exact
     (NaNs are the canonical quiet NaN on both sides)."""
@@ -344,7 +345,7 @@ def test_pfa_int8_bitexact_vs_golden(name):
         assert np.mean(np.abs(out.astype(int)) == 127) < 0.2 and np.any(out != 0)
 
 
-@pytest.mark.parametrize("name", ["i8-i8-pt-offset", "fp16-i8-1N1D"], ids=lambda k: f"{CHIPS[0]}-{k}")
+@pytest.mark.parametrize("name", ["i8-i8-pt-offset", "fp16-i8-1N1D"], ids=lambda k: f"{CHIPS[0]}-{k}-BNSD")
 def test_pfa_int8_saturation_bitexact(name):
     """int8 output with a quant_scale2 large enough to saturate most elements: still bit-exact, in [-128, 127]."""
     call = int8_call(INT8_CASES[name], np.random.default_rng(5), q_scale=(2000.0, 6000.0))
@@ -435,7 +436,7 @@ def test_pfa_fully_masked_rows_are_zero():
 
 # --- 4. empty inputs, modes, tiling, trace -----------------------------------------------------------
 @pytest.mark.parametrize("layout,shape", [("BSH", (2, 0, 64)), ("BNSD_BSND", (1, 2, 0, 16)), ("BNSD", (0, 2, 5, 16))],
-                         ids=lambda x: str(x))
+                         ids=[f"{CHIPS[0]}-fp16-BSH-S0", f"{CHIPS[0]}-fp16-BNSD_BSND-S0", f"{CHIPS[0]}-fp16-BNSD-B0"])
 def test_pfa_empty_query_gives_empty_output(layout, shape):
     """An empty query returns an empty output of the output layout's shape and does nothing."""
     q = np.zeros(shape, np.float16)
@@ -479,14 +480,23 @@ def as_specs(call: dict) -> dict:
     return out
 
 
-@pytest.mark.parametrize("source", [f"grid{i}" for i in (0, 7, 13)] + ["i8-i8-ND-offset", "bf16-i8-11H-bf16"],
-                         ids=lambda s: s)
+def first_grid_case(**want) -> dict:
+    """The first grid combination with the given factor values."""
+    return next(c for c in GRID if all(c[k] == v for k, v in want.items()))
+
+
+TIMING_GRID = [first_grid_case(chip=CHIPS[1], mask="m4negpre"), first_grid_case(chip=CHIPS[0], lens="longer"),
+               first_grid_case(prec="bf16", mask="m0B1S1S2neg"), first_grid_case(tiles="sOuter16sInner64", heads="MQA")]
+TIMING_INT8 = ["i8-i8-ND-offset", "bf16-i8-11H-bf16"]
+
+
+@pytest.mark.parametrize("source", TIMING_GRID + TIMING_INT8,
+                         ids=[grid_id(c) for c in TIMING_GRID] + [f"{INT8_CASES[k][10]}-{k}" for k in TIMING_INT8])
 def test_pfa_full_and_timing_mode_identical(source):
     """Full mode and timing mode (data-free TensorSpec inputs) give identical cycles and trace DataFrames."""
     rng = np.random.default_rng(9)
-    if source.startswith("grid"):
-        case = GRID[int(source[4:])]
-        call, chip, tiling = grid_call(case, rng), case["chip"], TILES[case["tiles"]]
+    if isinstance(source, dict):
+        call, chip, tiling = grid_call(source, rng), source["chip"], TILES[source["tiles"]]
     else:
         spec = INT8_CASES[source]
         call, chip, tiling = int8_call(spec, rng), spec[10], spec[11]
@@ -580,7 +590,8 @@ def facade_args(call: dict, out: np.ndarray | None) -> list:
             g("input_layout", "BSH"), g("num_key_value_heads", 0), g("sparse_mode", 0), out]
 
 
-@pytest.mark.parametrize("source", ["fp16", "i8-i8-ND-offset", "bf16-i8-pt-bf16"], ids=lambda s: f"{CHIPS[0]}-{s}")
+@pytest.mark.parametrize("source", ["fp16", "i8-i8-ND-offset", "bf16-i8-pt-bf16"],
+                         ids=[f"{CHIPS[0]}-fp16-BSND", f"{CHIPS[0]}-i8-i8-ND-offset-BSND", f"{CHIPS[0]}-bf16-i8-pt-BNSD"])
 def test_pfa_aclnn_two_stages_write_in_place(source):
     """GetWorkspaceSize returns (0, ws > 0, executor); the second stage returns 0 and writes attentionOut in
     place, equal to the golden bit for bit."""
@@ -606,7 +617,8 @@ def test_pfa_aclnn_two_stages_write_in_place(source):
     (dict(query=None), ACLNN_ERR_PARAM_NULLPTR),
     (dict(actual_seq_lengths=[151, 3]), None),
     (dict(value=np.zeros((2, 2, 200, 64), np.float32)), ACLNN_ERR_PARAM_INVALID),
-], ids=lambda x: str(x) if not isinstance(x, dict) else "-".join(x))
+], ids=[f"{CHIPS[0]}-fp16-BNSD-{w}" for w in ("num_heads3", "mode2_no_mask", "layoutSBH", "query_None",
+                                              "lengths_past_S1", "value_fp32")])
 def test_pfa_aclnn_bad_input_returns_status_and_writes_nothing(change, status):
     """Bad input: GetWorkspaceSize returns (status, 0, None) without raising, and attentionOut is untouched."""
     call = small_call(layout="BNSD") | change
