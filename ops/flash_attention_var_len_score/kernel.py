@@ -126,7 +126,7 @@ class KernelFlashAttentionVarLenScore:
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
         self.pipe.InitBuffer(self.qQue, ti.qBufNum, self.s1B * dp * isz)
         self.pipe.InitBuffer(self.kQue, BUFFER_NUM, ti.nChunk * dp * isz)
-        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
+        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, self.s1B * ti.kChunk * isz)
         self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
         self.pipe.InitBuffer(self.cQue, BUFFER_NUM, L0C_BUFFER_BYTES)
         self.qL1 = None
@@ -190,38 +190,41 @@ class KernelFlashAttentionVarLenScore:
             self.kQue.FreeTensor(kL1)
 
     def ComputeMm2(self, t: int):
+        """P V per 128 columns of D: each k chunk of P (all block rows) and of V is loaded to L1 once and
+        multiplied into one L0C accumulator per 128-row chunk (the SameAB ComputeMm2 reuse)."""
         a, ti, D, dp = self.a, self.t, self.D, self.Dp
         b, n, s1o, rows, col0, cols, pitch, _, _ = self._task(t)
         n2d, n2 = ti.n2Size * D, n // ti.gSize
         wsP, wsPV = self.stage1Res[t % 2], self.mm2Res[t % 2]
+        chunks = [(mc, min(CUBE_M, rows - mc)) for mc in range(0, rows, CUBE_M)]
         for dn in range(0, D, CUBE_M):
             dcols = min(CUBE_M, D - dn)
-            for mc in range(0, rows, CUBE_M):
-                mrows = min(CUBE_M, rows - mc)
-                cL0 = self.cQue.AllocTensor(F32)
-                for kc in range(0, cols, ti.kChunk):
-                    kcols = min(ti.kChunk, cols - kc)
-                    pL1 = self.pQue.AllocTensor(self.inDt)
-                    DataCopy(pL1, wsP[mc * pitch + kc], Nd2NzParams(1, mrows, kcols, 0, pitch, c16(mrows), 1, 0))
-                    self.pQue.EnQue(pL1)
-                    vL1 = self.vQue.AllocTensor(self.inDt)
-                    if self.isz == 4:  # V^T rows (d) from the pre-pass: NZ of B^T
-                        src = self.vTGm[(n2 * D + dn) * ti.vTransPitch + a.cuKv[b] + col0 + kc]
-                        DataCopy(vL1, src, Nd2NzParams(1, dcols, kcols, 0, ti.vTransPitch, c16(dcols), 1, 0))
-                    else:
-                        src = self.vGm[(a.cuKv[b] + col0 + kc) * n2d + n2 * D + dn]
-                        DataCopy(vL1, src, Nd2NzParams(1, kcols, dcols, 0, n2d, c16(kcols), 1, 0))
-                    self.vQue.EnQue(vL1)
-                    pL1 = self.pQue.DeQue(self.inDt)
-                    vL1 = self.vQue.DeQue(self.inDt)
-                    self.tiles.SplitA(pL1, c16(mrows) // 16, 0, mrows, 0, kcols)
+            accs = [self.cQue.AllocTensor(F32) for _ in chunks]
+            for kc in range(0, cols, ti.kChunk):
+                kcols = min(ti.kChunk, cols - kc)
+                pL1 = self.pQue.AllocTensor(self.inDt)
+                DataCopy(pL1, wsP[kc], Nd2NzParams(1, rows, kcols, 0, pitch, c16(rows), 1, 0))
+                self.pQue.EnQue(pL1)
+                vL1 = self.vQue.AllocTensor(self.inDt)
+                if self.isz == 4:  # V^T rows (d) from the pre-pass: NZ of B^T
+                    src = self.vTGm[(n2 * D + dn) * ti.vTransPitch + a.cuKv[b] + col0 + kc]
+                    DataCopy(vL1, src, Nd2NzParams(1, dcols, kcols, 0, ti.vTransPitch, c16(dcols), 1, 0))
+                else:
+                    src = self.vGm[(a.cuKv[b] + col0 + kc) * n2d + n2 * D + dn]
+                    DataCopy(vL1, src, Nd2NzParams(1, kcols, dcols, 0, n2d, c16(kcols), 1, 0))
+                self.vQue.EnQue(vL1)
+                pL1 = self.pQue.DeQue(self.inDt)
+                vL1 = self.vQue.DeQue(self.inDt)
+                for (mc, mrows), cL0 in zip(chunks, accs):
+                    self.tiles.SplitA(pL1, c16(rows) // 16, mc, mrows, 0, kcols)
                     if self.isz == 4:
                         self.tiles.SplitBTransposed(vL1, c16(dcols) // 16, 0, kcols)
                     else:
                         self.tiles.SplitB(vL1, c16(kcols) // 16, kcols, dcols)
                     self.tiles.Compute(cL0, mrows, dcols, kcols, kc == 0)
-                    self.pQue.FreeTensor(pL1)
-                    self.vQue.FreeTensor(vL1)
+                self.pQue.FreeTensor(pL1)
+                self.vQue.FreeTensor(vL1)
+            for (mc, mrows), cL0 in zip(chunks, accs):
                 self.cQue.EnQue(cL0)
                 cL0 = self.cQue.DeQue(F32)
                 Fixpipe(wsPV[mc * dp + dn], cL0,

@@ -289,9 +289,9 @@ def ub_bytes(problem, s1b: int, e: int) -> int:
 
 
 def l1_bytes(problem, s1b: int, q_buf: int, n_chunk: int, k_chunk: int) -> int:
-    """L1 bytes of the cube core: Q block(s), K chunks, P chunks, V chunks (docs/fa_varlen.md)."""
+    """L1 bytes of the cube core: Q block(s), K chunks, P chunks (all block rows), V chunks (docs/fa_varlen.md)."""
     isz, dp = problem.dtype.itemsize, _align(problem.D, 16)
-    return q_buf * s1b * dp * isz + 2 * n_chunk * dp * isz + 4 * CUBE_M * k_chunk * isz
+    return q_buf * s1b * dp * isz + 2 * n_chunk * dp * isz + 2 * s1b * k_chunk * isz + 2 * CUBE_M * k_chunk * isz
 
 
 def _fit(problem, chip, overrides: dict) -> tuple[int, int, int, int, int]:
