@@ -313,6 +313,7 @@ INT8_CASES = {
 
 
 def int8_call(spec, rng, s1=70, s2=100, q_scale=(8.0, 30.0)) -> dict:
+    """The call of an INT8_CASES entry (B = 2); *q_scale*: the range of quant_scale2 values."""
     dt, out_dt, layout, (n, n_kv), d, deqs, q2_form, q2_dt, offset, mode, _, _ = spec
     call = qkv(rng, 2, n, n_kv, s1, s2, d, dt, layout)
     call.update(num_heads=n, num_key_value_heads=n_kv, input_layout=layout, out_dtype=out_dt, sparse_mode=mode,
@@ -508,6 +509,7 @@ def test_pfa_full_and_timing_mode_identical(source):
 
 
 def small_call(layout="BNSD", dtype=FP16, s1=150, s2=200, d=64, n=4, n_kv=2, b=2, seed=1, **kw) -> dict:
+    """An N(0, 1) call of the given sizes, scale 0.125; *kw* adds or overrides parameters."""
     call = qkv(np.random.default_rng(seed), b, n, n_kv, s1, s2, d, dtype, layout)
     call.update(num_heads=n, num_key_value_heads=n_kv, input_layout=layout, scale_value=0.125)
     call.update(kw)
