@@ -59,7 +59,8 @@ def prepare(query, key, value, real_shift=None, drop_mask=None, padding_mask=Non
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, "mode: 'estimate' is not available for flash_attention_var_len_score "
                                                   "yet (use 'full' or 'timing')")
     if not spec.core_split:
-        raise NotImplementedError(f"flash_attention_var_len_score on {spec.name}: only split AIC/AIV chips are modelled")
+        raise NotImplementedError(f"flash_attention_var_len_score on {spec.name}: only split AIC/AIV chips "
+                                  "are modelled")
     til = fa_var_len_tiling(problem, spec, tiling)
     inputs = (query, key, value, real_shift, drop_mask, atten_mask)
     return (lambda: _run(problem, til, spec, mode, inputs, softmax_layout)), til.workspaceSize
@@ -73,7 +74,8 @@ def _args(problem, til, softmax_layout: str) -> FaVarLenKernelArgs:
     return FaVarLenKernelArgs(
         cuQ=tuple(int(x) for x in problem.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in problem.cu_seq_kv[:-1]),
         seqQ=tuple(int(x) for x in sq), seqKv=tuple(int(x) for x in skv), cuSS=tuple(int(x) for x in cu_ss),
-        preLU=tuple(_clip32(x) for x in problem.pre_tokens_lu), nextLU=tuple(_clip32(x) for x in problem.next_tokens_lu),
+        preLU=tuple(_clip32(x) for x in problem.pre_tokens_lu),
+        nextLU=tuple(_clip32(x) for x in problem.next_tokens_lu),
         prefixN=prefix, sparseMode=problem.sparse_mode, maskForm=problem.mask_form,
         maskCols=problem.atten_mask_shape[1] if problem.atten_mask_shape else 0, pseForm=problem.pse_form,
         pseB=int(pse_b), pseS2=problem.max_skv, dropout=problem.dropout, dropBits=problem.drop_mask_bits,

@@ -79,7 +79,8 @@ class KernelFlashAttentionVarLenScore:
         self.maxGm, self.sumGm, self.outGm = softmaxMax, softmaxSum, attentionOut
         self.inDt = np.dtype(args.inDtype)
         self.isz = self.inDt.itemsize
-        self.D, self.Dp, self.W, self.s1B = tiling.dSize, tiling.dSizeAlign16, tiling.s2BaseNratioSize, tiling.s1BaseSize
+        self.D, self.Dp = tiling.dSize, tiling.dSizeAlign16
+        self.W, self.s1B = tiling.s2BaseNratioSize, tiling.s1BaseSize
         self.E = tiling.vec1Elems
         self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
         self.tasks = []

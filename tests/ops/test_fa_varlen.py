@@ -60,6 +60,8 @@ def attention(case, dtype=None):
     mx, sm = np.full(q.shape[:2], -np.inf), np.zeros(q.shape[:2])
     bit = 0
     for b, q0, k0, s1, s2 in batches(case["sq"], case["skv"]):
+        if s1 == 0:
+            continue
         keep = keep_of(case["mode"], case["pre"], case["next"], s1, s2, case["mask"], case["prefix"][b],
                        b == case["band"])
         for n in range(n1):
