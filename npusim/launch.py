@@ -289,12 +289,15 @@ class Launch:
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
-           timeout_s: float | None = None, meta: dict | None = None) -> LaunchResult:
+           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
     ``"vector"`` (block_dim AIV streams; on 310P combined cores) or ``"cube"`` (block_dim AIC streams).
     *args* may contain callables ``f(launch) -> value`` wrapped in :class:`GmArg` to create GM buffers.
+    *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
+    buffers named in *names* are resident and *touched_bytes* have been touched chip-wide (estimate mode
+    samples part of a launch this way).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
     """
     from npusim.chip import chip as get_chip
@@ -306,6 +309,13 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
         raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
     run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
+    if l2_warm is not None:
+        touched, names = l2_warm
+        run.l2.touched_bytes = int(touched)
+        for a in args:
+            gm = getattr(a, "gm", None)
+            if gm is not None and gm.name in names:
+                gm.resident[:] = True
     max_blocks = chip.aiv_count if (kernel_type == "vector" and chip.core_split) else chip.aic_count
     if not 1 <= block_dim <= max_blocks:
         raise ValueError(f"block_dim {block_dim} out of range [1, {max_blocks}] for a {kernel_type} kernel on "

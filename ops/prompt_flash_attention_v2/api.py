@@ -6,6 +6,8 @@ zero-initialised output, and launches the mix kernel (kernel.py) on the chip mod
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
@@ -87,9 +89,6 @@ def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengt
                        deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value,
                        pre_tokens, next_tokens, input_layout, num_key_value_heads, sparse_mode, inner_precise,
                        out_dtype, chip_spec=spec)
-    if mode == "estimate":
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID, "mode: 'estimate' is not available for "
-                                                  "prompt_flash_attention_v2 yet (use 'full' or 'timing')")
     if not spec.core_split:
         raise NotImplementedError(f"prompt_flash_attention_v2 on {spec.name}: the combined-core (310P) kernel "
                                   "is not modelled; the 910B/A3 mix kernel needs split AIC/AIV cores")
@@ -99,13 +98,31 @@ def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengt
             out = np.zeros(problem.out_shape, problem.out_dtype) if full else None
             return _result(problem, None, None, out, 0, 0.0, None, spec, mode)
         return run_trivial, 0
+    if mode == "estimate":
+        return (lambda: _estimate(problem, spec, tiling, query, key, value, atten_mask, deq_scale1, quant_scale1,
+                                  deq_scale2, quant_scale2, quant_offset2)), 0
     til = pfa_tiling(problem, spec, tiling)
     return (lambda: _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, quant_scale1,
                          deq_scale2, quant_scale2, quant_offset2)), til.workspaceSize
 
 
-def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, quant_scale1, deq_scale2,
-         quant_scale2, quant_offset2) -> OpResult:
+@dataclass
+class KernelInputs:
+    """GM tensors and kernel constants of one call, everything but the tiling-sized workspace."""
+
+    q: object
+    k: object
+    v: object
+    mask: object
+    q2: object
+    off2: object
+    out: object
+    args: PfaKernelArgs
+
+
+def kernel_inputs(problem, mode, query, key, value, atten_mask, deq_scale1=None, quant_scale1=None,
+                  deq_scale2=None, quant_scale2=None, quant_offset2=None) -> KernelInputs:
+    """Pad D, lay out strides, read the scalar quantisation parameters, allocate the zeroed output."""
     full = mode == "full"
     B, N, Nkv, S1, S2 = problem.batch, problem.num_heads, problem.num_kv_heads, problem.s1, problem.s2
     d, dp = problem.head_dim, problem.head_dim_padded
@@ -126,7 +143,7 @@ def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, qu
         shape = tuple(m.shape)
         mask_pitch = shape[-1]
         mask_bs = shape[-2] * shape[-1] if (len(shape) >= 3 and shape[0] == B and B > 1) else 0
-        if _has_data(m):
+        if full and _has_data(m):
             m = np.ascontiguousarray(m)
             m = m.view(np.uint8) if m.dtype == np.bool_ else m
         else:
@@ -135,11 +152,11 @@ def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, qu
     per_channel = problem.quant_scale2_mode == ScaleMode.PER_CHANNEL
     q2_arg = off2_arg = None
     if per_channel:
-        q2_arg = GmArg("quant_scale2", _per_channel(quant_scale2, N, d, dp))
-        off = _per_channel(quant_offset2, N, d, dp) if quant_offset2 is not None else None
-        off2_arg = GmArg("quant_offset2", off) if off is not None else None
-    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
-    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
+        q2_arg = GmArg("quant_scale2", _per_channel(quant_scale2 if full else None, N, d, dp) if full else
+                       TensorSpec((N * dp,), np.float32))
+        if quant_offset2 is not None:
+            off2_arg = GmArg("quant_offset2", _per_channel(quant_offset2, N, d, dp) if full else
+                             TensorSpec((N * dp,), np.float32))
     p_dtype = np.dtype(np.int8) if problem.dtype == np.int8 else problem.dtype
     args = PfaKernelArgs(
         qBatchStride=qb, qHeadStride=qh, qRowPitch=qr, kvBatchStride=kb, kvHeadStride=kh, kvRowPitch=kr,
@@ -152,21 +169,71 @@ def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, qu
         deqScale2=_scalar(deq_scale2, 1.0),
         quantScale2=_scalar(quant_scale2, 1.0) if not per_channel else 1.0,
         quantOffset2=_scalar(quant_offset2, 0.0) if not per_channel else 0.0, quantPerChannel=per_channel)
-    gm_args = (GmArg("query", q), GmArg("key", k), GmArg("value", v), mask_arg, q2_arg, off2_arg,
-               GmArg("attention_out", out), GmArg("workspace", ws), til, args)
-    res = launch(pfa_kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
-                 meta={"operator": "PromptFlashAttentionV2", "tiling": _tiling_meta(til)})
+    return KernelInputs(GmArg("query", q), GmArg("key", k), GmArg("value", v), mask_arg, q2_arg, off2_arg,
+                        GmArg("attention_out", out), args)
+
+
+def launch_kernel(inputs: KernelInputs, til, spec, mode: str, l2_warm=None):
+    """Run the mix kernel for *til* (a PfaTilingData, possibly a subset of the work) on *spec*; *l2_warm*
+    as npusim.launch.launch (estimate mode's samples)."""
+    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
+    ws = np.zeros(ws_bytes, np.uint8) if mode == "full" else TensorSpec((ws_bytes,), np.uint8)
+    gm_args = (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.q2, inputs.off2, inputs.out,
+               GmArg("workspace", ws), til, inputs.args)
+    return launch(pfa_kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
+                  meta={"operator": "PromptFlashAttentionV2", "tiling": _tiling_meta(til)}, l2_warm=l2_warm)
+
+
+def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, quant_scale1, deq_scale2,
+         quant_scale2, quant_offset2) -> OpResult:
+    inputs = kernel_inputs(problem, mode, query, key, value, atten_mask, deq_scale1, quant_scale1, deq_scale2,
+                           quant_scale2, quant_offset2)
+    res = launch_kernel(inputs, til, spec, mode)
     result = None
-    if full:
-        result = out
+    if mode == "full":
+        B, N, S1 = problem.batch, problem.num_heads, problem.s1
+        d, dp = problem.head_dim, problem.head_dim_padded
+        result = inputs.out.array
         if dp != d:
-            if out_layout == "BSH":
-                result = out.reshape(B, S1, N, dp)[..., :d].reshape(B, S1, N * d)
+            if problem.out_layout == "BSH":
+                result = result.reshape(B, S1, N, dp)[..., :d].reshape(B, S1, N * d)
             else:
-                result = out[..., :d]
+                result = result[..., :d]
             result = np.ascontiguousarray(result)
         result = result.reshape(problem.out_shape)
     return _result(problem, til, res.trace, result, res.cycles, res.time_us, res.timeout, spec, mode)
+
+
+def _estimate(problem, spec, overrides, *tensors) -> OpResult:
+    """Estimate mode: work counted from the tiling, the slowest core sampled in timing mode (estimate.py)."""
+    from ops.prompt_flash_attention_v2.estimate import estimate_pfa, split_advice
+
+    est, (s_outer, s_inner, sm, block_dim) = estimate_pfa(problem, spec, overrides, tensors)
+    til = PfaEstimateTiling(s_outer, s_inner, sm, block_dim)
+    verdict = split_advice(problem, spec, overrides, est, tensors, limit_s=spec.aicore_timeout_s)
+    return OpResult(outputs=None, cycles=est.cycles, time_us=est.time_us, trace=None, tiling=til,
+                    workspace_size=til.workspaceSize(problem), block_dim=block_dim, timeout=verdict,
+                    mode="estimate", extra={"problem": problem, "estimate": est})
+
+
+@dataclass(frozen=True)
+class PfaEstimateTiling:
+    """The tiling figures estimate mode decides (the item tables are counted, never built)."""
+
+    sOuterFactor: int
+    sInnerFactor: int
+    softmaxSOuterFactor: int
+    blockDim: int
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+    def workspaceSize(self, problem) -> int:
+        t, d = problem.softmax_dtype.itemsize, problem.head_dim_padded
+        p = 1 if problem.dtype == np.int8 else problem.dtype.itemsize
+        pv = 2 if problem.dtype == np.int8 else 4
+        rows = 2 * self.sOuterFactor
+        return SYSTEM_WORKSPACE_BYTES + self.blockDim * 2 * (rows * self.sInnerFactor * (t + p) + rows * d * pv)
 
 
 def _tiling_meta(til) -> dict:

@@ -1,0 +1,263 @@
+"""Estimate mode of PromptFlashAttentionV2: count the work from the tiling, sample the slowest core.
+
+1. Work, counted without enumerating tiles: the items (n, b, block of 2*sOuter rows) with their tile
+   ranges, per distinct batch (batches with equal lengths and tokens share one profile); tile classes
+   over the launch (full, edge = the last partial tile of a batch, masked = cut by the band or a user
+   mask, skipped = outside the band).
+2. The CANN core split of that sequence (npusim.estimate.PeriodicSequence: one head repeated N times,
+   or one batch repeated N*B times), and the core with the most work.
+3. That core's items run on the real kernel in timing mode, next to COMPANIONS copies of themselves,
+   with the chip's HBM/L2 bandwidth cut to their share of the full launch. A core with more than
+   SAMPLE_TASKS tiles is sampled: its first items, each cut to its last SAMPLE_TILES tiles (the masked
+   side of a causal band), are simulated at two sizes per axis and the core's time is extrapolated with
+   the fitted ``fixed + a * items + b * tiles``; a core with little work is simulated whole.
+Error bound and its measurement: docs/estimate.md, benchmarks/estimate_accuracy.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
+from ops.prompt_flash_attention_v2.contract import MaskKind
+from ops.prompt_flash_attention_v2.tiling import PfaTilingData, fit_base_sizes
+
+MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
+COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
+SAMPLE_TASKS = 16  # a core with at most this many tiles (and items within SAMPLE_TILES) is simulated whole
+SAMPLE_TILES = 4  # tiles kept per sampled item (its last ones)
+SAMPLE_ITEMS = 2  # items in a sample of a large core
+
+
+def _profiles(problem, s_outer: int, s_inner: int):
+    """Per distinct batch: dict(row0, rows, t0, t1 arrays of its blocks; kv); and batch -> profile index."""
+    keys = np.stack([problem.computed_seq_lengths, problem.actual_seq_lengths_kv, problem.pre_tokens_lu,
+                     problem.next_tokens_lu], axis=1).astype(np.int64)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    block = 2 * s_outer
+    out = []
+    for act_q, act_kv, pre, nxt in uniq:
+        if act_q <= 0 or act_kv <= 0:
+            out.append(None)
+            continue
+        row0 = np.arange(0, act_q, block, dtype=np.int64)
+        rows = np.minimum(block, act_q - row0)
+        first = np.clip(row0 - pre, 0, act_kv)
+        last = np.clip(row0 + rows + nxt, 0, act_kv)
+        keep = last > first
+        out.append(dict(row0=row0[keep], rows=rows[keep], t0=(first // s_inner)[keep],
+                        t1=(-(-last // s_inner))[keep], kv=int(act_kv), pre=int(pre), nxt=int(nxt)))
+    return out, inverse.reshape(-1)
+
+
+class _Work:
+    """The item sequence of the launch (n-major, then batch, then block) and its lookups."""
+
+    def __init__(self, problem, profiles, inverse):
+        self.problem, self.profiles = problem, profiles
+        batches = [b for b in range(problem.batch) if profiles[inverse[b]] is not None]
+        self.uniform = len({int(inverse[b]) for b in batches}) == 1
+        per_head = sum(len(profiles[inverse[b]]["rows"]) for b in batches)
+        if not batches:
+            self.period_items, self.repeats = 0, problem.num_heads
+            self.b = self.i = self.tiles = np.zeros(0, np.int64)
+            self.by_batch = False
+            return
+        if self.uniform and per_head > MATERIALISE_LIMIT:
+            p = profiles[inverse[batches[0]]]
+            self.b = np.full(len(p["rows"]), -1, np.int64)  # resolved per repeat in item()
+            self.i = np.arange(len(p["rows"]))
+            self.batches = np.array(batches)
+            self.repeats = problem.num_heads * len(batches)
+            self.by_batch = True
+            self.tiles = p["t1"] - p["t0"]
+        else:
+            self.b = np.concatenate([np.full(len(profiles[inverse[b]]["rows"]), b) for b in batches])
+            self.i = np.concatenate([np.arange(len(profiles[inverse[b]]["rows"])) for b in batches])
+            self.repeats = problem.num_heads
+            self.by_batch = False
+            self.tiles = np.concatenate([profiles[inverse[b]]["t1"] - profiles[inverse[b]]["t0"] for b in batches])
+        self.inverse = inverse
+        self.period_items = len(self.i)
+
+    def item(self, idx: int) -> tuple[int, int, int, int, int, int]:
+        """(n, b, row0, rows, t0, t1) of the global item *idx*."""
+        rep, k = divmod(int(idx), self.period_items)
+        if self.by_batch:
+            n, bi = divmod(rep, len(self.batches))
+            b = int(self.batches[bi])
+        else:
+            n, b = rep, int(self.b[k])
+        p = self.profiles[self.inverse[b]]
+        i = int(self.i[k])
+        return n, b, int(p["row0"][i]), int(p["rows"][i]), int(p["t0"][i]), int(p["t1"][i])
+
+
+def _tile_classes(problem, profiles, inverse, s_inner: int) -> dict:
+    """Tiles of the whole launch by class (full, edge, masked, skipped), counted per distinct batch."""
+    counts = dict(full=0, edge=0, masked=0, skipped=0)
+    batches_of = np.bincount(inverse, minlength=len(profiles))
+    for g, p in enumerate(profiles):
+        if p is None or batches_of[g] == 0:
+            continue
+        mult = int(batches_of[g]) * problem.num_heads
+        n_kv_tiles = -(-p["kv"] // s_inner)
+        computed = p["t1"] - p["t0"]
+        edge = ((p["kv"] % s_inner) != 0) & (p["t1"] == n_kv_tiles)
+        if problem.mask_kind == MaskKind.FULL:
+            masked = computed
+        elif problem.mask_kind == MaskKind.COMPRESSED:
+            # tiles the band cuts: those holding the next-edge (c = r + nxt) or pre-edge (c = r - pre) of some row
+            r0, r1 = p["row0"], p["row0"] + p["rows"] - 1
+            cut_next = _overlap(p["t0"], p["t1"], (r0 + p["nxt"] + 1) // s_inner, (r1 + p["nxt"]) // s_inner)
+            cut_pre = _overlap(p["t0"], p["t1"], (r0 - p["pre"]) // s_inner, (r1 - p["pre"] - 1) // s_inner) \
+                if problem.sparse_mode == 4 else 0
+            masked = np.minimum(cut_next + cut_pre, computed)
+        else:
+            masked = np.zeros_like(computed)
+        counts["masked"] += mult * int(masked.sum())
+        counts["edge"] += mult * int(edge.sum())
+        counts["full"] += mult * int((computed - edge).sum())
+        counts["skipped"] += mult * int((n_kv_tiles - computed).sum())
+    return counts
+
+
+def _overlap(t0, t1, jlo, jhi) -> np.ndarray:
+    return np.clip(np.minimum(t1 - 1, jhi) - np.maximum(t0, jlo) + 1, 0, None)
+
+
+def _sample_tiling(base: dict, items: list, cores: int) -> PfaTilingData:
+    """A tiling that gives each of *cores* AI Cores the same *items* (n, b, row0, rows, t0, t1)."""
+    cols = list(zip(*items)) if items else [()] * 6
+    return PfaTilingData(**base, blockDim=cores, coreItemStart=(0,) * cores, coreItemEnd=(len(items),) * cores,
+                         itemN=tuple(cols[0]), itemB=tuple(cols[1]), itemRow0=tuple(cols[2]), itemRows=tuple(cols[3]),
+                         itemTile0=tuple(cols[4]), itemTile1=tuple(cols[5]))
+
+
+def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tuple]:
+    """Estimate one validated call; *tensors* are the call's (query, key, value, atten_mask, deq_scale1,
+    quant_scale1, deq_scale2, quant_scale2, quant_offset2), of which only shapes and dtypes are read.
+    Returns the Estimate and (sOuter, sInner, softmaxSOuter, blockDim)."""
+    from ops.prompt_flash_attention_v2.api import kernel_inputs, launch_kernel
+
+    inputs = kernel_inputs(problem, "timing", *tensors)
+    from ops.prompt_flash_attention_v2.tiling import l1_bytes, p_type_bytes, pv_type_bytes, ub_bytes
+
+    overrides = dict(overrides or {})
+    s_outer, s_inner, sm = fit_base_sizes(problem, spec, {k: v for k, v in overrides.items() if k != "blockDim"})
+    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    work = _Work(problem, profiles, inverse)
+    n_items = work.period_items * work.repeats
+    block_dim = int(overrides.get("blockDim", min(spec.aic_count, max(n_items, 1))))
+    classes = _tile_classes(problem, profiles, inverse, s_inner)
+    t, d = problem.softmax_dtype.itemsize, problem.head_dim_padded
+    per_core_ws = 2 * (2 * s_outer * s_inner * (t + p_type_bytes(problem)) + 2 * s_outer * d * pv_type_bytes(problem))
+    base = dict(batchSize=problem.batch, headNumSize=problem.num_heads, kvHeadNumSize=problem.num_kv_heads,
+                headSize=d, seqSize=problem.s1, seqInnerSize=problem.s2, sOuterFactor=s_outer, sInnerFactor=s_inner,
+                softmaxSOuterFactor=sm, scaleValue=problem.scale_value_fp32, sparseMode=problem.sparse_mode,
+                softmaxTypeBytes=t, pTypeBytes=p_type_bytes(problem), pvTypeBytes=pv_type_bytes(problem),
+                workspaceSize=0, ubBytes=ub_bytes(problem, s_outer, s_inner, sm), l1Bytes=l1_bytes(problem, s_outer))
+    if n_items == 0:
+        return Estimate(0, 0.0, np.zeros(block_dim), 0.0, classes), (s_outer, s_inner, sm, block_dim)
+    seq = PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats)  # cost proxy: a tile, and half a tile per item
+    starts, ends = seq.split(block_dim)
+    proxy = seq.core_costs(block_dim)
+    core = int(np.argmax(proxy))
+    s, e = int(starts[core]), int(ends[core])
+    core_items = e - s
+    core_tiles = int(seq._cum(seq.cum_w, seq.total_w, np.array([e - 1]))[0]
+                     - seq._cum(seq.cum_w, seq.total_w, np.array([s - 1]))[0])
+    micro = min(COMPANIONS, block_dim)
+    # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
+    active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
+    share = contention_chip(spec, active / micro)
+    cores = micro
+    sizes = dict(workspaceSize=0)
+
+    # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
+    # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
+    working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
+    working_set += block_dim * per_core_ws
+
+    def simulate(items: list, warm: bool = True) -> int:
+        til = _sample_tiling({**base, **sizes}, items, cores)
+        til = dataclasses.replace(til, workspaceSize=SYSTEM_WORKSPACE + cores * per_core_ws)
+        l2_warm = (working_set, {"key", "value", "atten_mask"}) if warm else None
+        return launch_kernel(inputs, til, share, "timing", l2_warm).cycles
+
+    first = [work.item(i) for i in range(s, min(e, s + SAMPLE_ITEMS * 4))]
+    whole = core_tiles <= SAMPLE_TASKS and all(it[5] - it[4] <= SAMPLE_TILES for it in first) \
+        and core_items <= len(first)
+    if whole:
+        cycles = float(simulate(first, warm=False))
+        fixed = 0.0
+    else:
+        m = min(SAMPLE_ITEMS, core_items)
+        items_a = [_cut(it, SAMPLE_TILES) for it in first[:m]]
+        items_b = [_cut(it, SAMPLE_TILES // 2) for it in first[:m]]
+        items_c = items_a[:max(1, m // 2)]
+        ta, tb, tc = simulate(items_a), simulate(items_b), simulate(items_c)
+        na, nb, nc = (sum(it[5] - it[4] for it in x) for x in (items_a, items_b, items_c))
+        per_tile = (ta - tb) / (na - nb) if na != nb else (ta - tc) / max(na - nc, 1)
+        per_item = ((ta - tc) - per_tile * (na - nc)) / (len(items_a) - len(items_c)) if len(items_a) > len(items_c) \
+            else 0.0
+        fixed = ta - per_item * len(items_a) - per_tile * na
+        cycles = fixed + per_item * core_items + per_tile * core_tiles
+    est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
+                   {k: (v, None) for k, v in classes.items()})
+    est.sampled_core = core
+    est.sampled_whole = whole
+    return est, (s_outer, s_inner, sm, block_dim)
+
+
+SYSTEM_WORKSPACE = 16 * 1024 * 1024
+
+
+def _cut(item: tuple, keep: int) -> tuple:
+    """The item with only its last *keep* tiles."""
+    n, b, row0, rows, t0, t1 = item
+    return (n, b, row0, rows, max(t0, t1 - keep), t1)
+
+
+def _last_chunk(problem, rows: int):
+    """The problem restricted to the last *rows* query rows of every batch (the heaviest chunk of an S
+    split under a causal or band mask): rows shift by off = act_q - rows, so the left-up tokens become
+    pre - off and next + off."""
+    act_q = np.asarray(problem.computed_seq_lengths, np.int64)
+    off = np.maximum(act_q - rows, 0)
+    return dataclasses.replace(problem, s1=min(problem.s1, rows), computed_seq_lengths=np.minimum(act_q, rows),
+                               actual_seq_lengths=np.minimum(problem.actual_seq_lengths, rows),
+                               pre_tokens_lu=np.asarray(problem.pre_tokens_lu, np.int64) - off,
+                               next_tokens_lu=np.asarray(problem.next_tokens_lu, np.int64) + off)
+
+
+def _max_core_work(problem, spec, overrides) -> float:
+    """The work proxy (tiles + half a tile per item) of the busiest core: counting only, no simulation."""
+    s_outer, s_inner, _ = fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})
+    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    work = _Work(problem, profiles, inverse)
+    n_items = work.period_items * work.repeats
+    if n_items == 0:
+        return 0.0
+    block_dim = int((overrides or {}).get("blockDim", min(spec.aic_count, n_items)))
+    return float(PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats).core_costs(block_dim).max())
+
+
+def split_advice(problem, spec, overrides, est: Estimate, tensors: tuple, limit_s: float):
+    """Timeout verdict, and the largest split of the query sequence S (in whole 2*sOuter blocks) whose
+    heaviest launch stays under ADVICE_MARGIN of the limit (npusim.estimate.timeout_verdict). A chunk's
+    time is the estimate scaled by its busiest core's work (the last chunk of a causal or band mask is
+    the heaviest), so the search costs no further simulation."""
+    seconds = est.time_us * 1e-6
+    block = 2 * fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})[0]
+    s1 = int(np.max(problem.computed_seq_lengths)) if len(problem.computed_seq_lengths) else 0
+    n_blocks = max(-(-s1 // block), 1)
+    full_work = _max_core_work(problem, spec, overrides)
+
+    def cost(chunk_blocks: int) -> float:
+        if full_work <= 0:
+            return 0.0
+        return seconds * _max_core_work(_last_chunk(problem, chunk_blocks * block), spec, overrides) / full_work
+
+    return timeout_verdict(seconds, limit_s, f"S (query rows, in blocks of {block})", n_blocks, cost)
