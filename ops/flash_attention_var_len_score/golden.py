@@ -305,14 +305,18 @@ def _add_pse(cx: _Ctx, s: np.ndarray, b: int, x0: int, rows: int, col0: int, col
         if m0 < 0 or m0 + nr > src.shape[1] or k0 < 0 or k0 + cols > src.shape[2]:
             raise IndexError(f"alibi read [{m0}:{m0 + nr}, {k0}:{k0 + cols}] leaves {src.shape[1:]}")
         val = src[:, m0:m0 + nr, k0:k0 + cols].astype(_F32)
-        with np.errstate(all="ignore"):
-            s[:, lr:lr + nr] = _canon(s[:, lr:lr + nr] + val)
+        s[:, lr:lr + nr] = _canon(s[:, lr:lr + nr] + val)
     return s
 
 
 # --- one item ----------------------------------------------------------------------------------------
 def _item(cx: _Ctx, q, k, v, b: int, x0: int, rows: int, s2: tuple[int, int]):
     """Steps 1-15 for item rows ``[x0, x0+rows)`` of batch b, all heads: (O in IN, m, l), [N1, rows, ...]."""
+    with np.errstate(all="ignore"):  # IEEE overflow / invalid are the modelled behaviour
+        return _item_steps(cx, q, k, v, b, x0, rows, s2)
+
+
+def _item_steps(cx: _Ctx, q, k, v, b: int, x0: int, rows: int, s2: tuple[int, int]):
     p = cx.problem
     start, end = s2
     m = row_l = o = None
@@ -329,24 +333,20 @@ def _item(cx: _Ctx, q, k, v, b: int, x0: int, rows: int, s2: tuple[int, int]):
             m = mx
         else:
             m_new = _vmax(m, mx)
-            with np.errstate(all="ignore"):
-                alpha = _via_f64(np.exp, _canon(m - m_new))
+            alpha = _via_f64(np.exp, _canon(m - m_new))
             m = m_new
-        with np.errstate(all="ignore"):
-            e = _via_f64(np.exp, _canon(s - m[..., None]))  # 7
+        e = _via_f64(np.exp, _canon(s - m[..., None]))  # 7
         rs = row_sum(e)  # 8
-        with np.errstate(all="ignore"):
-            row_l = rs if t == 0 else _canon(_canon(row_l * alpha) + rs)  # 9
-            if p.invalid_row_calc:  # 10
-                dead = (m == NEG)[..., None]
-                e = np.where(dead, _canon(e * np.float32(0.0)), e).astype(_F32)
-            if cx.keep is not None:  # 11
-                kept = cx.keep[_flat_index(cx, b, x0, rows, col0, cols)] != 0
-                e = _canon(np.where(kept, e, np.float32(0.0)).astype(_F32) * cx.recip)
+        row_l = rs if t == 0 else _canon(_canon(row_l * alpha) + rs)  # 9
+        if p.invalid_row_calc:  # 10
+            dead = (m == NEG)[..., None]
+            e = np.where(dead, _canon(e * np.float32(0.0)), e).astype(_F32)
+        if cx.keep is not None:  # 11
+            kept = cx.keep[_flat_index(cx, b, x0, rows, col0, cols)] != 0
+            e = _canon(np.where(kept, e, np.float32(0.0)).astype(_F32) * cx.recip)
         pmat = e if cx.dt == _F32 else cast(e, cx.dt, "round").astype(_F32)  # 12
         pv = mmad(pmat, v[:, :, col0:col0 + cols], cx.k0)  # 13
-        with np.errstate(all="ignore"):
-            o = pv if t == 0 else _canon(_canon(alpha[..., None] * o) + pv)  # 14
+        o = pv if t == 0 else _canon(_canon(alpha[..., None] * o) + pv)  # 14
     if p.invalid_row_calc:
         row_l = np.where(m == NEG, POS, row_l).astype(_F32)
     o = _via_f64(np.divide, o, row_l[..., None])  # 15
