@@ -11,7 +11,7 @@ A path's cost is occupancy ``nbytes / path_rate`` plus ``path_latency`` (the cor
 latency with the next transfer; ``transfer_cycles`` is their sum for one isolated transfer).
 
 Free parameters for calibration (no hardware source; fit them to ../calibration/ only):
-``launch_overhead_cycles``, ``cross_core_flag_latency_cycles``, ``hbm_bw_bytes_per_s`` (effective
+``launch_overhead_cycles`` (fitted: npusim/calibration.py), ``cross_core_flag_latency_cycles``, ``hbm_bw_bytes_per_s`` (effective
 GM bandwidth) and ``mte2_latency_cycles``/``mte3_latency_cycles`` (effective GM latency).
 Other ``# ASSUMPTION:`` values: mte1/fix/mmad latency, scalar_issue_cycles, pipe_queue_depth, fp32
 cube rate. Caveat: the §5e curves may already contain part of the GM latency (a 1 KiB copy costs
@@ -28,6 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from npusim.calibration import LAUNCH_OVERHEAD_S
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError, NpusimError
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -349,8 +350,6 @@ _COMMON = dict(
     scalar_issue_cycles=4.0,
     flag_cycles=1.0,  # hw §10: msprof draws SET_FLAG as a 1-cycle event
     cross_core_flag_latency_cycles=1000.0,  # peers §5f: FA fit, 1000 cycles sync per tile (calibrate)
-    # peers §5f: FA fit "launch 10905" cycles; hw §10 third-party ~10 us/core is an upper bound (calibrate)
-    launch_overhead_cycles=10905.0,
     pipe_queue_depth=32,  # ASSUMPTION: queue depth NOT FOUND; 32 lets scalar run a tile ahead
     vector_bytes_per_cycle=256,  # hw §4: 1 repeat (8 x 32 B) per cycle (msprof lanes; pypto says 2)
     ub_read_bytes_per_cycle=512,  # hw §4: 16 bank groups x 32 B per cycle (S4 bank-conflict page)
@@ -368,6 +367,7 @@ def _c220(name: str, family: str, aic: int, clock_hz: float, hbm_bytes: int, l2_
         aiv_per_aic=2,  # hw §1: AIC:AIV = 1:2 (S1 cube/vector_core_cnt)
         vector_core_count=0,  # hw §1: no extra VectorCores on 220x
         clock_hz=clock_hz, vector_clock_hz=clock_hz,  # hw §2: no vector freq in 220x ini -> cube clock
+        launch_overhead_cycles=LAUNCH_OVERHEAD_S * clock_hz,  # fitted, npusim/calibration.py
         l1_bytes=512 * KIB, l0c_bytes=128 * KIB, ub_bytes=192 * KIB,  # hw §5 (S1, S10)
         bt_bytes=1 * KIB, fb_bytes=7 * KIB,  # hw §5: bt_size 1024; fb0..fb3 = 2+1+2+2 KiB
         hbm_bytes=hbm_bytes, l2_bytes=l2_bytes,
@@ -420,6 +420,7 @@ _PRESETS.append(ChipSpec(
     core_split=False, aic_count=8, aiv_per_aic=0,  # hw §1: 8 combined AI Cores (cube + vector, one scalar)
     vector_core_count=7,  # hw §1: +7 AIV-only VectorCores
     clock_hz=_P3_HZ, vector_clock_hz=1.0e9,  # hw §1: VectorCores at vec_freq 1000 MHz
+    launch_overhead_cycles=LAUNCH_OVERHEAD_S * _P3_HZ,  # fitted, npusim/calibration.py
     l1_bytes=1 * MIB, l0c_bytes=256 * KIB, ub_bytes=256 * KIB,  # hw §5 (S1; msSanitizer agrees)
     bt_bytes=0, fb_bytes=0,  # hw §5: no BT/FB on 200x ("-")
     hbm_bytes=24_000_000_000, l2_bytes=16 * MIB,  # hw §1: memory_size 24e9 B, L2 16 MiB
