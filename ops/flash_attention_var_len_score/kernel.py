@@ -528,14 +528,18 @@ class KernelFlashAttentionVarLenScore:
         PipeBarrier(Pipe.V)
 
     def _select_and_windows(self, S, off1: int, off2: int, sr: int, cols: int, pitch: int):
-        """Keep scores unless both windows hold a nonzero byte (fp16 product != 0)."""
+        """Keep scores unless both windows hold a nonzero byte (fp16 product != 0).
+
+        The two fp16 halves share the E*4-byte common buffer, so a step converts at most E elements of each
+        window (min(CMP_CHUNK, E)): with vec1Elems = 1024 a 2048-element half would leave the buffer."""
         m1 = self._load_window(off1, COMPRESSED_MASK_SIZE, sr, cols, pitch)
         m2 = self._load_window(off2, COMPRESSED_MASK_SIZE, sr, cols, pitch)
-        h1, h2 = self.common.Get(F16), self.common.Get(F16)[CMP_CHUNK:]
+        step = min(CMP_CHUNK, self.E)
+        h1, h2 = self.common.Get(F16), self.common.Get(F16)[step:]
         bits, zeros, dt = self.bits.Get(U8), self.zeros.Get(F16), self._mask_dt()
         total = sr * pitch
-        for k in range(0, total, CMP_CHUNK):
-            cnt = min(CMP_CHUNK, total - k)
+        for k in range(0, total, step):
+            cnt = min(step, total - k)
             Cast(h1, m1[k:].ReinterpretCast(dt), RoundMode.CAST_NONE, cnt)
             Cast(h2, m2[k:].ReinterpretCast(dt), RoundMode.CAST_NONE, cnt)
             PipeBarrier(Pipe.V)

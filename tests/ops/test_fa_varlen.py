@@ -229,6 +229,19 @@ def test_fa_varlen_softmax_layouts():
     assert (bits(pb.attention_out) == bits(tnd.attention_out)).all()
 
 
+@pytest.mark.parametrize("skv", [60, 100, 300, 600, 1100])
+def test_fa_varlen_prefix_vec1elems_invariant(skv):
+    """Sparse 6 (prefix and causal windows ANDed per slice): vec1Elems 1024 and 8192 give the same
+    bits (the slice budget changes only timing, docs/fa_varlen.md), and the result meets the FA 2x rule."""
+    case, kw = make_case([50, 120], [skv, skv], mode=6, prefix=[skv - 25, skv - min(skv, 120) + min(skv, 120) // 3])
+    outs = [call(case, kw, tiling={"vec1Elems": e}) for e in (1024, 8192)]
+    for res in outs[1:]:
+        assert (bits(res.attention_out) == bits(outs[0].attention_out)).all()
+        assert (res.softmax_max == outs[0].softmax_max).all() and (res.softmax_sum == outs[0].softmax_sum).all()
+    ref, _, _ = attention(case)
+    assert fa_rule_ok(outs[0].attention_out, ref, attention(case, FP16)[0])[0]
+
+
 # --- timing ----------------------------------------------------------------------------------------------
 TIMING = {
     "fp16_plain": dict(sq=[300, 0, 50], skv=[1200, 3, 64]),

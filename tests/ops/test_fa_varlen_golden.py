@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from npusim.dtypes import cast
-from npusim.errors import NpuBufferError
 from ops.common.accuracy import double_thousandth_ok, fa_rule_ok
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 from ops.flash_attention_var_len_score.golden import (NEG, POS, fa_var_len_golden, mmad, row_max, row_sum,
@@ -403,9 +402,6 @@ def test_fa_varlen_output_cast_ties_away(dtype, ulp):
     assert rne == 1.0  # the cases are real ties
 
 
-@pytest.mark.xfail(strict=True, raises=NpuBufferError,
-                   reason="kernel: sparse 6 + vec1Elems 1024 -> NpuBufferError in _select_and_windows (UB prefix "
-                          "window buffer too small); doc step 4 mode 6 defines the result for any E")
 @pytest.mark.parametrize("skv", [60, 300, 1100])
 def test_fa_varlen_bitexact_prefix_small_e(skv):
     """Sparse 6 with vec1Elems = 1024: simulator vs golden (fails in the kernel, see xfail)."""
