@@ -101,9 +101,33 @@ def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengt
     if mode == "estimate":
         return (lambda: _estimate(problem, spec, tiling, query, key, value, atten_mask, deq_scale1, quant_scale1,
                                   deq_scale2, quant_scale2, quant_offset2)), 0
+    _refuse_too_large(problem, spec, tiling, mode, (query, key, value))
     til = pfa_tiling(problem, spec, tiling)
     return (lambda: _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, quant_scale1,
                          deq_scale2, quant_scale2, quant_offset2)), til.workspaceSize
+
+
+#: Work beyond which full / timing mode is refused (about 2,700 simulated instructions per tile at
+#: 150,000-200,000 instructions/s: some 10 / 30 minutes of simulation; benchmarks/pfa.py).
+MAX_TILES = {"full": 20_000, "timing": 60_000}
+MAX_FULL_BYTES = 4 << 30  # tensors held in full mode (inputs, output, workspace)
+
+
+def _refuse_too_large(problem, spec, overrides, mode: str, tensors) -> None:
+    """AclnnError 161002 pointing to estimate mode when a simulation would not finish or not fit."""
+    from ops.prompt_flash_attention_v2.estimate import total_tiles
+
+    tiles = total_tiles(problem, spec, overrides)
+    if tiles > MAX_TILES[mode]:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID,
+                         f"mode: {mode!r} would simulate {tiles:,} score tiles (limit {MAX_TILES[mode]:,}, about "
+                         f"{tiles * 2700 / 170_000 / 60:.0f} minutes); use mode='estimate' for this shape")
+    if mode == "full":
+        nbytes = sum(int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize for t in tensors)
+        if nbytes > MAX_FULL_BYTES:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID,
+                             f"mode: 'full' needs {nbytes / 2**30:.1f} GiB of tensors (limit "
+                             f"{MAX_FULL_BYTES / 2**30:.0f} GiB); use mode='timing' or mode='estimate'")
 
 
 @dataclass

@@ -25,9 +25,11 @@ from ops.prompt_flash_attention_v2.tiling import PfaTilingData, fit_base_sizes
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
 COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
-SAMPLE_TASKS = 16  # a core with at most this many tiles (and items within SAMPLE_TILES) is simulated whole
+SAMPLE_TASKS = 32  # a core with at most this many tiles and SAMPLE_WHOLE_ITEMS items is simulated whole
+SAMPLE_WHOLE_ITEMS = 16
+CANDIDATES = 3  # busiest cores (distinct work) simulated; the slowest of them is the estimate
 SAMPLE_TILES = 4  # tiles kept per sampled item (its last ones)
-SAMPLE_ITEMS = 2  # items in a sample of a large core
+SAMPLE_ITEMS = 3  # items in a sample of a large core, spread over its range
 
 
 def _profiles(problem, s_outer: int, s_inner: int):
@@ -163,47 +165,61 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     seq = PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats)  # cost proxy: a tile, and half a tile per item
     starts, ends = seq.split(block_dim)
     proxy = seq.core_costs(block_dim)
-    core = int(np.argmax(proxy))
-    s, e = int(starts[core]), int(ends[core])
-    core_items = e - s
-    core_tiles = int(seq._cum(seq.cum_w, seq.total_w, np.array([e - 1]))[0]
-                     - seq._cum(seq.cum_w, seq.total_w, np.array([s - 1]))[0])
+    cum_w = lambda i: float(seq._cum(seq.cum_w, seq.total_w, np.array([i]))[0])  # noqa: E731
     micro = min(COMPANIONS, block_dim)
     # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
     share = contention_chip(spec, active / micro)
     cores = micro
-    sizes = dict(workspaceSize=0)
-
     # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
     # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
     working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
     working_set += block_dim * per_core_ws
 
     def simulate(items: list, warm: bool = True) -> int:
-        til = _sample_tiling({**base, **sizes}, items, cores)
+        til = _sample_tiling(base, items, cores)
         til = dataclasses.replace(til, workspaceSize=SYSTEM_WORKSPACE + cores * per_core_ws)
         l2_warm = (working_set, {"key", "value", "atten_mask"}) if warm else None
         return launch_kernel(inputs, til, share, "timing", l2_warm).cycles
 
-    first = [work.item(i) for i in range(s, min(e, s + SAMPLE_ITEMS * 4))]
-    whole = core_tiles <= SAMPLE_TASKS and all(it[5] - it[4] <= SAMPLE_TILES for it in first) \
-        and core_items <= len(first)
-    if whole:
-        cycles = float(simulate(first, warm=False))
-        fixed = 0.0
-    else:
-        m = min(SAMPLE_ITEMS, core_items)
-        items_a = [_cut(it, SAMPLE_TILES) for it in first[:m]]
-        items_b = [_cut(it, SAMPLE_TILES // 2) for it in first[:m]]
-        items_c = items_a[:max(1, m // 2)]
+    def core_cycles(core: int) -> tuple[float, float, bool]:
+        s, e = int(starts[core]), int(ends[core])
+        n_core, tiles_core = e - s, int(cum_w(e - 1) - cum_w(s - 1))
+        if tiles_core <= SAMPLE_TASKS and n_core <= SAMPLE_WHOLE_ITEMS:
+            return float(simulate([work.item(i) for i in range(s, e)], warm=False)), 0.0, True
+        picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
+        chosen = [work.item(int(i)) for i in picks]
+        items_a = [_cut(it, SAMPLE_TILES) for it in chosen]
+        items_b = [_cut(it, SAMPLE_TILES // 2) for it in chosen]
+        items_c = items_a[:max(1, len(items_a) // 2)]
         ta, tb, tc = simulate(items_a), simulate(items_b), simulate(items_c)
         na, nb, nc = (sum(it[5] - it[4] for it in x) for x in (items_a, items_b, items_c))
         per_tile = (ta - tb) / (na - nb) if na != nb else (ta - tc) / max(na - nc, 1)
-        per_item = ((ta - tc) - per_tile * (na - nc)) / (len(items_a) - len(items_c)) if len(items_a) > len(items_c) \
-            else 0.0
+        per_item = ((ta - tc) - per_tile * (na - nc)) / (len(items_a) - len(items_c)) \
+            if len(items_a) > len(items_c) else 0.0
         fixed = ta - per_item * len(items_a) - per_tile * na
-        cycles = fixed + per_item * core_items + per_tile * core_tiles
+        return fixed + per_item * n_core + per_tile * tiles_core, fixed, False
+
+    # the busiest cores by the proxy, one per distinct work pattern
+    order = np.argsort(-proxy, kind="stable")
+    picked, seen = [], set()
+    for c in order:
+        if proxy[c] < 0.85 * proxy[order[0]] or len(picked) == CANDIDATES:
+            break
+        s, e = int(starts[c]), int(ends[c])
+        sig = (e - s, round(float(proxy[c]), 3), tuple(work.item(i)[3:] for i in range(s, min(e, s + 8))))
+        if sig not in seen:
+            seen.add(sig)
+            picked.append(int(c))
+    def small(c) -> bool:
+        s, e = int(starts[c]), int(ends[c])
+        return e - s <= SAMPLE_WHOLE_ITEMS and cum_w(e - 1) - cum_w(s - 1) <= SAMPLE_TASKS
+
+    if not small(picked[0]):  # large cores: per-item effects average out, the proxy's busiest core stands
+        picked = picked[:1]
+    results = {c: core_cycles(c) for c in picked}
+    core = max(results, key=lambda c: results[c][0])
+    cycles, fixed, whole = results[core]
     est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
                    {k: (v, None) for k, v in classes.items()})
     est.sampled_core = core
@@ -242,6 +258,14 @@ def _max_core_work(problem, spec, overrides) -> float:
         return 0.0
     block_dim = int((overrides or {}).get("blockDim", min(spec.aic_count, n_items)))
     return float(PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats).core_costs(block_dim).max())
+
+
+def total_tiles(problem, spec, overrides) -> int:
+    """Score tiles the launch computes (counting only), to refuse simulations that would not finish."""
+    s_outer, s_inner, _ = fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})
+    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    return int(sum(int((profiles[g]["t1"] - profiles[g]["t0"]).sum()) for g in inverse if profiles[g] is not None)
+               * problem.num_heads)
 
 
 def split_advice(problem, spec, overrides, est: Estimate, tensors: tuple, limit_s: float):

@@ -1,0 +1,116 @@
+"""Estimate mode vs timing mode for PromptFlashAttentionV2 over a grid of configurations (issue 6).
+
+Prints, per configuration, the estimate, the timing-mode time, the error and the wall time of each;
+then the max and mean absolute error (target: every configuration within 3%), and the estimate's
+wall time and peak memory on the largest legal shapes (target: <= 1 s and <= 200 MB).
+
+    python benchmarks/estimate_accuracy_pfa.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import ml_dtypes
+import numpy as np
+
+from npusim import TensorSpec
+from ops import prompt_flash_attention_v2
+from ops.common.masks import compressed_causal_mask
+
+BF16 = ml_dtypes.bfloat16
+# (B, N, N_kv, S1, S2, D, dtype, sparse_mode, pre, next, chip, actual q lengths, inner_precise)
+GRID = [
+    (1, 8, 8, 2048, 2048, 128, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 8, 8, 2048, 2048, 128, BF16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 2, 0, 0, "Ascend910B2", None, 0),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 2, 0, 0, "Ascend910B4", None, 1),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 2, 0, 0, "Ascend910_9391", None, 1),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 2, 0, 0, "Ascend910B3", None, 1),
+    (1, 16, 16, 1024, 1024, 128, np.float16, 3, 0, 0, "Ascend910B2", None, 1),
+    (1, 16, 2, 1024, 1024, 128, np.float16, 3, 0, 0, "Ascend910B2", None, 1),
+    (1, 32, 4, 512, 512, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (2, 4, 4, 1000, 1000, 64, np.float16, 3, 0, 0, "Ascend910B2", None, 1),
+    (2, 4, 4, 1000, 1500, 64, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (4, 8, 8, 512, 512, 64, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (4, 8, 8, 512, 512, 64, BF16, 0, None, None, "Ascend910B2", None, 1),
+    (8, 4, 4, 256, 256, 128, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 4, 4, 3000, 3000, 128, np.float16, 4, 300, 50, "Ascend910B2", None, 1),
+    (1, 4, 4, 3000, 3000, 128, np.float16, 4, 1000, 0, "Ascend910B2", None, 1),
+    (1, 2, 2, 4096, 4096, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 2, 2, 4096, 4096, 128, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 4, 4, 4096, 4096, 256, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 2, 2, 2048, 2048, 512, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 8, 8, 1024, 4096, 128, np.float16, 3, 0, 0, "Ascend910B2", None, 1),
+    (1, 8, 8, 4096, 1024, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 12, 12, 2048, 2048, 64, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (1, 24, 24, 1024, 1024, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 48, 48, 512, 512, 128, np.float16, 2, 0, 0, "Ascend910B2", None, 1),
+    (4, 4, 4, 1024, 1024, 128, np.float16, 2, 0, 0, "Ascend910B2", (1024, 600, 300, 100), 1),
+    (3, 8, 8, 777, 777, 96, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 8, 8, 2048, 2048, 128, np.float16, 0, 500, 500, "Ascend910B2", None, 1),
+    (2, 16, 16, 512, 2048, 64, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 1, 1, 8192, 8192, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+    (1, 64, 8, 256, 256, 128, np.float16, 0, None, None, "Ascend910B2", None, 1),
+]
+HUGE = [  # (name, B, N, N_kv, S, D): the largest legal shapes, estimate only
+    ("B=1 N=20 S=2M D=256 KV_N=1 (seed)", 1, 20, 1, 2097152, 256),
+    ("B=1 N=2 S=20M D=256 (seed)", 1, 2, 2, 20971520, 256),
+    ("B=65536 N=8 S=128 D=128", 65536, 8, 8, 128, 128),
+    ("B=1 N=256 S=20M D=128 KV_N=4", 1, 256, 4, 20971520, 128),
+]
+
+
+def call(cfg, mode):
+    b, n, nkv, s1, s2, d, dt, sparse, pre, nxt, chip, act, ip = cfg
+    q, kv = TensorSpec((b, n, s1, d), dt), TensorSpec((b, nkv, s2, d), dt)
+    kw = dict(num_heads=n, num_key_value_heads=nkv, input_layout="BNSD", scale_value=1 / np.sqrt(d),
+              sparse_mode=sparse, chip=chip, mode=mode, inner_precise=ip)
+    if sparse in (2, 3, 4):
+        kw["atten_mask"] = compressed_causal_mask().astype(bool)
+    if sparse == 4 or (sparse == 0 and pre is not None):
+        kw.update(pre_tokens=pre, next_tokens=nxt)
+        if sparse == 0:
+            kw["atten_mask"] = TensorSpec((s1, s2), np.bool_)
+    if sparse == 0 and pre is None:
+        kw.update(pre_tokens=2147483647, next_tokens=2147483647)
+    if act is not None:
+        kw["actual_seq_lengths"] = list(act)
+    t0 = time.perf_counter()
+    res = prompt_flash_attention_v2(q, kv, kv, **kw)
+    return res, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    grid = GRID[:6] if ap.parse_args().quick else GRID
+    errors = []
+    print(f"{'B':>2} {'N':>3} {'Nkv':>3} {'S1':>5} {'S2':>5} {'D':>3} {'dtype':8s} {'sp':>2} {'chip':15s} "
+          f"{'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
+    for cfg in grid:
+        est, te = call(cfg, "estimate")
+        tim, tt = call(cfg, "timing")
+        err = est.time_us / tim.time_us - 1
+        errors.append(abs(err))
+        b, n, nkv, s1, s2, d, dt, sparse, *_ = cfg
+        print(f"{b:2d} {n:3d} {nkv:3d} {s1:5d} {s2:5d} {d:3d} {np.dtype(dt).name:8s} {sparse:2d} {cfg[10]:15s} "
+              f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}")
+    print(f"{len(errors)} configurations: max |error| {100 * max(errors):.2f}%, mean {100 * np.mean(errors):.2f}% "
+          "(target: max <= 3%)")
+    for name, b, n, nkv, s, d in HUGE:
+        q, kv = TensorSpec((b, n, s, d), np.float16), TensorSpec((b, nkv, s, d), np.float16)
+        t0 = time.perf_counter()
+        res = prompt_flash_attention_v2(q, kv, kv, num_heads=n, num_key_value_heads=nkv, input_layout="BNSD",
+                                        scale_value=1 / np.sqrt(d), pre_tokens=2147483647, next_tokens=2147483647,
+                                        mode="estimate")
+        wall = time.perf_counter() - t0
+        print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted ({'EXCEEDS' if res.timeout.exceeded else 'within'} "
+              f"{res.timeout.limit_s:g} s), {wall:.2f} s wall, peak RSS so far "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
