@@ -25,6 +25,13 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+def _cmd_predict(args) -> int:
+    from npusim.predict import predict, report
+
+    print(report(predict(args.op, args.params)))
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from npusim.demo import run_demo
 
@@ -41,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--case", default="pfa", choices=["pfa", "matmul"],
                    help="pfa: PromptFlashAttentionV2 (default); matmul: the tiled matmul reference kernel")
     d.set_defaults(func=_cmd_demo)
+    pr = sub.add_parser("predict", help="estimate mode: predicted time, AI Core timeout verdict and split advice",
+                        description=__import__("npusim.predict", fromlist=["x"]).__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("op", choices=["pfa", "fa", "spkc"])
+    pr.add_argument("params", nargs="*", help="KEY=VALUE shape parameters, e.g. B=1 N=20 S=2097152 D=256 N_kv=1")
+    pr.set_defaults(func=_cmd_predict)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
     pl = sub.add_parser("plot", help="Gantt figure of a Chrome trace JSON written by npusim")

@@ -104,9 +104,9 @@ class Estimate:
 
 
 def timeout_verdict(seconds: float, limit_s: float, split_name: str, split_size: int,
-                    cost_of_split) -> TimeoutVerdict:
-    """Verdict and advice: the largest split of *split_name* (size *split_size*) whose launches each
-    stay under ADVICE_MARGIN x limit, found with *cost_of_split(chunk) -> seconds*."""
+                    cost_of_split, unit: int = 1) -> TimeoutVerdict:
+    """Verdict and advice: the largest split of *split_name* (*split_size* steps of *unit* elements) whose
+    launches each stay under ADVICE_MARGIN x limit, found with *cost_of_split(steps) -> seconds*."""
     exceeded = seconds > limit_s
     budget = ADVICE_MARGIN * limit_s
     if seconds <= budget:
@@ -124,6 +124,6 @@ def timeout_verdict(seconds: float, limit_s: float, split_name: str, split_size:
         else:
             hi = mid - 1
     launches = -(-split_size // lo)
-    advice = (f"split {split_name} into chunks of at most {lo} ({launches} launches of <= "
+    advice = (f"split {split_name} into chunks of at most {lo * unit} ({launches} launches of <= "
               f"{cost_of_split(lo):.3g} s each, {int(ADVICE_MARGIN * 100)}% margin of the {limit_s:g} s limit)")
     return TimeoutVerdict(seconds, limit_s, exceeded, advice)

@@ -284,4 +284,4 @@ def split_advice(problem, spec, overrides, est: Estimate, tensors: tuple, limit_
             return 0.0
         return seconds * _max_core_work(_last_chunk(problem, chunk_blocks * block), spec, overrides) / full_work
 
-    return timeout_verdict(seconds, limit_s, f"S (query rows, in blocks of {block})", n_blocks, cost)
+    return timeout_verdict(seconds, limit_s, "S (query rows)", n_blocks, cost, unit=block)
