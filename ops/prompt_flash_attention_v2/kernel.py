@@ -19,10 +19,10 @@ import numpy as np
 
 from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, BinaryRepeatParams, Cast, Compare, Copy, CrossCoreSetFlag,
                            CrossCoreWaitFlag, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, Exp, Fixpipe,
-                           FixpipeParamsV220, GetBlockIdx, GetSubBlockIdx, GlobalTensor, HardEvent, LoadData,
-                           LoadData2DParams, Max, Mmad, MmadParams, Mul, Muls, Nd2NzParams, Pipe, PipeBarrier,
+                           FixpipeParamsV220, GetBlockIdx, GetSubBlockIdx, GlobalTensor, HardEvent, Max, Mul, Muls, Nd2NzParams, Pipe, PipeBarrier,
                            QuantMode_t, RoundMode, Select, SetFlag, Sub, TBuf, TPipe, TPosition, TQue, WaitFlag)
-from ops.common.rowops import BroadcastRows, RowBroadcast, RowReduce
+from ops.common.cube_tiles import CubeTiles
+from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.prompt_flash_attention_v2.tiling import CMP_CHUNK, CUBE_BASE, PV_ROWS, PfaTilingData
 
 FLAG_MM1, FLAG_P, FLAG_MM2, FLAG_PVFREE = 1, 2, 3, 4  # cross-core flag ids
@@ -128,15 +128,12 @@ class KernelPromptFlashAttention:
         self.kQue = TQue(TPosition.B1, BUFFER_NUM)
         self.pQue = TQue(TPosition.A1, BUFFER_NUM)
         self.vQue = TQue(TPosition.B1, BUFFER_NUM)
-        self.aQue = TQue(TPosition.A2, BUFFER_NUM)
-        self.bQue = TQue(TPosition.B2, BUFFER_NUM)
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
         self.pipe.InitBuffer(self.qQue, BUFFER_NUM, rows2 * D * q)
         self.pipe.InitBuffer(self.kQue, BUFFER_NUM, CUBE_BASE * D * q)
         self.pipe.InitBuffer(self.pQue, BUFFER_NUM, rows2 * CUBE_BASE * np.dtype(a.pDtype).itemsize)
         self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_BASE * CUBE_BASE * q)
-        self.pipe.InitBuffer(self.aQue, BUFFER_NUM, 32 * 1024)
-        self.pipe.InitBuffer(self.bQue, BUFFER_NUM, 32 * 1024)
+        self.cube = CubeTiles(self.pipe, self.inDt)  # L0A/L0B queues, LoadData and Mmad
         self.pipe.InitBuffer(self.cQue, BUFFER_NUM, 64 * 1024)
         self.qL1 = None
         self.accDt = np.dtype(np.int32) if self.inDt == np.int8 else F32
@@ -185,9 +182,9 @@ class KernelPromptFlashAttention:
                 cL0 = self.cQue.AllocTensor(self.accDt)
                 for kc in range(0, D, self.kChunk):
                     kcols = min(self.kChunk, D - kc)
-                    self.SplitA(self.qL1, self.qBlocks, mc, mrows, kc, kcols)
-                    self.SplitBTransposed(kL1, nBlocks, kc, kcols)
-                    self.Compute(cL0, mrows, ncols, kcols, kc == 0)
+                    self.cube.SplitA(self.qL1, self.qBlocks, mc, mrows, kc, kcols)
+                    self.cube.SplitBTransposed(kL1, nBlocks, kc, kcols)
+                    self.cube.Compute(cL0, mrows, ncols, kcols, kc == 0)
                 self.cQue.EnQue(cL0)
                 cL0 = self.cQue.DeQue(self.accDt)
                 params = FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=_c16(mrows), dstStride=self.sInner)
@@ -229,9 +226,9 @@ class KernelPromptFlashAttention:
                     self.vQue.EnQue(vL1)
                     pL1 = self.pQue.DeQue(pDt)
                     vL1 = self.vQue.DeQue(self.inDt)
-                    self.SplitA(pL1, _c16(mrows) // 16, 0, mrows, 0, kcols)
-                    self.SplitB(vL1, kRows // 16, kcols, dcols)
-                    self.Compute(cL0, mrows, dcols, kcols, kc == 0)
+                    self.cube.SplitA(pL1, _c16(mrows) // 16, 0, mrows, 0, kcols)
+                    self.cube.SplitB(vL1, kRows // 16, kcols, dcols)
+                    self.cube.Compute(cL0, mrows, dcols, kcols, kc == 0)
                     self.pQue.FreeTensor(pL1)
                     self.vQue.FreeTensor(vL1)
                 self.cQue.EnQue(cL0)
@@ -242,46 +239,6 @@ class KernelPromptFlashAttention:
                 Fixpipe(wsPV[mc * D + dn], cL0, params)
                 self.cQue.FreeTensor(cL0)
         CrossCoreSetFlag(FLAG_MM2, Pipe.FIX)
-
-    def SplitA(self, srcL1, mBlocksAll: int, mc: int, mrows: int, kc: int, kcols: int):
-        """L1 (NZ, mBlocksAll row blocks) -> L0A (ZZ) for rows [mc, mc+mrows), k [kc, kc+kcols)."""
-        aL0 = self.aQue.AllocTensor(srcL1.dtype)
-        kBlocks = -(-kcols // self.c0)
-        params = LoadData2DParams(repeatTimes=kBlocks, srcStride=mBlocksAll)
-        kb0, mb0 = kc // self.c0, mc // 16
-        for mb in range(_c16(mrows) // 16):
-            LoadData(aL0[mb * kBlocks * self.fractal], srcL1[(kb0 * mBlocksAll + mb0 + mb) * self.fractal], params)
-        self.aQue.EnQue(aL0)
-
-    def SplitBTransposed(self, kL1, nBlocks: int, kc: int, kcols: int):
-        """K chunk in L1 (NZ of B^T, n x k) -> L0B: the fractals are already in L0B order."""
-        bL0 = self.bQue.AllocTensor(kL1.dtype)
-        kBlocks = -(-kcols // self.c0)
-        LoadData(bL0, kL1[(kc // self.c0) * nBlocks * self.fractal],
-                 LoadData2DParams(repeatTimes=kBlocks * nBlocks, srcStride=1))
-        self.bQue.EnQue(bL0)
-
-    def SplitB(self, vL1, kBlocksAll: int, kcols: int, dcols: int):
-        """V chunk in L1 (NZ of B, k x n) -> L0B with a transposing load per k block."""
-        bL0 = self.bQue.AllocTensor(vL1.dtype)
-        if self.inDt.itemsize == 2:
-            nBlocks = _c16(dcols) // 16
-            params = LoadData2DParams(repeatTimes=nBlocks, srcStride=kBlocksAll, ifTranspose=True)
-            for kb in range(_c16(kcols) // 16):
-                LoadData(bL0[kb * nBlocks * self.fractal], vL1[kb * self.fractal], params)
-        else:  # int8: each repeat transposes a 32 x 32 block (two fractals)
-            nBlocks = -(-dcols // 16)
-            params = LoadData2DParams(repeatTimes=nBlocks // 2, srcStride=kBlocksAll, ifTranspose=True)
-            for kb in range(-(-kcols // 32)):
-                LoadData(bL0[kb * nBlocks * self.fractal], vL1[2 * kb * self.fractal], params)
-        self.bQue.EnQue(bL0)
-
-    def Compute(self, cL0, m: int, n: int, k: int, init: bool):
-        aL0 = self.aQue.DeQue(self.inDt)
-        bL0 = self.bQue.DeQue(self.inDt)
-        Mmad(cL0, aL0, bL0, MmadParams(m=m, n=n, k=k, cmatrixInitVal=init))
-        self.aQue.FreeTensor(aL0)
-        self.bQue.FreeTensor(bL0)
 
     # -------------------------------------------------------------------------------- vector (AIV)
     def InitVector(self):
@@ -359,12 +316,12 @@ class KernelPromptFlashAttention:
             self.UpdateOutput(n - 1, parOf[n - 1])
 
     def Softmax(self, t: int, par: int):
-        a, sInner = self.a, self.sInner
+        sInner = self.sInner
         item, j, first, _ = self.tasks[t]
         n, b, row0, rows = self._item(item)
         c0, cols = self._tile_cols(b, j)
         lo, mine = self._my_rows(rows)
-        T, ts = self.T, self.T.itemsize
+        T = self.T
         wsS, wsP = self.wsS[t % 2], self.wsP[t % 2]
         mAll, lAll = self.mBuf.Get(F32)[par * self._vec():], self.lBuf.Get(F32)[par * self._vec():]
         alphaAll = self.alphaBuf.Get(F32)[(t % 2) * self._vec():]
@@ -372,7 +329,7 @@ class KernelPromptFlashAttention:
             sr = min(self.sm, mine - r)
             gRow = row0 + lo + r  # first query row of the slice
             sLocal = self.inS.AllocTensor(T)
-            self._copy_rows_in(sLocal, wsS[(lo + r) * sInner], sr, cols, sInner, ts)
+            CopyRowsIn(sLocal, wsS[(lo + r) * sInner], sr, cols, sInner, sInner)
             self.inS.EnQue(sLocal)
             sLocal = self.inS.DeQue(T)
             Muls(sLocal, sLocal, self.t.scaleValue, sr * sInner)
@@ -434,31 +391,13 @@ class KernelPromptFlashAttention:
     def _half(self) -> int:
         return -(-self.sm * 4 // 32) * 8
 
-    @staticmethod
-    def _copy_rows_in(dst, src: GlobalTensor, rows: int, cols: int, pitch: int, item: int):
-        """rows x cols elements from GM (row pitch *pitch*) into UB (row pitch *pitch*)."""
-        if cols == pitch:
-            DataCopy(dst, src, rows * pitch)
-            return
-        gap_ub = (pitch * item - (-(-cols * item // 32) * 32)) // 32
-        DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, (pitch - cols) * item, gap_ub, 0))
-
-    @staticmethod
-    def _copy_rows_out(dst: GlobalTensor, src, rows: int, cols: int, ub_pitch: int, gm_pitch: int, item: int):
-        """rows x cols elements from UB (row pitch ub_pitch) to GM (row pitch gm_pitch)."""
-        if cols == ub_pitch == gm_pitch:
-            DataCopy(dst, src, rows * cols)
-            return
-        gap_ub = (ub_pitch * item - (-(-cols * item // 32) * 32)) // 32
-        DataCopyPad(dst, src, DataCopyExtParams(rows, cols * item, gap_ub, (gm_pitch - cols) * item, 0))
-
     def CopyOutP(self, sLocal, dst: GlobalTensor, sr: int, cols: int):
         """P = P_dtype(E) to the workspace (or, int8, the quantised probabilities)."""
         a, sInner = self.a, self.sInner
         if not self.castP:
             SetFlag(HardEvent.V_MTE3, 0)
             WaitFlag(HardEvent.V_MTE3, 0)
-            self._copy_rows_out(dst, sLocal, sr, cols, sInner, sInner, self.P.itemsize)
+            CopyRowsOut(dst, sLocal, sr, cols, sInner, sInner)
             SetFlag(HardEvent.MTE3_V, 0)
             WaitFlag(HardEvent.MTE3_V, 0)
             self.inS.FreeTensor(sLocal)
@@ -473,7 +412,7 @@ class KernelPromptFlashAttention:
         self.inS.FreeTensor(sLocal)
         self.outP.EnQue(pLocal)
         pLocal = self.outP.DeQue(self.P)
-        self._copy_rows_out(dst, pLocal, sr, cols, sInner, sInner, self.P.itemsize)
+        CopyRowsOut(dst, pLocal, sr, cols, sInner, sInner)
         self.outP.FreeTensor(pLocal)
 
     # ---- masks
@@ -522,19 +461,15 @@ class KernelPromptFlashAttention:
         half, zeros, bits = self.maskHalf.Get(F16), self.zeros.Get(F16), self.bits.Get(np.uint8)
         total = sr * sInner
         srcDt = np.dtype(self.maskGm.dtype)
-        for k in range(0, total, CMP_CHUNK):
-            cnt = min(CMP_CHUNK, total - k)
-            Cast(half, mLocal[k:].ReinterpretCast(srcDt if srcDt == np.int8 else np.uint8), RoundMode.CAST_NONE, cnt)
-            PipeBarrier(Pipe.V)
-            Compare(bits[k // 8:], half, zeros, keep, cnt)
-            PipeBarrier(Pipe.V)
+        BytesToBits(bits, mLocal.ReinterpretCast(srcDt if srcDt == np.int8 else np.uint8), half, zeros, total, keep,
+                    CMP_CHUNK)
         self.inMask.FreeTensor(mLocal)
         Select(sLocal, bits, sLocal, self.maskValue, SELMODE.VSEL_TENSOR_SCALAR_MODE, total)
         PipeBarrier(Pipe.V)
 
     # ---- output accumulation
     def UpdateOutput(self, t: int, par: int):
-        a, D = self.a, self.D
+        D = self.D
         item, j, first, last = self.tasks[t]
         n, b, row0, rows = self._item(item)
         lo, mine = self._my_rows(rows)
@@ -599,7 +534,7 @@ class KernelPromptFlashAttention:
             self.outQ.EnQue(outLocal)
             outLocal = self.outQ.DeQue(outDt)
             off = b * a.outBatchStride + n * a.outHeadStride + (gRow0 + r) * a.outRowPitch
-            self._copy_rows_out(self.outGm[off], outLocal, pr, D, D, a.outRowPitch, outDt.itemsize)
+            CopyRowsOut(self.outGm[off], outLocal, pr, D, D, a.outRowPitch)
             self.outQ.FreeTensor(outLocal)
 
     def _zero_masked_rows(self, oRows, m, pr: int):
