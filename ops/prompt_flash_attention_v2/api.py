@@ -15,7 +15,7 @@ from npusim.launch import GmArg, TimeoutVerdict, launch
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip
-from ops.prompt_flash_attention_v2.contract import MaskKind, QuantPath, ScaleMode
+from ops.prompt_flash_attention_v2.contract import MaskKind, ScaleMode
 from ops.prompt_flash_attention_v2.kernel import PfaKernelArgs, prompt_flash_attention_v2 as pfa_kernel
 from ops.prompt_flash_attention_v2.tiling import SYSTEM_WORKSPACE_BYTES, pfa_tiling
 from ops.prompt_flash_attention_v2.validate import validate
