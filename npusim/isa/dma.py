@@ -1,11 +1,12 @@
-"""Data movement: DataCopy, DataCopyPad (GM <-> UB/L1) and LoadData (L1 -> L0A/L0B).
+"""Data movement: DataCopy, DataCopyPad (GM <-> UB/L1), LoadData (L1 -> L0A/L0B), L0C -> UB (200x).
 
 Contents: the parameter structs (Ascend C names and fields: :class:`DataCopyParams`,
 :class:`Nd2NzParams`, :class:`DataCopyExtParams`, :class:`DataCopyPadExtParams`,
-:class:`LoadData2DParams`), the instructions :class:`DataCopy`, :class:`DataCopyPad`,
+:class:`LoadData2DParams`, :class:`DataCopyCO12DstParams`), the instructions :class:`DataCopy`, :class:`DataCopyPad`,
 :class:`LoadData`, and the transfer helpers cube.py's Fixpipe shares. The structs are mutable, so
-kernels may fill them field by field as Ascend C kernels do. (Fixpipe, the L0C read-out, lives with
-Mmad in cube.py.)
+kernels may fill them field by field as Ascend C kernels do. (Fixpipe, the 220x L0C read-out, lives
+with Mmad in cube.py; the combined 200x core reads L0C out with ``DataCopy(ub, l0c, DataCopyCO12DstParams)``
+on the vector pipe, below.)
 
 Semantics (layouts, padding) are defined in docs/numerics_cube.md. Costs:
 ``ChipSpec.path_rate`` / ``path_latency`` of the instruction's data path via ``CoreUnit.transfer``;
@@ -17,17 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npusim.dtypes import cast
 from npusim.errors import NpusimError
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
 
-__all__ = ["DataCopy", "DataCopyParams", "Nd2NzParams", "DataCopyPad", "DataCopyExtParams",
+__all__ = ["DataCopy", "DataCopyParams", "Nd2NzParams", "DataCopyCO12DstParams", "DataCopyPad", "DataCopyExtParams",
            "DataCopyPadExtParams", "DataCopyPadParams", "LoadData", "LoadData2DParams"]
 
 BLOCK = 32  # bytes per DataCopy block unit and per C0 (hardware.md §3, §4)
 FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3, §5)
 
+L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
 _LOAD_PATHS = {BufferKind.UB: "gm_to_ub", BufferKind.L1: "gm_to_l1"}
 _STORE_PATHS = {BufferKind.UB: "ub_to_gm", BufferKind.L1: "l1_to_gm"}
 
@@ -101,6 +104,26 @@ class LoadData2DParams:
 
 
 
+@dataclass(slots=True)
+class DataCopyCO12DstParams:
+    """L0C -> UB read-out of a combined (200x) core: ``mSize x nSize`` of an NZ matrix to ND rows.
+
+    ``srcStride``: distance between adjacent 16-column blocks of the L0C matrix, in rows of 16 elements
+    (normally ``ceil16(mSize)``), as FixpipeParamsV220. ``dstStride``: UB row pitch in elements (a
+    whole number of 32-byte blocks). Only ``nz2ndEn=True``, no ReLU and no channel split are modelled;
+    the conversion is the destination dtype's (``quantPre`` NoQuant or F322F16), see DataCopy.
+    """
+
+    nSize: int = 0
+    mSize: int = 0
+    dstStride: int = 0
+    srcStride: int = 0
+    quantPre: object = None
+    reluPre: int = 0
+    channelSplit: bool = False
+    nz2ndEn: bool = True
+
+
 # -- shared helpers -------------------------------------------------------------------------------
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
@@ -149,9 +172,15 @@ def _byte_index(count: int, length: int, pitch: int) -> np.ndarray:
 class DataCopy:
     """Ascend C ``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``.
 
-    Paths: GM -> L1/UB (MTE2), L1/UB -> GM (MTE3), UB -> UB (V). *count* copies that many elements;
+    Paths: GM -> L1/UB (MTE2), L1/UB -> GM (MTE3), UB -> UB (V), and on a combined (200x) core
+    L0C -> UB (V, path ``l0c_to_ub``) with DataCopyCO12DstParams. *count* copies that many elements;
     DataCopyParams copies ``blockCount`` blocks of ``blockLen`` x 32 B with 32-byte gaps;
     Nd2NzParams (GM -> L1/UB) converts ND to NZ, zero-padding each row to a whole C0 block.
+    DataCopyCO12DstParams (L0C -> UB) reads an ``mSize x nSize`` NZ matrix (column block j at
+    ``j * srcStride * 16`` elements, row m at ``m * 16`` within it) and writes ND rows ``dstStride``
+    elements apart, converting each value as Fixpipe does (docs/numerics_cube.md): fp32 -> fp16 by
+    round-to-nearest-even (overflow to inf), fp32 -> fp32 and int32 -> int32 unchanged. Padding rows
+    and columns of L0C are not read; UB bytes outside the rows keep their contents.
     Raises NpuBufferError for an access outside either operand, NotImplementedError for other paths.
     """
 
@@ -160,6 +189,10 @@ class DataCopy:
 
     def __init__(self, dst, src, count_or_params):
         self.dst, self.src = dst, src
+        if isinstance(count_or_params, DataCopyCO12DstParams):
+            self.params, self.count = count_or_params, None
+            self._l0c_to_ub()
+            return
         if isinstance(count_or_params, Nd2NzParams):
             self.params, self.count = count_or_params, None
             self._nd2nz()
@@ -217,6 +250,47 @@ class DataCopy:
             blen = p.blockLen * BLOCK
             dst[_byte_index(p.blockCount, blen, blen + p.dstStride * BLOCK)] = \
                 src[_byte_index(p.blockCount, blen, blen + p.srcStride * BLOCK)]
+
+    # L0C -> UB (combined core) -------------------------------------------------------------------
+    _CO1_CONVERSIONS = {("float32", "float32"), ("float32", "float16"), ("int32", "int32")}
+
+    def _l0c_to_ub(self) -> None:
+        src, dst, p = self.src, self.dst, self.params
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C
+                and isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.UB):
+            raise NotImplementedError("DataCopy with DataCopyCO12DstParams is modelled for L0C -> UB only")
+        if (src.dtype.name, dst.dtype.name) not in self._CO1_CONVERSIONS:
+            raise NotImplementedError(f"DataCopy L0C -> UB {src.dtype.name} -> {dst.dtype.name} is not modelled")
+        quant = getattr(p.quantPre, "name", p.quantPre)
+        if quant not in (None, "NoQuant", "F322F16"):
+            raise NotImplementedError(f"DataCopy L0C -> UB quantPre {quant} is not modelled (NoQuant, F322F16)")
+        if not p.nz2ndEn or p.reluPre or p.channelSplit:
+            raise NotImplementedError("DataCopy L0C -> UB: only nz2ndEn=True without ReLU or channel split "
+                                      "is modelled")
+        _nonneg("DataCopy L0C -> UB", nSize=p.nSize, mSize=p.mSize, srcStride=p.srcStride, dstStride=p.dstStride)
+        if (p.dstStride * dst.dtype.itemsize) % BLOCK:
+            raise NotImplementedError(f"DataCopy L0C -> UB: dstStride {p.dstStride} elements is not a whole "
+                                      "number of 32-byte blocks")
+        nbytes = p.mSize * p.nSize * src.dtype.itemsize  # bytes read from L0C (the path's rate is of L0C reads)
+        unit = src.core
+        if nbytes:
+            if p.mSize > p.srcStride and _ceil(p.nSize, L0C_C0) > 1:  # column blocks would overlap
+                raise NpusimError(f"DataCopy L0C -> UB: srcStride {p.srcStride} is shorter than mSize {p.mSize}")
+            src.check((_ceil(p.nSize, L0C_C0) - 1) * p.srcStride * L0C_C0 + p.mSize * L0C_C0)
+            _check(dst, (p.mSize - 1) * p.dstStride + p.nSize)
+            if unit.full:
+                self._execute_l0c_to_ub()
+        # the 200x L0C read-out runs on the vector unit (hardware.md §5 data paths)
+        _send(unit, self.name, Pipe.V, "l0c_to_ub", nbytes, depth=4)
+
+    def _execute_l0c_to_ub(self) -> None:
+        p = self.params
+        m = np.arange(p.mSize, dtype=np.int64)[:, None]
+        n = np.arange(p.nSize, dtype=np.int64)[None, :]
+        vals = _data(self.src)[(n // L0C_C0) * (p.srcStride * L0C_C0) + m * L0C_C0 + n % L0C_C0]
+        if self.dst.dtype != vals.dtype:
+            vals = cast(vals, "fp16")  # fp32 -> fp16, round-to-nearest-even as Fixpipe F322F16
+        _data(self.dst)[m * p.dstStride + n] = vals
 
     # ND -> NZ ------------------------------------------------------------------------------------
     def _nd2nz(self) -> None:

@@ -293,3 +293,75 @@ def test_unmodelled_variants_raise_not_implemented(case, message):
     with pytest.raises(KernelError, match=message) as info:
         run(k, (GmArg("g", np.zeros(2048, np.int8)),))
     assert isinstance(root_cause(info.value), NotImplementedError)
+
+
+# -- L0C -> UB on a combined (310P) core ------------------------------------------------------------
+def l0c_to_ub_expected(l0c, dst_size, p, dtype):
+    """NZ -> ND by explicit loops: element (m, n) of L0C sits at (n // 16) * srcStride * 16 + m * 16 + n % 16."""
+    out = np.full(dst_size * np.dtype(dtype).itemsize, SENTINEL, np.uint8).view(dtype)
+    for m in range(p.mSize):
+        for n in range(p.nSize):
+            v = l0c[(n // 16) * p.srcStride * 16 + m * 16 + n % 16]
+            with np.errstate(over="ignore"):  # 65520 rounds to inf in fp16 (RNE, no saturation)
+                out[m * p.dstStride + n] = np.float16(v) if np.dtype(dtype) == np.float16 else v
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_l0c_to_ub_nz2nd_and_cast_vs_index_loops(dtype):
+    """L0C (fp32, NZ) -> UB rows: a 19 x 37 window, padded source blocks, row pitch 48, fp16 by RNE."""
+    from npusim.kernel import DataCopyCO12DstParams
+
+    rng = np.random.default_rng(3)
+    l0c = (rng.standard_normal(3 * 32 * 16) * 3000).astype(np.float32)
+    l0c[:4] = [65520.0, 2049.0, 2051.0, -1e-8]  # overflow to inf, ties to even (2048 / 2052), tiny -> -0
+    p = DataCopyCO12DstParams(nSize=37, mSize=19, dstStride=48, srcStride=32)
+    got = []
+
+    def k():
+        c = local(TPosition.CO1, l0c.nbytes, np.float32, fill=False)
+        c.view()[:] = l0c
+        u = local(TPosition.VECCALC, 4096, dtype)
+        DataCopy(u, c, p)
+        got.append(u.view().copy())
+
+    run(k, (), chip="Ascend310P3")
+    exp = l0c_to_ub_expected(l0c, 4096 // np.dtype(dtype).itemsize, p, dtype)
+    assert np.array_equal(got[0].view(np.uint8), exp.view(np.uint8))
+    if dtype == np.float16:
+        assert got[0][:4].view(np.uint16).tolist() == [0x7C00, 0x6800, 0x6802, 0x8000]
+
+
+def test_l0c_to_ub_runs_on_vector_pipe_at_path_rate():
+    """One 64 x 64 fp32 read-out: on PIPE_V, latency + 16 KiB / l0c_to_ub_bytes_per_cycle cycles."""
+    from npusim.chip import chip as get_chip
+    from npusim.kernel import DataCopyCO12DstParams
+
+    def k():
+        c = local(TPosition.CO1, 64 * 64 * 4, np.float32, fill=False)
+        u = local(TPosition.VECCALC, 64 * 64 * 4, np.float32, fill=False)
+        DataCopy(u, c, DataCopyCO12DstParams(nSize=64, mSize=64, dstStride=64, srcStride=64))
+
+    res = run(k, (), chip="Ascend310P3", mode="timing")
+    spec = get_chip("Ascend310P3")
+    rows = [r for r in timeline(res) if r[1] == "DataCopy"]
+    assert len(rows) == 1 and rows[0][0] == "VECTOR"
+    assert rows[0][3] - rows[0][2] == pytest.approx(spec.fix_latency_cycles + 64 * 64 * 4 / 512.0)
+
+
+def test_l0c_to_ub_refuses_unmodelled_variants():
+    """fp32 -> bf16, ReLU and a pitch that is not whole 32-byte blocks fail loudly; 910B has no such path."""
+    from npusim.kernel import DataCopyCO12DstParams
+
+    def bad(dtype, **kw):
+        def k():
+            c = local(TPosition.CO1, 4096, np.float32, fill=False)
+            u = local(TPosition.VECCALC, 4096, dtype, fill=False)
+            DataCopy(u, c, DataCopyCO12DstParams(**{"nSize": 16, "mSize": 16, "dstStride": 16, "srcStride": 16,
+                                                    **kw}))
+        return k
+
+    for dtype, kw in ((ml_dtypes.bfloat16, {}), (np.float32, {"reluPre": 1}), (np.float32, {"dstStride": 20})):
+        with pytest.raises(Exception) as e:
+            run(bad(dtype, **kw), (), chip="Ascend310P3")
+        assert isinstance(root_cause(e.value), NotImplementedError)
