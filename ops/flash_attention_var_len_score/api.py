@@ -4,9 +4,11 @@ The host side of the operator (docs/fa_varlen.md): validate.py describes the cal
 it, and the mix kernel (kernel.py) runs on the chip model with the workspace and zero-initialised
 outputs (attention_out [T1, N1, D]; softmax_max / softmax_sum fp32 [T1, N1, 8] in the layout chosen
 by ``softmax_layout``). Timing mode takes TensorSpec data inputs; sequence lengths and prefix stay
-real. Mode "estimate" is refused (AclnnError 161002) until an estimator exists.
+real. Mode "estimate" counts the work and simulates only the busiest core (estimate.py).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,18 +57,17 @@ def prepare(query, key, value, real_shift=None, drop_mask=None, padding_mask=Non
     if softmax_layout not in SOFTMAX_LAYOUTS:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"softmax_layout: must be one of {', '.join(SOFTMAX_LAYOUTS)}, "
                                                   f"got {softmax_layout!r}")
-    if mode == "estimate":
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID, "mode: 'estimate' is not available for flash_attention_var_len_score "
-                                                  "yet (use 'full' or 'timing')")
     if not spec.core_split:
         raise NotImplementedError(f"flash_attention_var_len_score on {spec.name}: only split AIC/AIV chips "
                                   "are modelled")
-    til = fa_var_len_tiling(problem, spec, tiling)
     inputs = (query, key, value, real_shift, drop_mask, atten_mask)
+    if mode == "estimate":
+        return (lambda: _estimate(problem, spec, tiling, inputs, softmax_layout)), 0
+    til = fa_var_len_tiling(problem, spec, tiling)
     return (lambda: _run(problem, til, spec, mode, inputs, softmax_layout)), til.workspaceSize
 
 
-def _args(problem, til, softmax_layout: str) -> FaVarLenKernelArgs:
+def _args(problem, softmax_layout: str) -> FaVarLenKernelArgs:
     sq, skv = problem.seq_q.astype(np.int64), problem.seq_kv.astype(np.int64)
     cu_ss = np.concatenate(([0], np.cumsum(sq * skv)[:-1]))
     pse_b = problem.pse_shape[0] if problem.pse_form == "alibi" else 1
@@ -82,27 +83,61 @@ def _args(problem, til, softmax_layout: str) -> FaVarLenKernelArgs:
         invalidRowCalc=problem.invalid_row_calc, softmaxLayout=softmax_layout, inDtype=problem.dtype)
 
 
+@dataclass
+class KernelInputs:
+    """GM tensors and kernel constants of one call, everything but the tiling-sized workspace."""
+
+    gm: tuple  # GmArg or None: query, key, value, real_shift, drop_mask, atten_mask
+    smax: GmArg
+    ssum: GmArg
+    out: GmArg
+    args: FaVarLenKernelArgs
+
+
+def kernel_inputs(problem, mode: str, inputs: tuple, softmax_layout: str, args=None) -> KernelInputs:
+    """The call's GM arguments (data in full mode, TensorSpecs otherwise) and zeroed outputs."""
+    full = mode == "full"
+    t1, n1, d = problem.out_shape
+    outs = [np.zeros(shape, dt) if full else TensorSpec(shape, dt)
+            for shape, dt in (((t1, n1, d), problem.dtype), ((t1, n1, 8), np.float32), ((t1, n1, 8), np.float32))]
+    names = ("query", "key", "value", "real_shift", "drop_mask", "atten_mask")
+    gm = tuple(GmArg(name, _data(x, full)) if x is not None else None for name, x in zip(names, inputs))
+    return KernelInputs(gm, GmArg("softmax_max", outs[1]), GmArg("softmax_sum", outs[2]),
+                        GmArg("attention_out", outs[0]), args or _args(problem, softmax_layout))
+
+
+def launch_kernel(inputs: KernelInputs, til, spec, mode: str, l2_warm=None):
+    """Run the mix kernel for *til* (a FaVarLenTilingData, possibly a subset of the work) on *spec*;
+    *l2_warm* as npusim.launch.launch (estimate mode's samples)."""
+    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
+    ws = np.zeros(ws_bytes, np.uint8) if mode == "full" else TensorSpec((ws_bytes,), np.uint8)
+    gm_args = (*inputs.gm, inputs.smax, inputs.ssum, inputs.out, GmArg("workspace", ws), til, inputs.args)
+    meta = {"operator": "FlashAttentionVarLenScore", "tiling": _tiling_meta(til)}
+    return launch(fa_kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix", meta=meta,
+                  l2_warm=l2_warm)
+
+
 def _run(problem, til, spec, mode, inputs, softmax_layout) -> OpResult:
     full = mode == "full"
-    query, key, value, real_shift, drop_mask, atten_mask = inputs
-    t1, n1, d = problem.out_shape
-    out = np.zeros((t1, n1, d), problem.dtype) if full else TensorSpec((t1, n1, d), problem.dtype)
-    smax = np.zeros((t1, n1, 8), np.float32) if full else TensorSpec((t1, n1, 8), np.float32)
-    ssum = np.zeros((t1, n1, 8), np.float32) if full else TensorSpec((t1, n1, 8), np.float32)
-    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
-    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
-    opt = lambda name, x: GmArg(name, _data(x, full)) if x is not None else None  # noqa: E731
-    gm_args = (GmArg("query", _data(query, full)), GmArg("key", _data(key, full)), GmArg("value", _data(value, full)),
-               opt("real_shift", real_shift), opt("drop_mask", drop_mask), opt("atten_mask", atten_mask),
-               GmArg("softmax_max", smax), GmArg("softmax_sum", ssum), GmArg("attention_out", out),
-               GmArg("workspace", ws), til, _args(problem, til, softmax_layout))
-    meta = {"operator": "FlashAttentionVarLenScore", "tiling": _tiling_meta(til)}
-    res = launch(fa_kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix", meta=meta)
-    outputs = {"attention_out": out, "softmax_max": smax, "softmax_sum": ssum} if full else None
+    kin = kernel_inputs(problem, mode, inputs, softmax_layout)
+    res = launch_kernel(kin, til, spec, mode)
+    outputs = {"attention_out": kin.out.array, "softmax_max": kin.smax.array,
+               "softmax_sum": kin.ssum.array} if full else None
     timeout = res.timeout or TimeoutVerdict(res.time_us * 1e-6, spec.aicore_timeout_s, False)
     return OpResult(outputs=outputs, cycles=int(res.cycles), time_us=float(res.time_us), trace=res.trace, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=timeout, mode=mode,
                     extra={"problem": problem, "softmax_layout": softmax_layout})
+
+
+def _estimate(problem, spec, overrides, inputs, softmax_layout) -> OpResult:
+    """Estimate mode: work counted from the tiling, the busiest core simulated or sampled (estimate.py)."""
+    from ops.flash_attention_var_len_score.estimate import estimate_fa, split_advice
+
+    est, til, work = estimate_fa(problem, spec, overrides, inputs, softmax_layout)
+    verdict = split_advice(work, spec, est.time_us * 1e-6, spec.aicore_timeout_s)
+    return OpResult(outputs=None, cycles=est.cycles, time_us=est.time_us, trace=None, tiling=til,
+                    workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=verdict, mode="estimate",
+                    extra={"problem": problem, "softmax_layout": softmax_layout, "estimate": est})
 
 
 def _tiling_meta(til) -> dict:
@@ -123,8 +158,9 @@ def flash_attention_var_len_score(query, key, value, real_shift=None, drop_mask=
     Returns an OpResult with ``attention_out`` [T1, N1, D], ``softmax_max`` and ``softmax_sum``
     (fp32 [T1, N1, 8]: "TND" rows (token, head), or "per_batch" [N1, Sq, 8] blocks per batch) in full
     mode, plus cycles, time, trace, tiling, workspace size and the timeout verdict. Raises AclnnError
-    with the contract's status for invalid input, 161002 for mode "estimate" or a bad
-    *softmax_layout*, 507014 when the predicted run exceeds the AI Core timeout.
+    with the contract's status for invalid input, 161002 for a bad *softmax_layout*, 507014 when the
+    predicted run exceeds the AI Core timeout (full and timing modes; estimate mode reports it in
+    ``timeout`` with split advice instead).
     """
     run, _ = prepare(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix, actual_seq_qlen,
                      actual_seq_kvlen, scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout,

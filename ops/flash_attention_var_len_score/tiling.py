@@ -124,96 +124,99 @@ def sparse_type(problem) -> tuple[str, int, int]:
             7: SPARSE_RD_BAND, 8: SPARSE_BAND_LU}[mode], 0, 0
 
 
-def _raw_range(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> tuple[int, int, bool]:
-    """Unaligned [start, end) of item (b, s1o) and whether an empty range falls back to [0, S2)."""
-    s1, s2 = int(problem.seq_q[b]), int(problem.seq_kv[b])
-    pre = int(np.clip(problem.pre_tokens, -(2 ** 40), 2 ** 40))
-    nxt = int(np.clip(problem.next_tokens, -(2 ** 40), 2 ** 40))
+def _tokens(problem) -> tuple[int, int]:
+    """pre/next tokens clipped to +-2^40 (int64-safe; the clip never changes a range)."""
+    return (int(np.clip(problem.pre_tokens, -(2 ** 40), 2 ** 40)),
+            int(np.clip(problem.next_tokens, -(2 ** 40), 2 ** 40)))
+
+
+def _raw_ranges(kind: str, problem, b, s1o, s1b: int, s1v: int, s2v: int):
+    """Unaligned [start, end) per block (arrays b, s1o) and whether an empty range falls back to [0, S2)."""
+    s1, s2 = problem.seq_q.astype(np.int64)[b], problem.seq_kv.astype(np.int64)[b]
+    pre, nxt = _tokens(problem)
     x0, x1 = s1o * s1b, (s1o + 1) * s1b
-    band = b == problem.band_index
+    zero = np.zeros_like(x0)
     if kind == SPARSE_CAUSAL:
-        return 0, min(x1, s2), False
+        return zero, np.minimum(x1, s2), False
     if kind == SPARSE_RD:
-        return 0, min(x1 + s2 - s1, s2), False
+        return zero, np.minimum(x1 + s2 - s1, s2), False
     if kind == SPARSE_BAND:
-        return max(x0 - s1v, 0), min(x1 + s2v, s2), True
+        return np.maximum(x0 - s1v, 0), np.minimum(x1 + s2v, s2), True
     if kind == SPARSE_BAND_COMPRESS:
-        return max(x0 - s1 + max(s2 - pre, 0), 0), min(x1 + s2 - max(s1 - nxt, 0), s2), True
+        return (np.maximum(x0 - s1 + np.maximum(s2 - pre, 0), 0),
+                np.minimum(x1 + s2 - np.maximum(s1 - nxt, 0), s2), True)
+    band = b == problem.band_index
     if kind == SPARSE_RD_BAND:
-        return 0, min(x1 + s2 + (nxt if band else 0) - s1, s2), False
+        return zero, np.minimum(x1 + s2 + np.where(band, nxt, 0) - s1, s2), False
     if kind == SPARSE_BAND_LU:
-        return 0, (min(x1 + s2 - max(s1 - nxt, 0), s2) if band else min(x1, s2)), False
+        return zero, np.where(band, np.minimum(x1 + s2 - np.maximum(s1 - nxt, 0), s2), np.minimum(x1, s2)), False
     if kind == SPARSE_PREFIX:
-        return 0, min(max(x1 - s1 + s2, int(problem.prefix_n[b])), s2), True
-    return 0, s2, False
+        prefix = np.asarray(problem.prefix_n, np.int64)[b]
+        return zero, np.minimum(np.maximum(x1 - s1 + s2, prefix), s2), True
+    return zero, s2, False
 
 
-def s2_range(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> tuple[int, int]:
-    """The computed columns [s2Start, s2End) of item (b, s1o) (GetS2LoopRange, 8-aligned)."""
-    s2 = int(problem.seq_kv[b])
-    start, end, fallback = _raw_range(kind, problem, b, s1o, s1b, s1v, s2v)
-    if fallback and end - start <= 0:
-        start, end = 0, s2
-    return start // 8 * 8, min(_align(end, 8), s2)
-
-
-def item_load(kind: str, problem, b: int, s1o: int, s1b: int, s1v: int, s2v: int) -> int:
-    """Quantised load estimate of an item (GetS2RealSize + InitSparseValidArray)."""
-    s1, s2 = int(problem.seq_q[b]), int(problem.seq_kv[b])
+def block_table(problem, s1b: int) -> tuple[str, dict]:
+    """(sparse type, per s1 block of every batch with Sq > 0, b-major: arrays b, s1o, rows, start, end,
+    load): the 8-aligned computed columns [s2Start, s2End) (GetS2LoopRange) and the quantised load
+    (GetS2RealSize + InitSparseValidArray) of docs/fa_varlen.md, vectorised over blocks."""
+    kind, s1v, s2v = sparse_type(problem)
+    sq, skv = problem.seq_q.astype(np.int64), problem.seq_kv.astype(np.int64)
+    nb = -(-sq // s1b)
+    b = np.repeat(np.arange(problem.B, dtype=np.int64), nb)
+    s1o = np.arange(len(b), dtype=np.int64) - np.repeat(np.cumsum(nb) - nb, nb)
+    s1, s2 = sq[b], skv[b]
+    start, end, fallback = _raw_ranges(kind, problem, b, s1o, s1b, s1v, s2v)
+    start, end = np.broadcast_to(start, b.shape), np.broadcast_to(end, b.shape)
     if kind == SPARSE_CAUSAL:
         s = s1b * (s1o + 1)
     elif kind == SPARSE_PREFIX:
-        s = max(s1b * (s1o + 1) - s1 + s2, int(problem.prefix_n[b]))
+        s = np.maximum(s1b * (s1o + 1) - s1 + s2, np.asarray(problem.prefix_n, np.int64)[b])
     elif kind == SPARSE_BAND_COMPRESS:
-        start, end, _ = _raw_range(kind, problem, b, s1o, s1b, s1v, s2v)
-        s = end - start if end - start > 0 else s2
+        s = np.where(end - start > 0, end - start, s2)
     else:
-        s = problem.max_skv
-    s = min(s, s2)
+        s = np.full_like(b, problem.max_skv)
+    s = np.minimum(s, s2)
     rem = s % S2_LOAD_UNIT
-    return s // S2_LOAD_UNIT * S2_LOAD_UNIT + (COF[-(-rem // 128) - 1] if rem > 0 else 0)
+    cof = np.asarray(COF, np.int64)[np.maximum(-(-rem // 128) - 1, 0)]
+    load = s // S2_LOAD_UNIT * S2_LOAD_UNIT + np.where(rem > 0, cof, 0)
+    if fallback:
+        empty = end - start <= 0
+        start, end = np.where(empty, 0, start), np.where(empty, s2, end)
+    start = start // 8 * 8
+    end = np.minimum(-(-end // 8) * 8, s2)
+    return kind, dict(b=b, s1o=s1o, rows=np.minimum(s1b, s1 - s1o * s1b), start=start, end=end, load=load)
+
+
+def item_blocks(problem, blocks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(block index, head n) of every work item, in CANN order: b-major, then n, then s1o (each batch's
+    blocks repeated for its N1 heads)."""
+    per_b = np.bincount(blocks["b"], minlength=problem.B).astype(np.int64)
+    first = np.cumsum(per_b) - per_b
+    counts = per_b * problem.N1
+    k = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    nb = np.repeat(per_b, counts)
+    return np.repeat(first, counts) + k % np.maximum(nb, 1), k // np.maximum(nb, 1)
 
 
 def item_table(problem, s1b: int) -> tuple[str, np.ndarray]:
     """(sparse type, int64 [items, 7]: b, n, s1o, rows, s2Start, s2End, load) in CANN order."""
-    kind, s1v, s2v = sparse_type(problem)
-    rows_out = []
-    for b in range(problem.B):
-        s1 = int(problem.seq_q[b])
-        if s1 == 0:
-            continue
-        blocks = -(-s1 // s1b)
-        per_block = []
-        for s1o in range(blocks):
-            start, end = s2_range(kind, problem, b, s1o, s1b, s1v, s2v)
-            per_block.append((s1o, min(s1b, s1 - s1o * s1b), start, end,
-                              item_load(kind, problem, b, s1o, s1b, s1v, s2v)))
-        for n in range(problem.N1):
-            rows_out.extend((b, n) + blk for blk in per_block)
-    return kind, np.array(rows_out, dtype=np.int64).reshape(-1, 7)
+    kind, blk = block_table(problem, s1b)
+    idx, n = item_blocks(problem, blk)
+    cols = [blk["b"][idx], n] + [blk[k][idx] for k in ("s1o", "rows", "start", "end", "load")]
+    return kind, np.stack(cols, axis=1).reshape(-1, 7)
 
 
 # --- core split -------------------------------------------------------------------------------------
-def _loads(load: list, starts: list, total: int) -> list:
-    cores = len(starts)
-    out = [0] * cores
-    for c in range(cores):
-        s = starts[c]
-        e = starts[c + 1] if c + 1 < cores else total
-        if s < total:
-            out[c] = sum(load[s:e])
-    return out
-
-
-def _balance(load: list, local: list, starts: list, total: int) -> bool:
+def _balance(load, local: list, starts: list, total: int) -> bool:
     """One BalanceLoad round (forward, then backward); True while the max load decreases."""
     cores = len(starts)
     max_val = max(local)
     for c in range(1, cores):
         s = starts[c]
-        if 0 < s < total and local[c - 1] + load[s] < max_val:
-            local[c - 1] += load[s]
-            local[c] -= load[s]
+        if 0 < s < total and local[c - 1] + int(load[s]) < max_val:
+            local[c - 1] += int(load[s])
+            local[c] -= int(load[s])
             starts[c] += 1
         elif s == total:
             break
@@ -223,14 +226,14 @@ def _balance(load: list, local: list, starts: list, total: int) -> bool:
         if s == total:
             if starts[c - 1] == total:
                 continue
-            local[c - 1] -= load[s - 1]
-            local[c] = load[s - 1]
+            local[c - 1] -= int(load[s - 1])
+            local[c] = int(load[s - 1])
             starts[c] -= 1
         elif s > 0:
-            if local[c] + load[s - 1] >= tmp_max:
+            if local[c] + int(load[s - 1]) >= tmp_max:
                 continue
-            local[c - 1] -= load[s - 1]
-            local[c] += load[s - 1]
+            local[c - 1] -= int(load[s - 1])
+            local[c] += int(load[s - 1])
             starts[c] -= 1
         else:
             break
@@ -238,34 +241,41 @@ def _balance(load: list, local: list, starts: list, total: int) -> bool:
 
 
 def split_cores(load, cores: int) -> list:
-    """sparseStartIdx (length *cores*) of SetSparseStartIdx: equal split vs greedy + BalanceLoad."""
-    load = [int(x) for x in load]
+    """sparseStartIdx (length *cores*) of SetSparseStartIdx: equal split vs greedy + BalanceLoad.
+
+    The greedy walk ("add items until the running load reaches avg") is a search in the prefix sums,
+    so the split costs O(cores * log items) plus the BalanceLoad rounds, for any item count."""
+    load = np.asarray(load, dtype=np.int64).reshape(-1)
     total = len(load)
+    cum = np.concatenate(([0], np.cumsum(load)))
+
+    def loads(starts: list) -> list:
+        ends = starts[1:] + [total]
+        return [int(cum[e] - cum[s]) if s < total else 0 for s, e in zip(starts, ends)]
+
     factor = -(-total // cores)
     equal = [min(c * factor, total) for c in range(cores)]
-    equal_load = _loads(load, equal, total)
-    greedy = [total] * cores
-    greedy[0] = 0
-    remaining = sum(load)
+    greedy = [0] + [total] * (cores - 1)
+    remaining = int(cum[-1])
     avg = -(-remaining // cores)
     for c in range(1, cores):
         start = greedy[c - 1]
-        single = 0
-        greedy[c] = start
-        while single < avg and greedy[c] < total:
-            single += load[greedy[c]]
-            greedy[c] += 1
-        if start + 1 < greedy[c]:
-            redo = single - load[greedy[c] - 1]
+        end, single = start, 0
+        if avg > 0 and start < total:
+            end = min(int(np.searchsorted(cum, cum[start] + avg, side="left")), total)
+            single = int(cum[end] - cum[start])
+        greedy[c] = end
+        if start + 1 < end:
+            redo = single - int(load[end - 1])
             if single - avg > avg - redo:
                 greedy[c] -= 1
                 single = redo
             remaining -= single
             avg = -(-remaining // (cores - c))
-    greedy_load = _loads(load, greedy, total)
+    greedy_load = loads(greedy)
     while _balance(load, greedy_load, greedy, total):
         pass
-    return greedy if max(equal_load) > max(greedy_load) else equal
+    return greedy if max(loads(equal)) > max(greedy_load) else equal
 
 
 # --- memory budgets -------------------------------------------------------------------------------
@@ -330,8 +340,9 @@ def drop_bit_mode(problem) -> bool:
     return bool((skv % 8 == 0).all())
 
 
-def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenTilingData:
-    """The full tiling of one validated call on *chip* (docs/fa_varlen.md "Tiling")."""
+def base_sizes(problem, chip, overrides: dict | None) -> dict:
+    """The tiling's size fields (base sizes, chunks, vec1Elems) after the override checks and the
+    L1/UB fit; raises AclnnError 161002 for an unknown or illegal override, 561002 if nothing fits."""
     overrides = dict(overrides or {})
     unknown = set(overrides) - set(OVERRIDABLE)
     if unknown:
@@ -340,20 +351,34 @@ def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenT
     s1b, e, n_chunk, k_chunk, q_buf = _fit(problem, chip, overrides)
     s2b = min(S2_BASE_MAX, _align(problem.max_skv, 16))
     n_ratio = 4 if (chip.l2_bytes <= 96 * 1024 * 1024 and problem.D == 128 and problem.T1 >= 48000) else N_RATIO
-    kind, items = item_table(problem, s1b)
-    total = len(items)
-    cores = chip.aic_count
-    starts = split_cores(items[:, 6], cores)
-    nonempty = [c for c in range(cores) if starts[c] < (starts[c + 1] if c + 1 < cores else total)]
-    block_dim = nonempty[-1] + 1 if nonempty else 1
     if "blockDim" in overrides:
         bd = overrides["blockDim"]
-        if not isinstance(bd, (int, np.integer)) or isinstance(bd, bool) or not 1 <= bd <= cores:
-            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {cores}], got {bd!r}")
-        starts = split_cores(items[:, 6], int(bd))
-        block_dim = int(bd)
-    starts = tuple(int(s) for s in starts[:block_dim]) + (total,)
-    isz, dp, w = problem.dtype.itemsize, _align(problem.D, 16), s2b * n_ratio
+        if not isinstance(bd, (int, np.integer)) or isinstance(bd, bool) or not 1 <= bd <= chip.aic_count:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {chip.aic_count}], "
+                                                      f"got {bd!r}")
+    return dict(s1BaseSize=s1b, s2BaseSize=s2b, nRatio=n_ratio, s2BaseNratioSize=s2b * n_ratio, vec1Elems=e,
+                nChunk=n_chunk, kChunk=k_chunk, qBufNum=q_buf)
+
+
+def core_split(load, chip, overrides: dict | None) -> tuple[tuple, int]:
+    """(sparseStartIdx with the end appended, blockDim): the split over all AI Cores, blockDim = last
+    non-empty core + 1; a blockDim override splits over that many cores instead."""
+    total = len(load)
+    bd = (overrides or {}).get("blockDim")
+    cores = int(bd) if bd is not None else chip.aic_count
+    starts = split_cores(load, cores)
+    if bd is None:
+        ends = starts[1:] + [total]
+        nonempty = [c for c in range(cores) if starts[c] < ends[c]]
+        cores = nonempty[-1] + 1 if nonempty else 1
+    return tuple(int(s) for s in starts[:cores]) + (total,), cores
+
+
+def assemble(problem, sizes: dict, kind: str, items: np.ndarray, starts: tuple, block_dim: int) -> FaVarLenTilingData:
+    """The tiling for *items* (int64 [k, 7] as item_table) split at *starts* over *block_dim* cores:
+    workspace layout (docs/fa_varlen.md "Workspace"), keep_prob constants, UB/L1 figures."""
+    s1b, w, e = sizes["s1BaseSize"], sizes["s2BaseNratioSize"], sizes["vec1Elems"]
+    isz, dp = problem.dtype.itemsize, _align(problem.D, 16)
     core_ws = 2 * s1b * w * (4 + isz) + 4 * s1b * dp * 4
     offset = block_dim * core_ws
     bit_mode = drop_bit_mode(problem) if problem.dropout else True
@@ -364,19 +389,26 @@ def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenT
     if isz == 4:
         offset += problem.N2 * problem.D * v_pitch * 4
     keep32 = np.float32(problem.keep_prob)
-    col = lambda k: tuple(int(x) for x in items[:, k])  # noqa: E731
+    col = lambda k: tuple(items[:, k].tolist())  # noqa: E731
     return FaVarLenTilingData(
         bSize=problem.B, n1Size=problem.N1, n2Size=problem.N2, gSize=problem.G, dSize=problem.D, dSizeAlign16=dp,
-        t1Size=problem.T1, t2Size=problem.T2, s1BaseSize=s1b, s2BaseSize=s2b, nRatio=n_ratio, s2BaseNratioSize=w,
-        vec1Elems=e, nChunk=n_chunk, kChunk=k_chunk, qBufNum=q_buf, sparseType=kind, scaleValue=problem.scale,
+        t1Size=problem.T1, t2Size=problem.T2, **sizes, sparseType=kind, scaleValue=problem.scale,
         keepProb=float(keep32), keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode,
-        blockDim=block_dim, totalSize=total, sparseStartIdx=starts,
+        blockDim=block_dim, totalSize=len(items), sparseStartIdx=tuple(starts),
         workspaceSize=SYSTEM_WORKSPACE_BYTES + offset, coreWorkspaceBytes=core_ws, dropBytesOffset=drop_off,
         vTransOffset=v_off, vTransPitch=v_pitch, ubBytes=ub_bytes(problem, s1b, e),
-        l1Bytes=l1_bytes(problem, s1b, q_buf, n_chunk, k_chunk),
+        l1Bytes=l1_bytes(problem, s1b, sizes["qBufNum"], sizes["nChunk"], sizes["kChunk"]),
         itemB=col(0), itemN=col(1), itemS1o=col(2), itemRows=col(3), itemS2Start=col(4), itemS2End=col(5),
         itemLoad=col(6),
     )
+
+
+def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenTilingData:
+    """The full tiling of one validated call on *chip* (docs/fa_varlen.md "Tiling")."""
+    sizes = base_sizes(problem, chip, overrides)
+    kind, items = item_table(problem, sizes["s1BaseSize"])
+    starts, block_dim = core_split(items[:, 6], chip, overrides)
+    return assemble(problem, sizes, kind, items, starts, block_dim)
 
 
 def tiling_field_names() -> list[str]:

@@ -290,14 +290,12 @@ def test_fa_varlen_tiling_override_refused():
 
 
 # --- api, errors, facade ---------------------------------------------------------------------------------
-def test_fa_varlen_estimate_and_layout_refused():
-    """mode 'estimate' is not available yet and softmax_layout must be TND or per_batch (161002)."""
+def test_fa_varlen_layout_refused():
+    """softmax_layout must be TND or per_batch (161002)."""
     case, kw = make_case([20], [20])
-    for extra in ({"mode": "estimate"}, {"softmax_layout": "NTD"}):
-        with pytest.raises(AclnnError) as e:
-            call(case, kw, **extra)
-        assert e.value.status == 161002
-        assert ("estimate" in str(e.value)) if "mode" in extra else ("softmax_layout" in str(e.value))
+    with pytest.raises(AclnnError) as e:
+        call(case, kw, softmax_layout="NTD")
+    assert e.value.status == 161002 and "softmax_layout" in str(e.value)
 
 
 def test_fa_varlen_aclnn_facade():
