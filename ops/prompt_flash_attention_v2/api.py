@@ -17,6 +17,7 @@ from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip
 from ops.prompt_flash_attention_v2.contract import MaskKind, ScaleMode
 from ops.prompt_flash_attention_v2.kernel import PfaKernelArgs, prompt_flash_attention_v2 as pfa_kernel
+from ops.prompt_flash_attention_v2.kernel_combined import prompt_flash_attention_v2_combined as pfa_combined_kernel
 from ops.prompt_flash_attention_v2.tiling import SYSTEM_WORKSPACE_BYTES, pfa_tiling
 from ops.prompt_flash_attention_v2.validate import validate
 
@@ -89,9 +90,6 @@ def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengt
                        deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value,
                        pre_tokens, next_tokens, input_layout, num_key_value_heads, sparse_mode, inner_precise,
                        out_dtype, chip_spec=spec)
-    if not spec.core_split:
-        raise NotImplementedError(f"prompt_flash_attention_v2 on {spec.name}: the combined-core (310P) kernel "
-                                  "is not modelled; the 910B/A3 mix kernel needs split AIC/AIV cores")
     full = mode == "full"
     if problem.query_empty or problem.kv_empty:
         def run_trivial():
@@ -198,13 +196,15 @@ def kernel_inputs(problem, mode, query, key, value, atten_mask, deq_scale1=None,
 
 
 def launch_kernel(inputs: KernelInputs, til, spec, mode: str, l2_warm=None):
-    """Run the mix kernel for *til* (a PfaTilingData, possibly a subset of the work) on *spec*; *l2_warm*
-    as npusim.launch.launch (estimate mode's samples)."""
+    """Run the mix kernel (kernel_combined.py on 310P) for *til* (a PfaTilingData, possibly a subset of the
+    work) on *spec*; *l2_warm* as npusim.launch.launch (estimate mode's samples)."""
     ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
     ws = np.zeros(ws_bytes, np.uint8) if mode == "full" else TensorSpec((ws_bytes,), np.uint8)
     gm_args = (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.q2, inputs.off2, inputs.out,
                GmArg("workspace", ws), til, inputs.args)
-    return launch(pfa_kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
+    # split chips (910B/A3): AIC + 2 AIV per block; combined chips (310P): one core per block (kernel_combined.py)
+    kernel = pfa_kernel if spec.core_split else pfa_combined_kernel
+    return launch(kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
                   meta={"operator": "PromptFlashAttentionV2", "tiling": _tiling_meta(til)}, l2_warm=l2_warm)
 
 

@@ -18,6 +18,7 @@ from ops.prompt_flash_attention_v2.contract import MaskKind, QuantPath
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # CANN reserves 16 MiB (GetPFAWorkSpaceSize, tiling.md §1)
 CUBE_BASE = 128  # cube base block 128 x 128 (tiling.md "Generic design")
+STAGE_ROWS = 16  # score rows per L0C -> UB -> GM step of the combined-core kernel (ASSUMPTION, as PV_ROWS)
 PV_ROWS = 16  # rows of PV moved to UB per step (ASSUMPTION: keeps the PV buffer at 8 KiB for D=128)
 CMP_CHUNK = 2048  # elements per mask Compare (a 4 KiB fp16 zero vector is compared against)
 BLOCK = 32
@@ -124,6 +125,14 @@ def ub_bytes(problem, s_outer: int, s_inner: int, sm: int) -> int:
     return total
 
 
+def ub_limit(problem, chip) -> int:
+    """UB bytes left for ub_bytes(): on a combined core (310P) the kernel_combined.py score staging
+    (two STAGE_ROWS x CUBE_BASE buffers in the softmax dtype) comes off the chip's UB."""
+    if chip.core_split:
+        return chip.ub_bytes
+    return chip.ub_bytes - 2 * STAGE_ROWS * CUBE_BASE * problem.softmax_dtype.itemsize
+
+
 def l1_bytes(problem, s_outer: int) -> int:
     """L1 bytes the cube core allocates: Q blocks, K chunks, P and V chunks (all double-buffered)."""
     d = problem.head_dim_padded
@@ -154,14 +163,16 @@ def fit_base_sizes(problem, chip, overrides: dict) -> tuple[int, int, int]:
                              f"tiling: sInner + softmaxSOuter = {s_inner + sm} exceeds {COMPRESSED_MASK_SIDE} with the "
                              f"compressed mask of sparse_mode {problem.sparse_mode} (the kernel reads softmaxSOuter x "
                              f"sInner windows of the {COMPRESSED_MASK_SIDE} x {COMPRESSED_MASK_SIDE} mask)")
-        if ub_bytes(problem, s_outer, s_inner, sm) > chip.ub_bytes or l1_bytes(problem, s_outer) > chip.l1_bytes:
+        if ub_bytes(problem, s_outer, s_inner, sm) > ub_limit(problem, chip) or \
+                l1_bytes(problem, s_outer) > chip.l1_bytes:
             raise AclnnError(ACLNN_ERR_PARAM_INVALID,
                              f"tiling: sOuter={s_outer}, sInner={s_inner}, softmaxSOuter={sm} need "
-                             f"{ub_bytes(problem, s_outer, s_inner, sm)} B of UB ({chip.ub_bytes}) and "
+                             f"{ub_bytes(problem, s_outer, s_inner, sm)} B of UB ({ub_limit(problem, chip)}) and "
                              f"{l1_bytes(problem, s_outer)} B of L1 ({chip.l1_bytes})")
         return s_outer, s_inner, sm
-    while ub_bytes(problem, s_outer, s_inner, sm) > chip.ub_bytes or l1_bytes(problem, s_outer) > chip.l1_bytes:
-        if s_inner > 64 and ub_bytes(problem, s_outer, s_inner, sm) > chip.ub_bytes:
+    ub = ub_limit(problem, chip)
+    while ub_bytes(problem, s_outer, s_inner, sm) > ub or l1_bytes(problem, s_outer) > chip.l1_bytes:
+        if s_inner > 64 and ub_bytes(problem, s_outer, s_inner, sm) > ub:
             s_inner -= 64
         elif s_outer > 16:
             s_outer -= 16
