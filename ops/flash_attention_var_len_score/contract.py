@@ -19,20 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
-import numpy as np
 
 from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT64, UINT8
 
 OP_NAME = "aclnnFlashAttentionVarLenScore"
 
 # --- dtypes ------------------------------------------------------------------------------------
-FP16 = np.dtype(np.float16)
-BF16 = np.dtype(ml_dtypes.bfloat16)
-FP32 = np.dtype(np.float32)
-BOOL = np.dtype(np.bool_)
-UINT8 = np.dtype(np.uint8)
-INT64 = np.dtype(np.int64)
 
 #: aclDataType spelling of each dtype, for messages.
 ACL_DTYPE_NAMES = {FP16: "FLOAT16", BF16: "BFLOAT16", FP32: "FLOAT32", BOOL: "BOOL", UINT8: "UINT8",

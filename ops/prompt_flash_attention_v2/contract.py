@@ -34,24 +34,16 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Mapping
 
-import ml_dtypes
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT8, INT64, UINT8, UINT64
 from ops.common.layouts import PFA_LAYOUTS
 
 OP_NAME = "aclnnPromptFlashAttentionV2"
 NULLPTR, INVALID, TILING = ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_INNER_TILING_ERROR
 
 # --- dtypes ------------------------------------------------------------------------------------
-FP16 = np.dtype(np.float16)
-BF16 = np.dtype(ml_dtypes.bfloat16)
-FP32 = np.dtype(np.float32)
-INT8 = np.dtype(np.int8)
-UINT8 = np.dtype(np.uint8)
-BOOL = np.dtype(np.bool_)
-UINT64 = np.dtype(np.uint64)
-INT64 = np.dtype(np.int64)
 #: aclDataType spelling for messages.
 ACL_DTYPE_NAMES = {FP16: "FLOAT16", BF16: "BFLOAT16", FP32: "FLOAT", INT8: "INT8", UINT8: "UINT8",
                    BOOL: "BOOL", UINT64: "UINT64", INT64: "INT64"}
