@@ -36,7 +36,11 @@ from typing import Mapping
 
 import numpy as np
 
-from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from npusim.errors import (
+    ACLNN_ERR_INNER_TILING_ERROR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+)
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT8, INT64, UINT8, UINT64
 from ops.common.layouts import PFA_LAYOUTS
 
