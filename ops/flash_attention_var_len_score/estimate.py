@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,20 +30,29 @@ from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.tiling import (SYSTEM_WORKSPACE_BYTES, assemble, base_sizes, block_table,
                                                       core_split, item_blocks)
 
-COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
+COMPANIONS = (4, 3, 2)  # AI Cores simulated side by side (the most the budget allows); bandwidth is
+# scaled to their share of the launch. More companions pool the bandwidth as the launch's many cores do:
+# two identical companions overestimate bandwidth-bound launches by 2-4% (benchmark grid)
 WHOLE_TILES = 12  # a core with at most this many tiles (full-tile equivalents) is simulated whole
 SAMPLE_ITEMS = 2  # items in a sample of a larger core, spread over its range
 SAMPLE_TILES = 2  # tiles kept per sampled item (its last ones: the masked / partial side)
+CANDIDATES = 4  # distinct busiest cores simulated at most (the slowest is the estimate)
+CANDIDATE_RANGE = 0.85  # ... among those whose proxy is at least this fraction of the largest
+SIM_BUDGET = 40  # full-tile equivalents simulated over all candidates (companions included): < 1 s wall
+SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 32  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly
 
-#: Cost proxy in cycles, fitted to single-core timing-mode runs of the kernel on Ascend910B2 at a
-#: 1/20 bandwidth share (benchmarks/estimate_accuracy_fa.py --proxy prints the measurements):
-#: tile = TILE + pitch * max(floor, VEC * rows * (1 + extras)), floor = FLOOR[isz] = (a, b): a + b * Dp.
-PROXY_ITEM = 1000.0  # per item: Q block load, first/last-tile work, softmax and output stores
-PROXY_TILE = 2000.0  # per tile: flags, fixpipe and DMA set-up
-PROXY_FLOOR = {2: (5.8, 0.122), 4: (16.0, 0.148)}  # per tile column: K/V loads and cube, by input size
-PROXY_VEC = 0.16  # per tile row and column: the vector passes of vec1 (both AIVs)
-PROXY_EXTRA = {"mask": 0.36, "pse": 0.47, "dropout": 0.21}  # extra vector work per element
+#: Cost proxy: the marginal cycles of one tile in a core's pipelined task stream, fitted to single-core
+#: timing-mode runs of the kernel on Ascend910B2 at a 1/20 bandwidth share (benchmarks/
+#: estimate_accuracy_fa.py --proxy measures and refits them; rms error 6% fp16, 3% fp32): a smooth
+#: maximum (power PROXY_POWER) of the cube side F = f0 + pitch * (a + b * Dp) (K/V loads, Mmad) and the
+#: vector side V = v0 + v1 * rows/2 * (pitch * (1 + extras) + Dp) (vec1 per score, vec2 per output).
+PROXY_POWER = 3.0
+PROXY_FIT = {2: (599.0, 5.80, 0.134, 1916.0, 0.209), 4: (494.0, 18.09, 0.168, 1859.0, 0.272)}  # by input size
+#: Extra vector work per score element, from the same marginal runs at 256 rows and 256 / 1024 columns
+#: (mean of the two): a masked tile (Select with the mask windows), pse (load and add), dropout.
+PROXY_EXTRA = {"mask": 0.45, "pse": 0.55, "dropout": 0.25}
+PROXY_ITEM = 0.0  # per item: the pipeline hides it (8 one-tile items cost as 4 two-tile items, +-4%)
 
 
 @dataclass(frozen=True)
@@ -132,21 +142,23 @@ def _masked_tiles(problem, blk, s1b: int, w: int, tiles):
     return np.minimum(masked, tiles)
 
 
-def _proxy(problem, rows, tiles, last_cols, w: int, masked):
-    """Proxy cycles per block (PROXY_* above): items with tiles - 1 full tiles and one last tile."""
+def _tile_proxy(problem, rows, pitch, extra: float):
+    """PROXY_FIT cycles of tiles of *rows* rows and row pitch *pitch* (arrays)."""
+    f0, a, b, v0, v1 = PROXY_FIT[4 if problem.dtype.itemsize == 4 else 2]
     dp = -(-problem.D // 16) * 16
-    a, b = PROXY_FLOOR[4 if problem.dtype.itemsize == 4 else 2]
-    floor = a + b * dp
+    cube = f0 + pitch * (a + b * dp)
+    vec = v0 + v1 * -(-rows // 2) * (pitch * (1.0 + extra) + dp)
+    return (cube ** PROXY_POWER + vec ** PROXY_POWER) ** (1.0 / PROXY_POWER)
+
+
+def _proxy(problem, rows, tiles, last_cols, w: int, masked):
+    """Proxy cycles per block: tiles - 1 full tiles, one last tile, the mask's extra on masked tiles."""
+    rows = np.asarray(rows, np.float64)
     extra = PROXY_EXTRA["pse"] * (problem.pse_form != "none") + PROXY_EXTRA["dropout"] * problem.dropout
-    vec = PROXY_VEC * rows * (1.0 + extra)
-    mask_vec = PROXY_VEC * rows * PROXY_EXTRA["mask"]
-
-    def tile(pitch):
-        return PROXY_TILE + pitch * np.maximum(floor, vec)
-
-    full = np.maximum(tiles - 1, 0) * tile(_a64(w))
-    last = np.where(tiles > 0, tile(_a64(last_cols)), 0.0)
-    return PROXY_ITEM + full + last + masked * mask_vec * _a64(w)
+    full = _tile_proxy(problem, rows, _a64(w), extra)
+    mask_extra = _tile_proxy(problem, rows, _a64(w), extra + PROXY_EXTRA["mask"]) - full
+    last = np.where(tiles > 0, _tile_proxy(problem, rows, _a64(np.asarray(last_cols)), extra), 0.0)
+    return PROXY_ITEM + np.maximum(tiles - 1, 0) * full + last + masked * mask_extra
 
 
 def _cut(item: tuple, keep: int, w: int) -> tuple:
@@ -200,20 +212,32 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     light = FaVarLenEstimateTiling(sizes["s1BaseSize"], w, sizes["vec1Elems"], work.kind, bd, len(work.item_blk),
                                    work.total_tiles, full_til.workspaceSize)
     kin = kernel_inputs(problem, "timing", tensors, softmax_layout)
-    comp = min(COMPANIONS, bd)
+    full_tile = float(_proxy(problem, np.array([sizes["s1BaseSize"]]), np.array([1]), np.array([w]), w,
+                             np.array([0]))[0]) - PROXY_ITEM
+    # candidates first (at the fewest companions), then as many companions as the budget allows
+    floor = min(COMPANIONS[-1], bd)
+    cands, spent = _candidates(work, full_tile, floor)
+    comp = min(next((c for c in COMPANIONS if spent * c / floor <= SIM_BUDGET), floor), bd)
     proxy = work.core_proxy
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
-    share = contention_chip(spec, active / comp)
+    # samples never time out: the verdict is on the estimate (split_advice)
+    share = contention_chip(spec, active / comp).replace(aicore_timeout_s=1e12)
     warm = _warm(problem, work, kin, full_til.workspaceSize - SYSTEM_WORKSPACE_BYTES, spec)
     t2, bits, v_left, d_left = _prepass_share(problem, full_til, comp, bd)
 
     def simulate(items: list, t2_size=t2, drop_bits=bits) -> float:
         n = len(items)
-        arr = np.array(items * comp, np.int64).reshape(-1, 7)
+        # companion j runs the same items rotated by j * n / comp: the same work out of phase, as the
+        # launch's other cores are; the estimate is core 0's end (launch overhead included)
+        rot = [items[j * n // comp:] + items[:j * n // comp] for j in range(comp)]
+        arr = np.array(sum(rot, []), np.int64).reshape(-1, 7)
         starts = tuple(range(0, n * comp + 1, n)) if n else (0,) * (comp + 1)
         til = dataclasses.replace(assemble(problem, sizes, work.kind, arr, starts, comp), t2Size=t2_size)
         run_in = dataclasses.replace(kin, args=dataclasses.replace(kin.args, dropBits=drop_bits))
-        return float(launch_kernel(run_in, til, share, "timing", warm).cycles)
+        res = launch_kernel(run_in, til, share, "timing", warm)
+        cols = res.trace.columns
+        end = cols["end"][cols["core"] == 0]
+        return float(end.max(initial=0)) + spec.launch_overhead_cycles
 
     def item_proxy(items: list) -> float:
         idx = np.array([i for i, _ in items])
@@ -223,14 +247,11 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         blk = work.item_blk[idx]
         return float(_proxy(problem, work.blk["rows"][blk], tiles, work.last_cols[blk], w, masked).sum())
 
-    full_tile = float(_proxy(problem, np.array([sizes["s1BaseSize"]]), np.array([1]), np.array([w]), w,
-                             np.array([0]))[0]) - PROXY_ITEM
-    core = int(np.argmax(proxy))
-    s, e = work.starts[core], work.starts[core + 1]
-    n_core = e - s
-    if proxy[core] <= WHOLE_TILES * full_tile:
-        cycles, fixed, whole = simulate([work.item(i) for i in range(s, e)]), 0.0, True
-    else:
+    def core_cycles(core: int) -> tuple[float, float, bool]:
+        s, e = work.starts[core], work.starts[core + 1]
+        n_core = e - s
+        if proxy[core] <= WHOLE_TILES * full_tile:
+            return simulate([work.item(i) for i in range(s, e)]), 0.0, True
         picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
         deep = SAMPLE_TILES + 1
         # the same first and last tiles in every size (pipeline fill and drain), one middle tile less in
@@ -245,12 +266,47 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         else:
             per_item = ((times[0] - times[2]) - per_proxy * (p[0] - p[2])) if times[2] is not None else 0.0
         fixed = times[0] - per_item * len(picks) - per_proxy * p[0]
-        cycles, whole = fixed + per_item * n_core + per_proxy * proxy[core], False
+        return fixed + per_item * n_core + per_proxy * proxy[core], fixed, False
+
+    results = {c: core_cycles(c) for c in cands}
+    core = max(results, key=lambda c: results[c][0])
+    cycles, fixed, whole = results[core]
     cycles += _prepass_rest(simulate, t2, bits, v_left, d_left, problem, comp)
     est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
                    {k: (v, None) for k, v in work.classes().items()})
     est.sampled_core, est.sampled_whole, est.active_cores = core, whole, active
     return est, light, work
+
+
+def _sim_cost(core_proxy: float, full_tile: float, comp: int) -> float:
+    """Full-tile equivalents simulated for a core: whole, or the three sample sizes."""
+    if core_proxy <= WHOLE_TILES * full_tile:
+        return comp * core_proxy / max(full_tile, 1e-9)
+    return comp * SAMPLE_ITEMS * (3 * SAMPLE_TILES + 2.5)
+
+
+def _candidates(work: Work, full_tile: float, comp: int) -> tuple[list, float]:
+    """Cores to simulate: one per distinct work pattern (its items' rows, tile counts, last widths and
+    masked tiles), by decreasing proxy, those within CANDIDATE_RANGE of the largest, while the simulated
+    full-tile equivalents (*comp* companions) stay within SIM_BUDGET; the proxy ranks cores only
+    roughly (rms 6%), so the slowest simulated candidate is the estimate. Returns (cores, cost)."""
+    proxy, order, seen, picked, spent = work.core_proxy, np.argsort(-work.core_proxy, kind="stable"), set(), [], 0.0
+    for c in order:
+        c = int(c)
+        if proxy[c] < CANDIDATE_RANGE * proxy[order[0]] or len(picked) == CANDIDATES:
+            break
+        blk = work.item_blk[work.starts[c]:work.starts[c + 1]]
+        sig = tuple(np.stack([work.blk["rows"][blk], work.tiles[blk], work.last_cols[blk], work.masked[blk]]).ravel()
+                    [:4 * 64].tolist())
+        if sig in seen:
+            continue
+        seen.add(sig)
+        cost = _sim_cost(proxy[c], full_tile, comp)
+        if picked and spent + cost > SIM_BUDGET:
+            continue
+        picked.append(c)
+        spent += cost
+    return picked, spent
 
 
 def _prepass_rest(simulate, t2: int, bits: int, v_left: int, d_left: int, problem, comp: int) -> float:
@@ -268,13 +324,20 @@ def _prepass_rest(simulate, t2: int, bits: int, v_left: int, d_left: int, proble
     return extra
 
 
-def _launch_bound(work: Work, keep: np.ndarray, heads: int, cores: int) -> float:
-    """Busiest-core proxy of a launch over the blocks *keep* for *heads* query heads: the larger of an
-    even share and the heaviest item (the greedy split's bound; counting only, no split)."""
+def _launch_bound(work: Work, keep: np.ndarray, heads: int, spec) -> float:
+    """Busiest-core proxy of a launch over the blocks *keep* for *heads* query heads: the CANN split of
+    its items (tiling.core_split) up to SPLIT_EXACT_ITEMS items; beyond, the larger of an even share and
+    the heaviest item (granularity no longer matters)."""
     p = work.proxy[keep]
     if p.size == 0:
         return 0.0
-    return max(heads * float(p.sum()) / min(cores, heads * p.size), float(p.max()))
+    if heads * p.size > SPLIT_EXACT_ITEMS:
+        return max(heads * float(p.sum()) / spec.aic_count, float(p.max()))
+    sub = {k: v[keep] for k, v in work.blk.items()}
+    idx, _ = item_blocks(SimpleNamespace(B=work.problem.B, N1=heads), sub)
+    starts, _ = core_split(sub["load"][idx], spec, None)
+    cum = np.concatenate(([0.0], np.cumsum(p[idx])))
+    return float(np.max(cum[list(starts[1:])] - cum[list(starts[:-1])]))
 
 
 def split_advice(work: Work, spec, seconds: float, limit_s: float):
@@ -284,13 +347,17 @@ def split_advice(work: Work, spec, seconds: float, limit_s: float):
     (npusim.estimate.timeout_verdict); if one block per sequence is still too long, the split of the
     query heads (in groups of N1 / N2) for one-block launches. A chunk's time is the estimate scaled by
     its launch bound, so the search costs no simulation."""
-    p, blk, cores = work.problem, work.blk, work.block_dim
+    p, blk = work.problem, work.blk
     nb = -(-p.seq_q.astype(np.int64) // work.sizes["s1BaseSize"])
     from_end = nb[blk["b"]] - blk["s1o"]  # 1 for the last block of a sequence
-    full = _launch_bound(work, np.ones(len(from_end), bool), p.N1, cores)
+    full = _launch_bound(work, np.ones(len(from_end), bool), p.N1, spec)
+    fixed = min(spec.launch_overhead_cycles / spec.clock_hz, seconds)  # not scaled with the work
+
+    def cost(keep, heads) -> float:
+        return fixed + (seconds - fixed) * _launch_bound(work, keep, heads, spec) / full if full > 0 else seconds
 
     def cost_tokens(k: int) -> float:
-        return seconds * _launch_bound(work, from_end <= k, p.N1, cores) / full if full > 0 else 0.0
+        return cost(from_end <= k, p.N1)
 
     axis = f"T1 (query tokens, in blocks of {work.sizes['s1BaseSize']} rows per sequence)"
     verdict = timeout_verdict(seconds, limit_s, axis, int(nb.max(initial=1)), cost_tokens)
@@ -298,7 +365,7 @@ def split_advice(work: Work, spec, seconds: float, limit_s: float):
         return verdict
 
     def cost_heads(g: int) -> float:
-        return seconds * _launch_bound(work, from_end <= 1, g * p.G, cores) / full if full > 0 else 0.0
+        return cost(from_end <= 1, g * p.G)
 
     heads = timeout_verdict(seconds, limit_s, f"heads (groups of {p.G} query heads; one block per sequence "
                                               "and launch)", p.N2, cost_heads)

@@ -1,0 +1,168 @@
+"""Estimate mode vs timing mode for FlashAttentionVarLenScore over a grid of configurations.
+
+Prints, per configuration, the estimate, the timing-mode time, the error and the wall time of each;
+then the max and mean absolute error (target: every configuration within 3%); then the estimate's
+wall time and peak traced memory on the largest legal shapes (target: <= 1 s and <= 200 MB).
+``--proxy`` re-measures the marginal tile costs behind estimate.PROXY_FIT / PROXY_EXTRA (single core,
+1/20 bandwidth share, 3 vs 7 one-tile items) and prints them next to the proxy's values.
+
+    python benchmarks/estimate_accuracy_fa.py [--quick] [--proxy]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+
+from npusim import TensorSpec
+from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
+
+BF16, F16, F32 = ml_dtypes.bfloat16, np.float16, np.float32
+BIG = 2147483647
+#: (Sq per batch, Skv per batch, N1, N2, D, dtype, sparse_mode or None, options); options: pre, next,
+#: prefix, pse ("full"), drop (keep_prob), chip, tiling
+GRID = [
+    ([2048], [2048], 8, 8, 128, F16, None, {}),
+    ([2048], [2048], 8, 8, 128, BF16, 2, {}),
+    ([1024] * 4, [1024] * 4, 4, 4, 128, F16, None, {}),
+    ([300, 700, 100, 1500], [300, 700, 100, 1500], 8, 2, 128, F16, 3, {}),
+    ([4096], [4096], 4, 4, 64, F16, None, {}),
+    ([512] * 16, [512] * 16, 8, 8, 128, F16, None, {}),
+    ([8192], [8192], 2, 2, 128, F16, 2, {}),
+    ([2048], [2048], 8, 8, 128, F16, 2, {"chip": "Ascend910B4"}),
+    ([2048], [2048], 8, 8, 128, F16, 2, {"chip": "Ascend910_9391"}),
+    ([2048], [2048], 8, 8, 128, F16, 2, {"chip": "Ascend910B3"}),
+    ([1024], [4096], 8, 8, 128, F16, 3, {}),
+    ([4096], [1024], 8, 8, 128, F16, None, {}),
+    ([3000], [3000], 4, 4, 128, F16, 4, {"pre": 300, "next": 50}),
+    ([3000], [3000], 4, 4, 128, F16, 4, {"pre": 1000, "next": 0}),
+    ([2048, 1024], [2048, 1024], 8, 8, 128, F16, 0, {"pre": 500, "next": 0}),
+    ([1500, 600], [1500, 600], 8, 8, 128, F16, 1, {}),
+    ([1200, 800], [1400, 900], 8, 8, 128, F16, 6, {"prefix": [300, 200]}),
+    ([700, 900, 1200], [900, 900, 1500], 8, 4, 128, F16, 7, {"pre": 2000, "next": -100}),
+    ([900, 700, 1200], [900, 900, 1500], 8, 4, 128, F16, 8, {"pre": 2000, "next": 300}),
+    ([1024] * 2, [1024] * 2, 8, 8, 128, F16, None, {"pse": "full"}),
+    ([1024] * 2, [1024] * 2, 8, 8, 128, F16, 2, {"drop": 0.9}),
+    ([1000, 1000], [1000, 1001], 8, 8, 128, F16, None, {"drop": 0.9}),
+    ([1024] * 2, [1024] * 2, 4, 4, 128, F32, None, {}),
+    ([1500], [1500], 4, 2, 64, F32, 2, {}),
+    ([2048], [2048], 4, 4, 256, F16, 2, {}),
+    ([2048], [2048], 8, 8, 40, F16, None, {}),
+    ([128] * 64, [128] * 64, 8, 8, 128, F16, None, {}),
+    ([777, 1500, 33, 2000], [777, 1600, 400, 2000], 16, 4, 128, BF16, None, {}),
+    ([2048], [2048], 8, 8, 128, F16, None, {"tiling": {"vec1Elems": 4096}}),
+    ([2048], [2048], 8, 8, 128, F16, 2, {"tiling": {"s1BaseSize": 128}}),
+    ([2048], [2048], 8, 8, 128, F16, None, {"tiling": {"blockDim": 8}}),
+    ([6000], [6000], 2, 1, 128, F16, 2, {}),
+    ([3000, 3000], [3000, 3000], 4, 4, 128, BF16, 3, {}),
+]
+HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode): the largest legal shapes, estimate only
+    ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None),
+    ("T=1M in one batch, N=64/8 (GQA), causal", [1 << 20], [1 << 20], 64, 8, 128, F16, 2),
+    ("T=1M in 2048 batches, N=256, D=64", [512] * 2048, [512] * 2048, 256, 256, 64, F16, None),
+    ("T=1M, N=256/16, D=512, fp32, causal", [1 << 20], [1 << 20], 256, 16, 512, F32, 3),
+]
+
+
+def call(sq, skv, n1, n2, d, dt, mode, opt, run_mode):
+    """One call with TensorSpec data inputs in *run_mode*; returns (OpResult, wall seconds)."""
+    q, kv = TensorSpec((sum(sq), n1, d), dt), TensorSpec((sum(skv), n2, d), dt)
+    kw = dict(actual_seq_qlen=np.cumsum(sq).tolist(), actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1,
+              scale_value=1 / np.sqrt(d), chip=opt.get("chip", "Ascend910B2"), tiling=opt.get("tiling"),
+              mode=run_mode)
+    if mode is not None:
+        shape = (3072, 2048) if mode == 6 else ((max(sq), max(skv)) if mode in (0, 1) else (2048, 2048))
+        kw.update(atten_mask=TensorSpec(shape, np.bool_), sparse_mode=mode, prefix=opt.get("prefix"),
+                  pre_tokens=opt.get("pre", BIG), next_tokens=opt.get("next", BIG))
+    ss = sum(a * b for a, b in zip(sq, skv))
+    if opt.get("pse"):
+        kw["real_shift"] = TensorSpec((n1 * ss,), dt)
+    if opt.get("drop"):
+        kw.update(drop_mask=TensorSpec((-(-n1 * ss // 8),), np.uint8), keep_prob=opt["drop"])
+    t0 = time.perf_counter()
+    res = fa(q, kv, kv, **kw)
+    return res, time.perf_counter() - t0
+
+
+def describe(cfg) -> str:
+    sq, skv, n1, n2, d, dt, mode, opt = cfg
+    seqs = f"{sq[0]}x{len(sq)}" if len(set(sq)) == 1 else "/".join(map(str, sq))
+    kvs = f"{skv[0]}x{len(skv)}" if len(set(skv)) == 1 else "/".join(map(str, skv))
+    extra = ",".join(f"{k}={v}" for k, v in opt.items() if k != "prefix")
+    return f"Sq {seqs} Skv {kvs} N {n1}/{n2} D {d} {np.dtype(dt).name} sp {mode} {extra}"
+
+
+def accuracy(grid) -> None:
+    errors = []
+    print(f"{'configuration':78s} {'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
+    for cfg in grid:
+        est, te = call(*cfg, "estimate")
+        tim, tt = call(*cfg, "timing")
+        err = est.time_us / tim.time_us - 1
+        errors.append(abs(err))
+        print(f"{describe(cfg):78s} {est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}",
+              flush=True)
+    print(f"{len(errors)} configurations: max |error| {100 * max(errors):.2f}%, mean {100 * np.mean(errors):.2f}% "
+          "(target: max <= 3%)")
+
+
+def huge() -> None:
+    for name, sq, skv, n1, n2, d, dt, mode in HUGE:
+        res, wall = call(sq, skv, n1, n2, d, dt, mode, {}, "estimate")
+        tracemalloc.start()  # a second call for the memory: tracing slows the simulation several times
+        call(sq, skv, n1, n2, d, dt, mode, {}, "estimate")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted, {wall:.2f} s wall, peak traced "
+              f"{peak / 2 ** 20:.0f} MB; {res.timeout.advice}", flush=True)
+
+
+def proxy() -> None:
+    """Marginal cycles of one tile (rows x cols) in a single core's task stream vs the proxy."""
+    import dataclasses
+
+    from npusim.estimate import contention_chip
+    from ops.common.result import resolve_chip
+    from ops.flash_attention_var_len_score import estimate as est_mod
+    from ops.flash_attention_var_len_score.api import kernel_inputs, launch_kernel
+    from ops.flash_attention_var_len_score.tiling import assemble, base_sizes
+    from ops.flash_attention_var_len_score.validate import validate
+
+    spec = resolve_chip("Ascend910B2")
+    share = contention_chip(spec, 20)
+    for dt, d in ((F16, 64), (F16, 128), (F16, 256), (F32, 64), (F32, 128)):
+        q, k = TensorSpec((256 * 10, 1, d), dt), TensorSpec((1024 * 10, 1, d), dt)
+        p = validate(q, k, k, None, None, None, None, None, list(range(256, 2561, 256)),
+                     list(range(1024, 10241, 1024)), 0.1, 1.0, BIG, BIG, 1, "TND", 0, 0, chip_spec=spec)
+        sizes = base_sizes(p, spec, None)
+        kin = kernel_inputs(p, "timing", (q, k, k, None, None, None), "TND")
+        for rows in (16, 64, 128, 256):
+            row = []
+            for cols in (128, 256, 512, 1024):
+                t = []
+                for n in (3, 7):
+                    items = np.array([(b, 0, 0, rows, 0, cols, 0) for b in range(n)], np.int64)
+                    til = assemble(p, sizes, "ALL", items, (0, n), 1)
+                    t.append(launch_kernel(kin, dataclasses.replace(til), share, "timing").cycles)
+                model = float(est_mod._tile_proxy(p, np.array([rows]), np.array([-(-cols // 64) * 64]), 0.0)[0])
+                row.append(f"{cols}: {(t[1] - t[0]) / 4:7.0f} (proxy {model:7.0f})")
+            print(f"{np.dtype(dt).name} D {d:3d} rows {rows:3d}  " + "  ".join(row), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="the first 6 configurations only")
+    ap.add_argument("--proxy", action="store_true", help="re-measure the proxy's marginal tile costs")
+    args = ap.parse_args()
+    if args.proxy:
+        proxy()
+        return
+    accuracy(GRID[:6] if args.quick else GRID)
+    huge()
+
+
+if __name__ == "__main__":
+    main()

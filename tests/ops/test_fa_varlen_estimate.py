@@ -1,0 +1,206 @@
+"""FlashAttentionVarLenScore estimate mode: accuracy against timing mode on small configurations, the
+result's contract, the counted work (tile classes, core split) against the materialised tiling, the
+split advice, and the cost on the largest legal shapes (benchmarks/estimate_accuracy_fa.py holds the
+full accuracy grid)."""
+from __future__ import annotations
+
+import random
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from npusim.chip import chip as get_chip
+from npusim.memory.gm import TensorSpec
+from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
+from ops.flash_attention_var_len_score.estimate import Work
+from ops.flash_attention_var_len_score.tiling import COF, fa_var_len_tiling, split_cores
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+BIG = 2147483647
+
+
+def run(sq, skv, n1=4, n2=4, d=128, dtype=F16, mode=None, chip="Ascend910B2", run_mode="estimate", **opt):
+    """One call with TensorSpec data inputs (only shapes and dtypes matter to timing and estimate)."""
+    q, kv = TensorSpec((sum(sq), n1, d), dtype), TensorSpec((sum(skv), n2, d), dtype)
+    kw = dict(actual_seq_qlen=np.cumsum(sq).tolist(), actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1,
+              scale_value=1 / np.sqrt(d), chip=chip, mode=run_mode)
+    if mode is not None:
+        shape = (3072, 2048) if mode == 6 else ((max(sq), max(skv)) if mode in (0, 1) else (2048, 2048))
+        kw.update(atten_mask=TensorSpec(shape, np.bool_), sparse_mode=mode, pre_tokens=opt.pop("pre", BIG),
+                  next_tokens=opt.pop("nxt", BIG), prefix=opt.pop("prefix", None))
+    ss = sum(a * b for a, b in zip(sq, skv))
+    if opt.pop("pse", False):
+        kw["real_shift"] = TensorSpec((n1 * ss,), dtype)
+    if opt.pop("drop", False):
+        kw.update(drop_mask=TensorSpec((-(-n1 * ss // 8),), np.uint8), keep_prob=0.9)
+    return fa(q, kv, kv, **kw, **opt)
+
+
+ACCURACY = {
+    "all_mha": dict(sq=[1024] * 2, skv=[1024] * 2),
+    "causal_varlen_gqa": dict(sq=[300, 700, 100, 900], skv=[300, 700, 100, 900], n1=8, n2=2, mode=3),
+    "band": dict(sq=[2000], skv=[2000], mode=4, pre=300, nxt=50),
+    "prefix": dict(sq=[900, 500], skv=[1100, 500], mode=6, prefix=[300, 200]),
+    "pse_dropout_bytes": dict(sq=[600, 400], skv=[600, 401], pse=True, drop=True),
+    "fp32_b4": dict(sq=[700], skv=[700], n1=2, n2=2, d=64, dtype=F32, mode=2, chip="Ascend910B4"),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCURACY))
+def test_fa_varlen_estimate_within_3pct_of_timing(name):
+    """The estimate's time is within 3% of timing mode's (the issue's bound, per configuration)."""
+    est = run(**ACCURACY[name])
+    tim = run(**ACCURACY[name], run_mode="timing")
+    assert abs(est.time_us / tim.time_us - 1) <= 0.03, (est.time_us, tim.time_us)
+    assert est.block_dim == tim.block_dim and est.workspace_size == tim.workspace_size
+    assert est.tiling.tasks == tim.tiling.tasks and est.tiling.totalSize == tim.tiling.items
+
+
+def test_fa_varlen_estimate_result_contract():
+    """Estimate mode returns no outputs and no trace, a light tiling, a timeout verdict that fits, and
+    the Estimate (tile classes adding up to the launch's computed and skipped tiles)."""
+    res = run([500, 300], [600, 300], mode=2)
+    assert res.mode == "estimate" and res.outputs is None and res.trace is None
+    assert res.cycles > 0 and res.time_us == pytest.approx(res.cycles / get_chip("Ascend910B2").clock_hz * 1e6)
+    assert not res.timeout.exceeded and res.timeout.advice.startswith("fits")
+    est = res.extra["estimate"]
+    classes = {k: v[0] for k, v in est.classes.items()}
+    assert classes["full"] + classes["edge"] + classes["masked"] == res.tiling.tasks
+    assert set(res.tiling.asdict()) >= {"s1BaseSize", "blockDim", "workspaceSize", "tasks"}
+
+
+def test_fa_varlen_estimate_tile_classes_vs_tiling():
+    """Counted classes equal a per-tile enumeration of the materialised tiling with the element rule
+    (masked iff some (i, j) of the tile has j - i > next_lu and j >= prefix, or j - i < -pre_lu)."""
+    for sq, skv, mode, kw in (([300, 40], [500, 33], 2, {}), ([700], [700], 4, dict(pre=200, nxt=30)),
+                              ([500, 260], [700, 300], 6, dict(prefix=[300, 290])), ([90], [2100], None, {})):
+        res = run(sq, skv, n1=2, n2=1, mode=mode, run_mode="timing", **kw)
+        til, p = res.tiling, res.extra["problem"]
+        w, want = til.s2BaseNratioSize, dict(full=0, edge=0, masked=0, skipped=0)
+        for it in range(til.items):
+            b, x0, rows = til.itemB[it], til.itemS1o[it] * til.s1BaseSize, til.itemRows[it]
+            for k in range(til.tiles(it)):
+                c0 = til.itemS2Start[it] + k * w
+                c1 = min(c0 + w, til.itemS2End[it]) - 1
+                pfx = p.prefix_n[b] if p.prefix_n is not None else 0
+                masked = mode is not None and (c1 - x0 > p.next_tokens_lu[b] and c1 >= pfx or
+                                               (mode == 4 and c0 - (x0 + rows - 1) < -p.pre_tokens_lu[b]))
+                want["masked" if masked else ("edge" if c1 - c0 + 1 < w else "full")] += 1
+            want["skipped"] += max(-(-p.seq_kv[b] // w) - til.tiles(it), 0)
+        got = Work(p, get_chip("Ascend910B2"), None).classes()
+        assert got == want, (sq, skv, mode, got, want)
+
+
+def _split_reference(load, cores):
+    """SetSparseStartIdx written as the CANN loops (docs/fa_varlen.md "Core split"), element by element."""
+    total = len(load)
+
+    def loads(starts):
+        return [sum(load[s:(starts[c + 1] if c + 1 < cores else total)]) if s < total else 0
+                for c, s in enumerate(starts)]
+
+    factor = -(-total // cores)
+    equal = [min(c * factor, total) for c in range(cores)]
+    greedy, remaining = [0] + [total] * (cores - 1), sum(load)
+    avg = -(-remaining // cores)
+    for c in range(1, cores):
+        start = greedy[c - 1]
+        single, greedy[c] = 0, start
+        while single < avg and greedy[c] < total:
+            single += load[greedy[c]]
+            greedy[c] += 1
+        if start + 1 < greedy[c]:
+            redo = single - load[greedy[c] - 1]
+            if single - avg > avg - redo:
+                greedy[c] -= 1
+                single = redo
+            remaining -= single
+            avg = -(-remaining // (cores - c))
+    local = loads(greedy)
+    while True:
+        max_val = max(local)
+        for c in range(1, cores):
+            s = greedy[c]
+            if 0 < s < total and local[c - 1] + load[s] < max_val:
+                local[c - 1] += load[s]
+                local[c] -= load[s]
+                greedy[c] += 1
+            elif s == total:
+                break
+        tmp = max(local)
+        for c in range(cores - 1, 0, -1):
+            s = greedy[c]
+            if s == total:
+                if greedy[c - 1] == total:
+                    continue
+                local[c - 1] -= load[s - 1]
+                local[c] = load[s - 1]
+                greedy[c] -= 1
+            elif s > 0:
+                if local[c] + load[s - 1] >= tmp:
+                    continue
+                local[c - 1] -= load[s - 1]
+                local[c] += load[s - 1]
+                greedy[c] -= 1
+            else:
+                break
+        if not max(local) < max_val:
+            break
+    return greedy if max(loads(equal)) > max(local) else equal
+
+
+def test_fa_varlen_split_cores_matches_cann_loops():
+    """The prefix-sum split equals the element-by-element CANN loops on random quantised loads."""
+    rng = random.Random(3)
+    for _ in range(400):
+        load = [rng.choice([0, 256, 384, 1024, 2048 + rng.choice(COF), rng.randint(0, 9000)])
+                for _ in range(rng.randint(0, 120))]
+        cores = rng.randint(1, 26)
+        assert split_cores(load, cores) == _split_reference(load, cores), (load, cores)
+
+
+def test_fa_varlen_estimate_counts_match_tiling():
+    """Work's per-core items and tiles equal those of the materialised tiling (varlen, causal, GQA)."""
+    res = run([300, 0, 700, 100, 1500], [300, 5, 700, 100, 1500], n1=8, n2=2, mode=3, run_mode="timing")
+    til = res.tiling
+    work = Work(res.extra["problem"], get_chip("Ascend910B2"), None)
+    assert work.starts == til.sparseStartIdx and work.block_dim == til.blockDim
+    st = til.sparseStartIdx
+    assert work.core_tiles.tolist() == [sum(til.tiles(i) for i in range(st[c], st[c + 1])) for c in range(til.blockDim)]
+    assert [work.item(i) for i in range(til.items)] == [
+        (til.itemB[i], til.itemN[i], til.itemS1o[i], til.itemRows[i], til.itemS2Start[i], til.itemS2End[i],
+         til.itemLoad[i]) for i in range(til.items)]
+    assert fa_var_len_tiling(res.extra["problem"], get_chip("Ascend910B2")) == til
+
+
+def test_fa_varlen_estimate_split_advice():
+    """Past the timeout the verdict is exceeded and advises the largest T1 split whose heaviest launch
+    stays under 80% of the limit by the proxy scaling; a launch of the advised chunk, estimated, stays
+    under the limit (the 20% margin absorbs the scaling's error on such small launches)."""
+    spec = get_chip("Ascend910B2").replace(aicore_timeout_s=2e-4)
+    res = run([4096], [4096], mode=2, chip=spec)
+    assert res.timeout.exceeded and res.timeout.advice.startswith("split T1")
+    chunk = int(res.timeout.advice.split("chunks of at most ")[1].split(" ")[0])
+    rows = chunk * res.tiling.s1BaseSize
+    # the heaviest chunk: the last rows of the sequence with all key columns up to the diagonal
+    part = run([rows], [4096], mode=3, chip=spec)
+    assert part.time_us * 1e-6 <= 2e-4
+    predicted = float(res.timeout.advice.split("<= ")[1].split(" s")[0])
+    assert predicted <= 0.8 * 2e-4
+
+
+def test_fa_varlen_estimate_huge_shapes_fast():
+    """T = 1M tokens in one batch with N = 64 (and 2048 batches with N = 256): the estimate returns in
+    well under a few seconds and 200 MB of traced memory, and the split advice is consistent."""
+    for sq, n1, n2, d, mode in (([1 << 20], 64, 64, 128, None), ([512] * 2048, 256, 256, 64, 2)):
+        t0 = time.perf_counter()
+        res = run(sq, sq, n1=n1, n2=n2, d=d, mode=mode)
+        wall = time.perf_counter() - t0
+        tracemalloc.start()  # separately: tracing slows the simulation several times
+        run(sq, sq, n1=n1, n2=n2, d=d, mode=mode)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert wall < 2.0 and peak < 200 * 2 ** 20, (wall, peak)
+        assert res.time_us > 0 and res.timeout.exceeded == (res.time_us * 1e-6 > res.timeout.limit_s)
