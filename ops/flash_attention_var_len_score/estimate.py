@@ -6,14 +6,17 @@
    masked = holds a masked element, skipped = a W-wide column block outside the item's range) and a
    cost proxy per item (PROXY below: per-tile cycles from the tile's rows, width and head dim).
 2. The CANN core split of the items (tiling.core_split: greedy + BalanceLoad on the quantised loads,
-   evaluated on prefix sums) and the core with the largest proxy.
-3. That core's items run on the real kernel in timing mode next to COMPANIONS - 1 copies of
-   themselves, with the chip's HBM/L2 bandwidth cut to their share of the launch (``active /
-   COMPANIONS``, active = load-weighted busy cores). A core with more than WHOLE_TILES tiles is
-   sampled: SAMPLE_ITEMS of its items, spread over its range, cut to their last SAMPLE_TILES tiles,
-   at three sizes; the core's time is ``fixed + a * items + b * proxy`` fitted to them. Samples
-   start with the L2 in the launch's steady state (l2_warm). The AIV pre-passes (fp32 V^T, byte-mode
-   drop mask) run in every sample at one core's share of the launch.
+   evaluated on prefix sums) and the candidate busiest cores: one per distinct work pattern, by
+   decreasing proxy, within a simulation budget (the proxy ranks cores only roughly).
+3. Each candidate's items run on the real kernel in timing mode next to companion copies of
+   themselves (rotated, so out of phase as the launch's other cores are; 2-4, as the budget allows),
+   with the chip's HBM/L2 bandwidth cut to their share of the launch (``active / companions``, active =
+   load-weighted busy cores). A core with more than WHOLE_TILES tiles is sampled: SAMPLE_ITEMS of its
+   items, spread over its range, cut to their last tiles, at three sizes that keep the same first and
+   last tile (pipeline fill and drain); its time is ``fixed + a * items + b * proxy`` fitted to them.
+   Samples start with the L2 in the launch's steady state (l2_warm). The AIV pre-passes (fp32 V^T,
+   byte-mode drop mask) run in every sample at one core's share of the launch. The slowest candidate
+   is the estimate.
 Measured accuracy: benchmarks/estimate_accuracy_fa.py.
 """
 from __future__ import annotations
@@ -30,21 +33,25 @@ from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.tiling import (SYSTEM_WORKSPACE_BYTES, assemble, base_sizes, block_table,
                                                       core_split, item_blocks)
 
-COMPANIONS = (4, 3, 2)  # AI Cores simulated side by side (the most the budget allows); bandwidth is
+COMPANIONS = (6, 4, 3, 2)  # AI Cores simulated side by side for the slowest candidate (the most the budget
+# allows; candidates are ranked on one core each); bandwidth is
 # scaled to their share of the launch. More companions pool the bandwidth as the launch's many cores do:
 # two identical companions overestimate bandwidth-bound launches by 2-4% (benchmark grid)
 WHOLE_TILES = 12  # a core with at most this many tiles (full-tile equivalents) is simulated whole
 SAMPLE_ITEMS = 2  # items in a sample of a larger core, spread over its range
 SAMPLE_TILES = 2  # tiles kept per sampled item (its last ones: the masked / partial side)
-CANDIDATES = 4  # distinct busiest cores simulated at most (the slowest is the estimate)
-CANDIDATE_RANGE = 0.85  # ... among those whose proxy is at least this fraction of the largest
-SIM_BUDGET = 40  # full-tile equivalents simulated over all candidates (companions included): < 1 s wall
+CANDIDATES = 5  # distinct busiest cores simulated at most (the slowest is the estimate)
+CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
+SIM_BUDGET = 40  # full-tile equivalents simulated in all (companions included): < 1 s wall
+STAGE1_BUDGET = 16  # ... of which for ranking the candidates (one core each)
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
-PREPASS_UNITS = 32  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly
+PREPASS_UNITS = 160  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly (the
+# extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
 
 #: Cost proxy: the marginal cycles of one tile in a core's pipelined task stream, fitted to single-core
 #: timing-mode runs of the kernel on Ascend910B2 at a 1/20 bandwidth share (benchmarks/
-#: estimate_accuracy_fa.py --proxy measures and refits them; rms error 6% fp16, 3% fp32): a smooth
+#: estimate_accuracy_fa.py --proxy re-measures them next to the proxy; least-squares fit over rows 16-256,
+#: columns 128-1024, D 64-256: rms error 6% fp16, 3% fp32): a smooth
 #: maximum (power PROXY_POWER) of the cube side F = f0 + pitch * (a + b * Dp) (K/V loads, Mmad) and the
 #: vector side V = v0 + v1 * rows/2 * (pitch * (1 + extras) + Dp) (vec1 per score, vec2 per output).
 PROXY_POWER = 3.0
@@ -212,32 +219,33 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     light = FaVarLenEstimateTiling(sizes["s1BaseSize"], w, sizes["vec1Elems"], work.kind, bd, len(work.item_blk),
                                    work.total_tiles, full_til.workspaceSize)
     kin = kernel_inputs(problem, "timing", tensors, softmax_layout)
-    full_tile = float(_proxy(problem, np.array([sizes["s1BaseSize"]]), np.array([1]), np.array([w]), w,
-                             np.array([0]))[0]) - PROXY_ITEM
-    # candidates first (at the fewest companions), then as many companions as the budget allows
-    floor = min(COMPANIONS[-1], bd)
-    cands, spent = _candidates(work, full_tile, floor)
-    comp = min(next((c for c in COMPANIONS if spent * c / floor <= SIM_BUDGET), floor), bd)
+    # the unit of simulation cost: a 256 x 1024 tile (the simulator's wall time follows the proxy)
+    full_tile = float(_tile_proxy(problem, np.array([256.0]), np.array([1024]), 0.0)[0])
     proxy = work.core_proxy
-    active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
-    # samples never time out: the verdict is on the estimate (split_advice)
-    share = contention_chip(spec, active / comp).replace(aicore_timeout_s=1e12)
     warm = _warm(problem, work, kin, full_til.workspaceSize - SYSTEM_WORKSPACE_BYTES, spec)
-    t2, bits, v_left, d_left = _prepass_share(problem, full_til, comp, bd)
 
-    def simulate(items: list, t2_size=t2, drop_bits=bits) -> float:
-        n = len(items)
-        # companion j runs the same items rotated by j * n / comp: the same work out of phase, as the
-        # launch's other cores are; the estimate is core 0's end (launch overhead included)
-        rot = [items[j * n // comp:] + items[:j * n // comp] for j in range(comp)]
-        arr = np.array(sum(rot, []), np.int64).reshape(-1, 7)
-        starts = tuple(range(0, n * comp + 1, n)) if n else (0,) * (comp + 1)
-        til = dataclasses.replace(assemble(problem, sizes, work.kind, arr, starts, comp), t2Size=t2_size)
-        run_in = dataclasses.replace(kin, args=dataclasses.replace(kin.args, dropBits=drop_bits))
-        res = launch_kernel(run_in, til, share, "timing", warm)
-        cols = res.trace.columns
-        end = cols["end"][cols["core"] == 0]
-        return float(end.max(initial=0)) + spec.launch_overhead_cycles
+    def sampler(comp: int, active: float):
+        """simulate(items) on *comp* companions at the launch's bandwidth share for *active* cores."""
+        # samples never time out: the verdict is on the estimate (split_advice)
+        share = contention_chip(spec, active / comp).replace(aicore_timeout_s=1e12)
+        t2, bits, v_left, d_left = _prepass_share(problem, full_til, comp, bd)
+
+        def simulate(items: list, t2_size=t2, drop_bits=bits) -> float:
+            n = len(items)
+            # companion j runs the same items rotated by j * n / comp: the same work out of phase, as the
+            # launch's other cores are; the estimate is core 0's end (launch overhead included)
+            rot = [items[j * n // comp:] + items[:j * n // comp] for j in range(comp)]
+            arr = np.array(sum(rot, []), np.int64).reshape(-1, 7)
+            starts = tuple(range(0, n * comp + 1, n)) if n else (0,) * (comp + 1)
+            til = dataclasses.replace(assemble(problem, sizes, work.kind, arr, starts, comp), t2Size=t2_size)
+            run_in = dataclasses.replace(kin, args=dataclasses.replace(kin.args, dropBits=drop_bits))
+            res = launch_kernel(run_in, til, share, "timing", warm)
+            cols = res.trace.columns
+            end = cols["end"][cols["core"] == 0]
+            return float(end.max(initial=0)) + spec.launch_overhead_cycles
+
+        simulate.rest = lambda: _prepass_rest(simulate, t2, bits, v_left, d_left, problem, comp)
+        return simulate
 
     def item_proxy(items: list) -> float:
         idx = np.array([i for i, _ in items])
@@ -247,7 +255,7 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         blk = work.item_blk[idx]
         return float(_proxy(problem, work.blk["rows"][blk], tiles, work.last_cols[blk], w, masked).sum())
 
-    def core_cycles(core: int) -> tuple[float, float, bool]:
+    def core_cycles(simulate, core: int) -> tuple[float, float, bool]:
         s, e = work.starts[core], work.starts[core + 1]
         n_core = e - s
         if proxy[core] <= WHOLE_TILES * full_tile:
@@ -268,13 +276,37 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         fixed = times[0] - per_item * len(picks) - per_proxy * p[0]
         return fixed + per_item * n_core + per_proxy * proxy[core], fixed, False
 
-    results = {c: core_cycles(c) for c in cands}
-    core = max(results, key=lambda c: results[c][0])
+    # every core also pays the pipeline fill and drain (about a tile) and the AIV pre-passes: added to
+    # the proxy for ranking and for the load-weighted count of busy cores
+    floor = 1  # ranking runs: one core at its bandwidth share (a common bias, cheap)
+    const = float(_tile_proxy(problem, np.array([float(sizes["s1BaseSize"])]), np.array([_a64(w)]), 0.0)[0])
+    active = _active(proxy + const)
+    simulate = sampler(floor, active)
+    if problem.dtype.itemsize == 4 or (problem.dropout and not full_til.dropMaskBitMode):
+        const += max(simulate([]) - spec.launch_overhead_cycles, 0.0)
+        active = _active(proxy + const)
+        simulate = sampler(floor, active)
+    rank = proxy + const
+    top = int(np.argmax(rank))
+    if proxy[top] > WHOLE_TILES * full_tile:  # a sampled core: no ranking runs, the budget goes to companions
+        core, results, spent = top, {}, 0.0
+    else:
+        cands, spent = _candidates(work, rank, full_tile, floor)
+        results = {c: core_cycles(simulate, c) for c in cands}
+        core = max(results, key=lambda c: results[c][0])
+    # the slowest candidate again with as many companions as the rest of the budget allows (at least two)
+    more = next((c for c in COMPANIONS if spent + _sim_cost(proxy[core], full_tile, c) <= SIM_BUDGET),
+                COMPANIONS[-1])
+    more = min(more, bd)
+    if more > floor or core not in results:
+        simulate = sampler(more, active)
+        results[core] = core_cycles(simulate, core)
     cycles, fixed, whole = results[core]
-    cycles += _prepass_rest(simulate, t2, bits, v_left, d_left, problem, comp)
+    cycles += simulate.rest()
     est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
                    {k: (v, None) for k, v in work.classes().items()})
     est.sampled_core, est.sampled_whole, est.active_cores = core, whole, active
+    est.candidates = {c: r[0] for c, r in results.items()}  # core -> cycles (the winner at `more` companions)
     return est, light, work
 
 
@@ -285,15 +317,23 @@ def _sim_cost(core_proxy: float, full_tile: float, comp: int) -> float:
     return comp * SAMPLE_ITEMS * (3 * SAMPLE_TILES + 2.5)
 
 
-def _candidates(work: Work, full_tile: float, comp: int) -> tuple[list, float]:
+def _active(core_cost: np.ndarray) -> float:
+    """Load-weighted busy cores: sum / max of the per-core costs (cores that finish early stop sharing
+    the bandwidth)."""
+    top = float(core_cost.max(initial=0.0))
+    return float(core_cost.sum()) / top if top > 0 else 1.0
+
+
+def _candidates(work: Work, rank: np.ndarray, full_tile: float, comp: int) -> tuple[list, float]:
     """Cores to simulate: one per distinct work pattern (its items' rows, tile counts, last widths and
-    masked tiles), by decreasing proxy, those within CANDIDATE_RANGE of the largest, while the simulated
-    full-tile equivalents (*comp* companions) stay within SIM_BUDGET; the proxy ranks cores only
-    roughly (rms 6%), so the slowest simulated candidate is the estimate. Returns (cores, cost)."""
-    proxy, order, seen, picked, spent = work.core_proxy, np.argsort(-work.core_proxy, kind="stable"), set(), [], 0.0
+    masked tiles), by decreasing *rank* (proxy plus the per-core constant), those within
+    CANDIDATE_RANGE of the largest, at most CANDIDATES, while the simulated full-tile equivalents
+    (*comp* companions) stay within STAGE1_BUDGET; the proxy ranks cores only roughly (rms 6%), so the
+    slowest simulated candidate is the estimate. Returns (cores, cost)."""
+    order, seen, picked, spent = np.argsort(-rank, kind="stable"), set(), [], 0.0
     for c in order:
         c = int(c)
-        if proxy[c] < CANDIDATE_RANGE * proxy[order[0]] or len(picked) == CANDIDATES:
+        if rank[c] < CANDIDATE_RANGE * rank[order[0]] or len(picked) == CANDIDATES:
             break
         blk = work.item_blk[work.starts[c]:work.starts[c + 1]]
         sig = tuple(np.stack([work.blk["rows"][blk], work.tiles[blk], work.last_cols[blk], work.masked[blk]]).ravel()
@@ -301,8 +341,8 @@ def _candidates(work: Work, full_tile: float, comp: int) -> tuple[list, float]:
         if sig in seen:
             continue
         seen.add(sig)
-        cost = _sim_cost(proxy[c], full_tile, comp)
-        if picked and spent + cost > SIM_BUDGET:
+        cost = _sim_cost(work.core_proxy[c], full_tile, comp)
+        if picked and spent + cost > STAGE1_BUDGET:
             continue
         picked.append(c)
         spent += cost
