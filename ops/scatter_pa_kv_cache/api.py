@@ -11,7 +11,8 @@ and two full passes over each cache (copy out, copy back).
 
 Modes: ``full`` (data + timing), ``timing`` (same instruction stream, no data: key/value/caches may
 be ``TensorSpec``-like objects, control tensors stay real numpy arrays; outputs None); ``estimate``
-is not implemented yet (AclnnError 161002).
+(no launch of the whole call: the copies are counted from the control tensors and the busiest core is
+sampled in timing mode, estimate.py; outputs and trace None, the timeout verdict carries split advice).
 
 Nct (non-contiguous K/V): ``key``/``value`` are the logical [T, N, D] views and ``strides``/``offsets``
 say where token t starts in their storage (element ``t * stride + offset``). The kernel reads the
@@ -64,6 +65,8 @@ class PreparedScatter:
 
     def run(self) -> OpResult:
         """Launch the kernel; in full mode update the caller's caches only after success."""
+        if self.mode == "estimate":
+            return self._estimate()
         plan, tl, x = self.plan, self.tiling, self.tensors
         full = self.mode == "full"
         caches = {"key_cache": x["key_cache"]}
@@ -94,6 +97,18 @@ class PreparedScatter:
             outputs = {"key_cache": x["key_cache"], "value_cache": x["value_cache"]}
         return OpResult(outputs, res.cycles, res.time_us, res.trace, tl, tl.workspace_size, tl.block_dim,
                         res.timeout, self.mode, extra={"plan": plan, "template": TEMPLATE_NAMES[tl.templateType]})
+
+
+    def _estimate(self) -> OpResult:
+        """Estimate mode: work counted from the control tensors, the busiest core sampled (estimate.py)."""
+        from ops.scatter_pa_kv_cache.estimate import estimate_spkc, split_advice
+
+        tl = self.tiling
+        est, work = estimate_spkc(self.plan, tl, self.chip, self.tensors)
+        verdict = split_advice(self.chip, est, work, limit_s=self.chip.aicore_timeout_s)
+        return OpResult(None, est.cycles, est.time_us, None, tl, tl.workspace_size, tl.block_dim, verdict,
+                        self.mode, extra={"plan": self.plan, "template": TEMPLATE_NAMES[tl.templateType],
+                                          "estimate": est})
 
 
 def _entry(key, keyCache, slotMapping, value, valueCache, compressLens, compressSeqOffset, seqLens, tiling):
@@ -150,9 +165,6 @@ def prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_
     """Validate and tile one call (nothing is written); see :func:`scatter_pa_kv_cache`."""
     spec = resolve_chip(chip)
     mode = check_mode(mode)
-    if mode == "estimate":
-        raise _invalid("mode 'estimate' is not implemented yet for scatter_pa_kv_cache (use 'full' or "
-                       "'timing')")
     tensors = {"key": key, "key_cache": key_cache, "slot_mapping": slot_mapping, "value": value,
                "value_cache": value_cache, "compress_lens": compress_lens,
                "compress_seq_offset": compress_seq_offset, "seq_lens": seq_lens}
@@ -175,12 +187,13 @@ def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=No
 
     Arguments are the seed's (snake_case); ``value``/``value_cache`` may be empty arrays (key-only
     scenario 6). Full mode updates *key_cache* and *value_cache* in place and returns them as
-    ``outputs``; timing mode computes cycles only (outputs None). *tiling*: overrides such as
+    ``outputs``; timing mode computes cycles only (outputs None); estimate mode predicts them without
+    launching the whole call (outputs and trace None; ``extra["estimate"]``). *tiling*: overrides such as
     ``{"blockDim": 8}`` or ``{"ubSize": 4096}`` (tiling.OVERRIDES).
 
     Raises AclnnError: 161001 (a required tensor is None), 161002 (invalid argument, unknown chip or
-    mode, illegal tiling override; also mode "estimate", not implemented yet), 561002 (rank and
-    tiling-only rules), 507014 (predicted run past the AI Core timeout). On any error the caches are
+    mode, illegal tiling override), 561002 (rank and tiling-only rules), 507014 (predicted run past
+    the AI Core timeout; estimate mode reports it in ``timeout`` instead, with split advice). On any error the caches are
     unchanged. NotImplementedError for the Rope mean of integer/fp8 tokens (950 class only).
     """
     return prepare_scatter_pa_kv_cache(
