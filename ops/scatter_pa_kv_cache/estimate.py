@@ -51,6 +51,12 @@ RECORDS_PER_CHUNK = 6  # wait/alloc, load, EnQue flag, DeQue wait, store, free f
 #: Simulation cost of moving bytes, in trace records: a long transfer books bandwidth bucket by bucket
 #: (npusim/memory/bandwidth.py); measured here, about one record's time per 32 KiB moved.
 BYTES_PER_RECORD = 32 * 1024
+#: What an Estimate's ``sample`` says was simulated.
+SAMPLES = {"launch": "the whole launch (small enough): timing mode itself",
+           "miniature": "the token miniature, its cores running their real cores' whole work",
+           "miniature, fitted": "the token miniature at two sample sizes",
+           "thinned launch": "the compress launch on all its cores, a fraction of each core's tasks kept",
+           "compress miniature": "the compress miniature, regions of whole batches"}
 
 
 # --- shared ---------------------------------------------------------------------------------------
@@ -87,7 +93,9 @@ def _launch(tl, chip, args: tuple) -> np.ndarray:
     # the launch adapter, imported here because api imports this module
     from ops.scatter_pa_kv_cache.api import _entry
 
-    res = launch(_entry, args + (tl,), block_dim=tl.usedCoreNum, chip=chip, mode="timing", kernel_type="vector")
+    # no timeout in a sample: estimate mode reports the launch's verdict instead (split_advice)
+    res = launch(_entry, args + (tl,), block_dim=tl.usedCoreNum, chip=chip, mode="timing", kernel_type="vector",
+                 timeout_s=float("inf"))
     cols = res.trace.columns
     ends = np.zeros(tl.usedCoreNum)
     np.maximum.at(ends, cols["core"], cols["end"])
@@ -114,15 +122,16 @@ def _predict(spec, proxy: np.ndarray, ks: np.ndarray, points: list) -> tuple[np.
     return fixed + alpha * proxy[ks], fixed, alpha
 
 
-def _make_estimate(spec, ks, cycles, proxy, fixed, alpha, classes: dict, whole: bool) -> Estimate:
-    """The Estimate of the slowest of the real cores *ks* (their *cycles*)."""
+def _make_estimate(spec, ks, cycles, proxy, fixed, alpha, classes: dict, sample: str) -> Estimate:
+    """The Estimate of the slowest of the real cores *ks* (their *cycles*); *sample*: SAMPLES key."""
     j = int(np.argmax(cycles))
     est = Estimate(int(np.ceil(cycles[j] - 1e-6)), float(cycles[j]) / spec.clock_hz * 1e6, cycles, float(fixed[j]),
                    {k: (v, None) for k, v in classes.items()})
     est.sampled_cores = ks  # the real cores whose cycles were predicted (per_core_cycles, in this order)
     est.slowest_core = int(ks[j])
     est.busiest_core = int(np.argmax(proxy))
-    est.sampled_whole = whole  # True: the sample ran these cores' whole work
+    est.sample = sample
+    est.sampled_whole = sample in ("launch", "miniature")  # the sample ran these cores' whole work
     est.proxy = proxy  # proxy cycles of every real core
     est.fit = (float(fixed[j]), float(alpha[j]))  # the slowest core's cycles = fixed + alpha * proxy
     return est
@@ -298,7 +307,7 @@ def _estimate_tokens(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
     work = _TokenWork(plan, tl, spec, slots)
     launch_bytes = work.read_bytes + work.write_curve[-1]
     if work.records * work.total_copies + slots.size <= SAMPLE_RECORDS:
-        ks = np.arange(tl.usedCoreNum)
+        ks, sample = np.arange(tl.usedCoreNum), "launch"
         points = [(work.proxy, _run_tokens(work, spec, tensors, slots, tl, plan.num_blocks * plan.block_size))]
     else:
         ks = _heaviest(work.proxy, min(COMPANIONS, tl.usedCoreNum))
@@ -310,12 +319,13 @@ def _estimate_tokens(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
                 s = int(work.starts[core])
                 patterns[c, :n[c]] = np.where(slots[s:s + n[c]] >= 0, 0, -1)
             points = [(work.proxy[ks], _run_miniature(work, share, spec, tensors, patterns, launch_bytes))]
+            sample = "miniature"
         else:
             density = k / np.maximum(n, 1)
             per_token = float((work.records * density + 1).sum())
             m = min(max(int(SAMPLE_RECORDS * SMALL_SAMPLE / ((SMALL_SAMPLE + 1) * per_token)), 4 * SMALL_SAMPLE),
                     int(n.max()))
-            points = []
+            points, sample = [], "miniature, fitted"
             for size in (max(m // SMALL_SAMPLE, 2), m):
                 patterns = np.stack([_spread(d, size) for d in density])
                 x = work.pattern_proxy((patterns >= 0).sum(axis=1), np.full(ks.size, size))
@@ -324,8 +334,7 @@ def _estimate_tokens(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
     copies = work.total_copies
     classes = {"tokens_copied": copies, "tokens_skipped": int(slots.size - copies)}
     classes.update({f"copies_{kind}": copies * n for kind, n in work.chunks.items()})
-    est = _make_estimate(spec, ks, cycles, work.proxy, fixed, alpha, classes, whole=len(points) == 1)
-    return est, {"work": work}
+    return _make_estimate(spec, ks, cycles, work.proxy, fixed, alpha, classes, sample), {"work": work}
 
 
 # --- compress templates (ALIBI, ROPE, OMNI) ---------------------------------------------------------
@@ -560,11 +569,11 @@ def estimate_compress(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
     launch_bytes = work.touched(work.seq, work.task)
     total = float(work.task["cost"].sum()) * work.pairs
     if total <= COMPRESS_RECORDS:
-        ks = np.arange(tl.usedCoreNum)
+        ks, sample = np.arange(tl.usedCoreNum), "launch"
         points = [_run_compress(work, spec, spec, launch_bytes, 0, 0.0, work.seq, work.wins, work.offs,
                                 work.slots)]
     elif work.tasks <= FULL_LAUNCH_TASKS:
-        ks = np.arange(tl.usedCoreNum)
+        ks, sample = np.arange(tl.usedCoreNum), "thinned launch"
         keep = max(COMPRESS_RECORDS - SKIP_RECORDS * work.tasks, 0.1 * COMPRESS_RECORDS) / total
         tasks_kept = min(1.0, max(keep, THIN_MIN_TASKS / max(int(work.counts.min()), 1)))
         seq, wins, offs = work.seq, work.wins, work.offs
@@ -573,7 +582,7 @@ def estimate_compress(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
         slots = np.where(_thin(work, tasks_kept), work.slots, -1)
         points = [_run_compress(work, spec, spec, launch_bytes, 0, 1 - tasks_kept, seq, wins, offs, slots)]
     else:
-        ks, mini = _compress_regions(work)
+        (ks, mini), sample = _compress_regions(work), "compress miniature"
         micro = ks.size * work.pairs if ks.size > 1 else 1
         share = micro / tl.usedCoreNum
         x, y = _run_compress(work, contention_chip(spec, 1 / share), spec, launch_bytes, ks.size, 0.0,
@@ -585,8 +594,7 @@ def estimate_compress(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
     classes = {"compress_tasks": work.tasks, "tasks_skipped": int((~t["keep"]).sum()) * work.pairs,
                "copy_loops": 2 * int(t["loops"].sum()), "rows_written": 2 * int(t["rows"].sum()),
                "mean_tokens": 2 * int((t["mean"] > 0).sum()), "mean_rows": 2 * int(t["mean"].sum())}
-    est = _make_estimate(spec, ks, cycles, work.proxy, fixed, alpha, classes, whole=total <= COMPRESS_RECORDS)
-    return est, {"work": work}
+    return _make_estimate(spec, ks, cycles, work.proxy, fixed, alpha, classes, sample), {"work": work}
 
 
 # --- entry points ------------------------------------------------------------------------------------
