@@ -8,15 +8,16 @@
 2. The CANN core split of the items (tiling.core_split: greedy + BalanceLoad on the quantised loads,
    evaluated on prefix sums) and the candidate busiest cores: one per distinct work pattern, by
    decreasing proxy, within a simulation budget (the proxy ranks cores only roughly).
-3. Each candidate's items run on the real kernel in timing mode next to companion copies of
-   themselves (rotated, so out of phase as the launch's other cores are; 2-4, as the budget allows),
-   with the chip's HBM/L2 bandwidth cut to their share of the launch (``active / companions``, active =
-   load-weighted busy cores). A core with more than WHOLE_TILES tiles is sampled: SAMPLE_ITEMS of its
+3. Each candidate's items run on the real kernel in timing mode on one core at its bandwidth share
+   (ranking); the slowest runs again next to companion copies of itself (rotated, so out of phase as
+   the launch's other cores are; 2-6, as the budget allows), with the chip's HBM/L2 bandwidth cut to
+   their share of the launch (``active / companions``, active = load-weighted busy cores, from the
+   ranking runs' times where a core's pattern was simulated, else from the proxy). A core with more
+   than WHOLE_TILES tiles is sampled (no ranking runs): SAMPLE_ITEMS of its
    items, spread over its range, cut to their last tiles, at three sizes that keep the same first and
    last tile (pipeline fill and drain); its time is ``fixed + a * items + b * proxy`` fitted to them.
    Samples start with the L2 in the launch's steady state (l2_warm). The AIV pre-passes (fp32 V^T,
-   byte-mode drop mask) run in every sample at one core's share of the launch. The slowest candidate
-   is the estimate.
+   byte-mode drop mask) run in every sample at one core's share of the launch.
 Measured accuracy: benchmarks/estimate_accuracy_fa.py.
 """
 from __future__ import annotations
@@ -42,8 +43,8 @@ SAMPLE_ITEMS = 2  # items in a sample of a larger core, spread over its range
 SAMPLE_TILES = 2  # tiles kept per sampled item (its last ones: the masked / partial side)
 CANDIDATES = 5  # distinct busiest cores simulated at most (the slowest is the estimate)
 CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
-SIM_BUDGET = 40  # full-tile equivalents simulated in all (companions included): < 1 s wall
-STAGE1_BUDGET = 16  # ... of which for ranking the candidates (one core each)
+SIM_BUDGET = 32  # full-tile equivalents simulated in all (companions included): < 1 s wall
+STAGE1_BUDGET = 13  # ... of which for ranking the candidates (one core each)
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
@@ -220,7 +221,8 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
                                    work.total_tiles, full_til.workspaceSize)
     kin = kernel_inputs(problem, "timing", tensors, softmax_layout)
     # the unit of simulation cost: a 256 x 1024 tile (the simulator's wall time follows the proxy)
-    full_tile = float(_tile_proxy(problem, np.array([256.0]), np.array([1024]), 0.0)[0])
+    # (a smaller vec1Elems means more, shorter vector instructions per tile: more simulation per cycle)
+    full_tile = float(_tile_proxy(problem, np.array([256.0]), np.array([1024]), 0.0)[0]) * sizes["vec1Elems"] / 8192
     proxy = work.core_proxy
     warm = _warm(problem, work, kin, full_til.workspaceSize - SYSTEM_WORKSPACE_BYTES, spec)
 
@@ -260,8 +262,16 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         n_core = e - s
         if proxy[core] <= WHOLE_TILES * full_tile:
             return simulate([work.item(i) for i in range(s, e)]), 0.0, True
-        picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
         deep = SAMPLE_TILES + 1
+        picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
+        if work.tiles[work.item_blk[picks]].max() < deep:  # short items: whole items, twice as many, vs half
+            picks = np.unique(np.linspace(s, e - 1, min(2 * SAMPLE_ITEMS, n_core)).round().astype(np.int64))
+            sets = [[(int(i), deep) for i in picks], [(int(i), deep) for i in picks[:len(picks) // 2]]]
+            times = [simulate([_cut(work.item(i), k, w) for i, k in x]) for x in sets]
+            p = [item_proxy(x) for x in sets]
+            per_proxy = (times[0] - times[1]) / max(p[0] - p[1], 1e-9)
+            fixed = times[0] - per_proxy * p[0]
+            return fixed + per_proxy * proxy[core], fixed, False
         # the same first and last tiles in every size (pipeline fill and drain), one middle tile less in
         # the second, one item less in the third
         sets = [[(int(i), deep) for i in picks], [(int(i), deep - 1) for i in picks],
@@ -294,6 +304,13 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
         cands, spent = _candidates(work, rank, full_tile, floor)
         results = {c: core_cycles(simulate, c) for c in cands}
         core = max(results, key=lambda c: results[c][0])
+        # the busy cores again, with the simulated times of the candidates' patterns (the proxy's
+        # ratios between cores are rough) and the others' proxies scaled to them
+        sims = {_signature(work, c): results[c][0] - spec.launch_overhead_cycles for c in results}
+        scale = float(np.mean([results[c][0] - spec.launch_overhead_cycles for c in results]) /
+                      np.mean([rank[c] for c in results]))
+        busy = np.array([sims.get(_signature(work, c), rank[c] * scale) for c in range(len(rank))])
+        active = _active(busy)
     # the slowest candidate again with as many companions as the rest of the budget allows (at least two)
     more = next((c for c in COMPANIONS if spent + _sim_cost(proxy[core], full_tile, c) <= SIM_BUDGET),
                 COMPANIONS[-1])
@@ -311,7 +328,8 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
 
 
 def _sim_cost(core_proxy: float, full_tile: float, comp: int) -> float:
-    """Full-tile equivalents simulated for a core: whole, or the three sample sizes."""
+    """Full-tile equivalents simulated for a core: whole, or the three sample sizes (counted with a
+    margin: sampled runs are short, so their set-up weighs more per tile)."""
     if core_proxy <= WHOLE_TILES * full_tile:
         return comp * core_proxy / max(full_tile, 1e-9)
     return comp * SAMPLE_ITEMS * (3 * SAMPLE_TILES + 2.5)
@@ -322,6 +340,13 @@ def _active(core_cost: np.ndarray) -> float:
     the bandwidth)."""
     top = float(core_cost.max(initial=0.0))
     return float(core_cost.sum()) / top if top > 0 else 1.0
+
+
+def _signature(work: Work, core: int) -> tuple:
+    """A core's work pattern: its items' rows, tile counts, last widths and masked tiles (first 64)."""
+    blk = work.item_blk[work.starts[core]:work.starts[core + 1]][:64]
+    return tuple(np.stack([work.blk["rows"][blk], work.tiles[blk], work.last_cols[blk], work.masked[blk]]).ravel()
+                 .tolist())
 
 
 def _candidates(work: Work, rank: np.ndarray, full_tile: float, comp: int) -> tuple[list, float]:
@@ -335,9 +360,7 @@ def _candidates(work: Work, rank: np.ndarray, full_tile: float, comp: int) -> tu
         c = int(c)
         if rank[c] < CANDIDATE_RANGE * rank[order[0]] or len(picked) == CANDIDATES:
             break
-        blk = work.item_blk[work.starts[c]:work.starts[c + 1]]
-        sig = tuple(np.stack([work.blk["rows"][blk], work.tiles[blk], work.last_cols[blk], work.masked[blk]]).ravel()
-                    [:4 * 64].tolist())
+        sig = _signature(work, c)
         if sig in seen:
             continue
         seen.add(sig)
