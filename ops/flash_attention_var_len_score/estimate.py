@@ -43,8 +43,8 @@ SAMPLE_ITEMS = 2  # items in a sample of a larger core, spread over its range
 SAMPLE_TILES = 2  # tiles kept per sampled item (its last ones: the masked / partial side)
 CANDIDATES = 5  # distinct busiest cores simulated at most (the slowest is the estimate)
 CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
-SIM_BUDGET = 32  # full-tile equivalents simulated in all (companions included): < 1 s wall
-STAGE1_BUDGET = 13  # ... of which for ranking the candidates (one core each)
+SIM_BUDGET = 34  # full-tile equivalents simulated in all (companions included): < 1 s wall
+STAGE1_BUDGET = 16  # ... of which for ranking the candidates (one core each)
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
