@@ -7,10 +7,10 @@ chunked, DataCopyPad tails, a small-UB override), a blockDim override, three chi
 small enough for timing mode to finish in under a minute. For each: timing-mode cycles and wall time,
 estimate-mode cycles and wall time, the relative error, and whether the estimate ran the whole launch
 (then it is timing mode itself; sample kinds: ops/scatter_pa_kv_cache/estimate.py SAMPLES). Then the
-estimate of 4M-token calls: wall time and peak Python memory
-(tracemalloc, measured in a second run: tracing slows numpy down).
+estimate of calls far too large for timing mode (4M tokens, rows of 144 KiB, 320k compress tasks):
+wall time and peak Python memory (tracemalloc, in a second run: tracing slows numpy down).
 
-    python benchmarks/estimate_accuracy_spkc.py            # the whole grid (about 4 minutes)
+    python benchmarks/estimate_accuracy_spkc.py            # the whole grid (about 5 minutes)
     python benchmarks/estimate_accuracy_spkc.py norm nz    # only the cases whose name contains a word
 """
 from __future__ import annotations
@@ -140,13 +140,24 @@ GRID = {
     "omni_b24_h32_varied": (compress_call, {"mode": "Omni", "batch": 24, "heads": 32, "seq": 2048, "spread": 0.5,
                                             "window": 0.2, "negative": 0.1}),
     "omni_b1600": (compress_call, {"mode": "Omni", "batch": 1600, "seq": 128, "window": 0.2}),
+    "rope_b2_long": (compress_call, {"mode": "Rope", "batch": 2, "seq": 200_000, "window": 0.001, "offset": 0.5}),
+    "omni_b3_long": (compress_call, {"mode": "Omni", "batch": 3, "seq": 100_000, "window": 0.01}),
+    "alibi_b4_long": (compress_call, {"mode": "Alibi", "batch": 4, "seq": 100_000, "window": 0.8}),
 }
 
-#: 4M-token calls: the estimate's cost where timing mode would take hours.
-HUGE = {"norm_4M_neg10": {"tokens": 4_000_000, "negative": 0.1},
-        "nz_4M_h32": {"tokens": 4_000_000, "heads": 32, "cache_mode": "PA_NZ"},
-        "keyonly_4M_i64_seq": {"tokens": 4_000_000, "key_only": True, "slot_dtype": "int64",
-                               "order": "sequential"}}
+#: Calls timing mode would take minutes to hours on: the estimate's own cost.
+HUGE = {"norm_4M_neg10": (token_call, {"tokens": 4_000_000, "negative": 0.1}),
+        "nz_4M_h32": (token_call, {"tokens": 4_000_000, "heads": 32, "cache_mode": "PA_NZ"}),
+        "keyonly_4M_i64_seq": (token_call, {"tokens": 4_000_000, "key_only": True, "slot_dtype": "int64",
+                                            "order": "sequential"}),
+        "norm_4M_h128_d576": (token_call, {"tokens": 4_000_000, "heads": 128, "head": 576}),
+        "norm_2k_h128_d576_ub256": (token_call, {"tokens": 2000, "heads": 128, "head": 576,
+                                                 "tiling": {"ubSize": 256}}),
+        "rope_b2_4M": (compress_call, {"mode": "Rope", "batch": 2, "seq": 2_000_000, "window": 0.001,
+                                       "offset": 0.5}),
+        "omni_b20000_h16": (compress_call, {"mode": "Omni", "batch": 20_000, "heads": 16, "seq": 200,
+                                            "spread": 0.5, "window": 0.1}),
+        "alibi_b40000": (compress_call, {"mode": "Alibi", "batch": 40_000, "seq": 64, "window": 0.5})}
 
 
 def run_case(build, args: dict) -> dict:
@@ -162,8 +173,8 @@ def run_case(build, args: dict) -> dict:
             "wall_estimate_s": t1 - t0, "sample": est.extra["estimate"].sample}
 
 
-def huge_case(args: dict) -> dict:
-    call = token_call(**args)
+def huge_case(build, args: dict) -> dict:
+    call = build(**args)
     gc.collect()
     t0 = time.perf_counter()
     res = scatter_pa_kv_cache(**call, mode="estimate")
@@ -172,8 +183,11 @@ def huge_case(args: dict) -> dict:
     scatter_pa_kv_cache(**call, mode="estimate")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"cycles": res.cycles, "time_us": res.time_us, "wall_s": wall, "peak_mb": peak / 2**20,
-            "copied": res.extra["estimate"].classes["tokens_copied"][0], "advice": res.timeout.advice}
+    classes = res.extra["estimate"].classes
+    work = (f"{classes['tokens_copied'][0]} tokens copied" if "tokens_copied" in classes else
+            f"{classes['compress_tasks'][0]} tasks, {classes['rows_written'][0]} rows written")
+    return {"cycles": res.cycles, "time_us": res.time_us, "wall_s": wall, "peak_mb": peak / 2**20, "work": work,
+            "sample": res.extra["estimate"].sample, "advice": res.timeout.advice}
 
 
 def main(words: list[str]) -> None:
@@ -192,12 +206,12 @@ def main(words: list[str]) -> None:
               flush=True)
     if errors:
         print(f"{len(errors)} cases: max |error| {max(errors):.2f}%, mean |error| {np.mean(errors):.2f}%")
-    for name, args in HUGE.items():
+    for name, (build, args) in HUGE.items():
         if words and not any(w in name for w in words):
             continue
-        r = huge_case(args)
-        print(f"{name}: {r['cycles']} cycles ({r['time_us']:.0f} us modeled), {r['copied']} tokens copied; estimate "
-              f"{r['wall_s']:.2f} s wall, peak {r['peak_mb']:.0f} MB; {r['advice']}", flush=True)
+        r = huge_case(build, args)
+        print(f"{name}: {r['cycles']} cycles ({r['time_us']:.0f} us modeled), {r['work']}; estimate "
+              f"{r['wall_s']:.2f} s wall, peak {r['peak_mb']:.0f} MB ({r['sample']}); {r['advice']}", flush=True)
 
 
 if __name__ == "__main__":

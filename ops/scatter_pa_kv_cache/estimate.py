@@ -4,16 +4,20 @@ slot_mapping (and seq_lens / compress_lens / compress_seq_offset) are real input
 copied, so the work is counted from them with numpy, never enumerated in Python: per core of the real
 split (tiling.py: AllocateTask, or the NZ ceil split), tokens copied and skipped (slot < 0), or each
 compress task's copy loops, rows and mean-window rows. A proxy cost (the bytes at the chip's DMA rate,
-plus latencies) weighs each core's work. Then a sample runs on the real kernel in timing mode, and each
-sampled core's cycles per proxy unit scale its real core's proxy; the estimate is the slowest core.
+plus latencies) weighs each core's work. A launch small enough (SAMPLE_RECORDS, COMPRESS_RECORDS) is
+simulated whole: the estimate is then timing mode's figure. Otherwise a sample runs on the real kernel
+in timing mode, each sampled core's cycles per proxy unit scale its real core's proxy, and the estimate
+is the slowest core (SAMPLES lists the kinds of sample).
 
 Why the samples look as they do (timing mode's behaviour, not the hardware's):
 - Bandwidth is booked first come first served in core order (npusim/memory/bandwidth.py), so in a
   bandwidth-bound launch later cores wait longer, and when cores finish the rest speed up. A sample
   therefore keeps every core's share of the work and the core order: the token templates run a
   miniature of COMPANIONS cores, one per block of the split (its heaviest core), with the chip's HBM/L2
-  bandwidth cut to their share (``contention_chip``: cores / companions); the compress templates run a
-  thinned copy of the launch on all its cores (its task loops are long, so few cores compete unevenly).
+  bandwidth cut to their share (``contention_chip``: cores / companions). The compress templates run
+  the launch thinned, on all its cores, since neighbouring cores read other heads of the same batches
+  and share those L2 pages (batches of dropped heads start resident, _PartlyResident); with too many
+  tasks to iterate, a miniature of regions of whole batches (cores then hold whole batches).
 - npusim's L2 hit scale is l2_bytes / bytes touched chip-wide, and the touched bytes grow as the launch
   goes (npusim/memory/gm.py). A sample touches fewer bytes, so its chip gets the L2 scaled by (bytes it
   touches) / (bytes the launch touches), counted the way gm.py counts pages; it then passes through the
@@ -42,6 +46,7 @@ SAMPLE_RECORDS = 48_000  # token templates, both samples together (~0.35 s)
 COMPRESS_RECORDS = 110_000  # compress templates, one sample (~0.5 s): thinner samples compete less
 COMPANIONS = 16  # cores of the token miniature (and regions of the compress one)
 SMALL_SAMPLE = 4  # the smaller token sample is 1/SMALL_SAMPLE of the larger
+MIN_TOKENS = 2  # tokens a core of the larger token sample runs at least
 CURVE_BINS = 64  # progress points of the launch's L2 write curve
 FULL_LAUNCH_TASKS = 12_000  # compress tasks above which the sample is a miniature, not the whole launch
 THIN_MIN_TASKS = 3  # tasks a core keeps at least in a thinned launch (parts are cut below that)
@@ -209,18 +214,24 @@ class _TokenWork:
         PA_NZ stores of one block start 32 bytes apart, so a block is touched once, for fresh_bytes."""
         nz = self.tl.templateType == T.TEMPLATE_NZ
         elem, bs = self.plan.elem_bytes, self.plan.block_size
-        sizes = [self.plan.num_blocks] if nz else [self.plan.num_blocks * bs * r * elem // PAGE + 2 for r in self.rows]
+        # rows of two pages or more share at most their end pages: a write touches its row's pages (and
+        # one more where rows are not whole pages)
+        big = [r for r in self.rows if r * elem >= 2 * PAGE] if not nz else []
+        rows = [r for r in self.rows if r not in big] if not nz else self.rows
+        sizes = [self.plan.num_blocks] if nz else [self.plan.num_blocks * bs * r * elem // PAGE + 2 for r in rows]
         firsts = [np.full(n, CURVE_BINS, np.int16) for n in sizes]
         inner = np.zeros(CURVE_BINS)
         for s, n in zip(self.starts, self.counts):
             sl = self.slots[s:s + n]
             j = np.flatnonzero(sl >= 0)
             b = (j * CURVE_BINS // max(int(n), 1)).astype(np.int16)
+            inner += np.bincount(b, minlength=CURVE_BINS) * sum(-(-r * elem // PAGE) + (r * elem % PAGE > 0)
+                                                                for r in big)
             slot = sl[j].astype(np.int64)
             if nz:
                 np.minimum.at(firsts[0], slot // bs, b)
                 continue
-            for first, row in zip(firsts, self.rows):
+            for first, row in zip(firsts, rows):
                 p0, p1 = slot * row * elem // PAGE, ((slot + 1) * row * elem - 1) // PAGE
                 np.minimum.at(first, p0, b)
                 np.minimum.at(first, p1, b)
@@ -310,7 +321,9 @@ def _estimate_tokens(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
         ks, sample = np.arange(tl.usedCoreNum), "launch"
         points = [(work.proxy, _run_tokens(work, spec, tensors, slots, tl, plan.num_blocks * plan.block_size))]
     else:
-        ks = _heaviest(work.proxy, min(COMPANIONS, tl.usedCoreNum))
+        # fewer sample cores when a token takes many copies (a tiny ubSize): each runs a few tokens at least
+        cores = min(COMPANIONS, tl.usedCoreNum, max(1, SAMPLE_RECORDS // (MIN_TOKENS * (work.records + 1))))
+        ks = _heaviest(work.proxy, cores)
         share = contention_chip(spec, tl.usedCoreNum / ks.size)
         n, k = work.counts[ks], work.copies[ks]
         if int((work.records * k + n).sum()) <= SAMPLE_RECORDS:  # the sample cores' own tokens, whole
@@ -323,10 +336,10 @@ def _estimate_tokens(plan, tl, spec, tensors) -> tuple[Estimate, dict]:
         else:
             density = k / np.maximum(n, 1)
             per_token = float((work.records * density + 1).sum())
-            m = min(max(int(SAMPLE_RECORDS * SMALL_SAMPLE / ((SMALL_SAMPLE + 1) * per_token)), 4 * SMALL_SAMPLE),
+            m = min(max(int(SAMPLE_RECORDS * SMALL_SAMPLE / ((SMALL_SAMPLE + 1) * per_token)), MIN_TOKENS),
                     int(n.max()))
             points, sample = [], "miniature, fitted"
-            for size in (max(m // SMALL_SAMPLE, 2), m):
+            for size in (max(m // SMALL_SAMPLE, 1), m):
                 patterns = np.stack([_spread(d, size) for d in density])
                 x = work.pattern_proxy((patterns >= 0).sum(axis=1), np.full(ks.size, size))
                 points.append((x, _run_miniature(work, share, spec, tensors, patterns, launch_bytes)))
