@@ -399,13 +399,14 @@ def test_spkc_launch_uses_tiling_cores():
 
 
 # --- modes and bad input ----------------------------------------------------------------------------
-def test_spkc_estimate_mode_not_implemented():
-    """mode='estimate' is refused with 161002 naming the mode and saying it is not implemented."""
+def test_spkc_estimate_mode_leaves_caches_alone():
+    """mode='estimate' returns a prediction (no outputs, no trace) and writes nothing to the caches
+    (tests/ops/test_scatter_pa_kv_cache_estimate.py checks its figures)."""
     call = norm_case(np.float16, np.int32, np.random.default_rng(0))
-    with pytest.raises(AclnnError) as err:
-        scatter_pa_kv_cache(**call, chip=CHIP, mode="estimate")
-    assert err.value.status == ACLNN_ERR_PARAM_INVALID
-    assert "estimate" in err.value.message and "not implemented" in err.value.message
+    before = call["key_cache"].copy()
+    res = scatter_pa_kv_cache(**call, chip=CHIP, mode="estimate")
+    assert res.outputs is None and res.trace is None and res.cycles > 0
+    assert np.array_equal(call["key_cache"].view(np.uint8), before.view(np.uint8))
 
 
 @pytest.mark.parametrize("change, status", [
