@@ -46,8 +46,9 @@ CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction o
 SIM_BUDGET = 34  # full-tile equivalents simulated in all (companions included): < 1 s wall
 STAGE1_BUDGET = 16  # ... of which for ranking the candidates (one core each)
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
-PREPASS_UNITS = 160  # pre-pass work units per AIV simulated at most; beyond, extrapolated linearly (the
+PREPASS_UNITS = 160  # drop-mask adapter units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
+VT_UNITS = 48  # the same for the fp32 V^T pre-pass (its units cost more to simulate)
 
 #: Cost proxy: the marginal cycles of one tile in a core's pipelined task stream, fitted to single-core
 #: timing-mode runs of the kernel on Ascend910B2 at a 1/20 bandwidth share (benchmarks/
@@ -200,7 +201,7 @@ def _prepass_share(problem, til, comp: int, block_dim: int) -> tuple[int, int, i
         d8 = -(-problem.D // 8) * 8
         r = max(8, min(64, 8192 // d8) // 8 * 8)
         per = -(-problem.N2 * -(-problem.T2 // r) // aivs)
-        keep = min(per, PREPASS_UNITS)
+        keep = min(per, VT_UNITS)
         t2, v_left = min(problem.T2, -(-keep * 2 * comp // problem.N2) * r), per - keep
     if problem.dropout and not til.dropMaskBitMode:  # adapter units of ADAPTER_UNIT_BITS bits
         per = -(-(-(-problem.drop_mask_bits // ADAPTER_UNIT_BITS)) // aivs)
@@ -373,15 +374,17 @@ def _candidates(work: Work, rank: np.ndarray, full_tile: float, comp: int) -> tu
 
 
 def _prepass_rest(simulate, t2: int, bits: int, v_left: int, d_left: int, problem, comp: int) -> float:
-    """Cycles of the pre-pass units per AIV beyond PREPASS_UNITS: slopes of item-less runs at half the
-    simulated units (V^T and drop-mask adapter separately)."""
-    half, extra = PREPASS_UNITS // 2, 0.0
+    """Cycles of the pre-pass units per AIV beyond VT_UNITS / PREPASS_UNITS: slopes of item-less runs at
+    half the simulated units (V^T and drop-mask adapter separately)."""
+    extra = 0.0
     if v_left > 0:
+        half = VT_UNITS // 2
         d8 = -(-problem.D // 8) * 8
         r = max(8, min(64, 8192 // d8) // 8 * 8)
         t_half = min(problem.T2, -(-half * 2 * comp // problem.N2) * r)
         extra += v_left * (simulate([], t2_size=t2, drop_bits=0) - simulate([], t2_size=t_half, drop_bits=0)) / half
     if d_left > 0:
+        half = PREPASS_UNITS // 2
         b_half = half * 2 * comp * ADAPTER_UNIT_BITS
         extra += d_left * (simulate([], t2_size=t2, drop_bits=bits) - simulate([], t2_size=t2, drop_bits=b_half)) / half
     return extra
