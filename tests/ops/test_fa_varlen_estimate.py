@@ -5,7 +5,6 @@ full accuracy grid)."""
 from __future__ import annotations
 
 import random
-import time
 import tracemalloc
 
 import numpy as np
@@ -191,16 +190,13 @@ def test_fa_varlen_estimate_split_advice():
     assert predicted <= 0.8 * 2e-4
 
 
-def test_fa_varlen_estimate_huge_shapes_fast():
-    """T = 1M tokens in one batch with N = 64 (and 2048 batches with N = 256): the estimate returns in
-    well under a few seconds and 200 MB of traced memory, and the split advice is consistent."""
+def test_fa_varlen_estimate_huge_shapes_bounded():
+    """T = 1M tokens in one batch with N = 64 (and 2048 batches with N = 256): the estimate stays within
+    200 MB of traced memory and the verdict is consistent (its speed: benchmarks/estimate_accuracy_fa.py)."""
     for sq, n1, n2, d, mode in (([1 << 20], 64, 64, 128, None), ([512] * 2048, 256, 256, 64, 2)):
-        t0 = time.perf_counter()
+        tracemalloc.start()
         res = run(sq, sq, n1=n1, n2=n2, d=d, mode=mode)
-        wall = time.perf_counter() - t0
-        tracemalloc.start()  # separately: tracing slows the simulation several times
-        run(sq, sq, n1=n1, n2=n2, d=d, mode=mode)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert wall < 2.0 and peak < 200 * 2 ** 20, (wall, peak)
+        assert peak < 200 * 2 ** 20, peak
         assert res.time_us > 0 and res.timeout.exceeded == (res.time_us * 1e-6 > res.timeout.limit_s)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -156,11 +155,9 @@ def test_spkc_estimate_compress_timeout_advice():
 
 
 def test_spkc_estimate_huge_call():
-    """4M tokens: counted in full, estimated in seconds (benchmark: under 1 s), the caches never built."""
+    """4M tokens: counted in full and estimated without building the caches (speed: the benchmark)."""
     call = token_call(tokens=4_000_000, negative=0.1)
-    t0 = time.perf_counter()
     res = _estimate(call)
-    assert time.perf_counter() - t0 < 5.0
     classes = res.extra["estimate"].classes
     copied = int(np.count_nonzero(call["slot_mapping"] >= 0))
     assert classes["tokens_copied"][0] == copied and classes["tokens_skipped"][0] == 4_000_000 - copied
