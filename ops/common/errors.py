@@ -1,6 +1,8 @@
 """Raising the aclnn status codes with messages that name the parameter and the rule."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npusim.errors import (ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
                            AclnnError)
 
@@ -18,3 +20,14 @@ def invalid(param: str, rule: str) -> AclnnError:
 def tiling_error(param: str, rule: str) -> AclnnError:
     """561002: a rule the real kernel enforces while tiling."""
     return AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"{param}: {rule}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One documented constraint of an operator contract: *name* (used in messages and test ids), the
+    status code it fails with, the rule as shown in error messages, and its source."""
+
+    name: str
+    status: int
+    text: str
+    source: str

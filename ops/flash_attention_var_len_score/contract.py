@@ -25,6 +25,7 @@ from npusim.errors import (
     ACLNN_ERR_PARAM_NULLPTR,
 )
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT64, UINT8
+from ops.common.errors import Rule  # noqa: F401 - the contracts' rule type
 
 OP_NAME = "aclnnFlashAttentionVarLenScore"
 
@@ -139,14 +140,6 @@ DROP_MASK_BITS_PER_BYTE = 8
 
 
 # --- rules ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rule:
-    """One constraint: its status code, the rule as shown in error messages, and its source."""
-
-    name: str
-    status: int
-    text: str
-    source: str
 
 
 _NULL, _INV, _TIL = ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_INNER_TILING_ERROR

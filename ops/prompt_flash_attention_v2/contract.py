@@ -42,6 +42,7 @@ from npusim.errors import (
     ACLNN_ERR_PARAM_NULLPTR,
 )
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT8, INT64, UINT8, UINT64
+from ops.common.errors import Rule  # noqa: F401 - the contracts' rule type
 from ops.common.layouts import PFA_LAYOUTS
 
 OP_NAME = "aclnnPromptFlashAttentionV2"
@@ -78,14 +79,6 @@ class ScaleMode(StrEnum):
 
 
 # --- rules ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rule:
-    """One constraint: *name* (used in messages and test ids), status code, rule text, source."""
-
-    name: str
-    status: int
-    text: str
-    source: str
 
 
 _RULE_LIST = (
