@@ -8,10 +8,9 @@ runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
 """
 from __future__ import annotations
 
-import json
 import platform
-import subprocess
-import sys
+
+from child_run import run_child
 
 CASE = dict(B=1, N=8, S=4096, D=128)
 
@@ -39,9 +38,7 @@ print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": resource.getrusage(re
 
 
 def run(mode: str) -> dict:
-    args = [sys.executable, "-c", _CHILD, mode] + [str(CASE[k]) for k in "BNSD"]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_child(_CHILD, [mode] + [CASE[k] for k in "BNSD"])
 
 
 def main() -> None:
