@@ -19,7 +19,6 @@ streams advance together and book the shared HBM/L2 bandwidth close to simulated
 """
 from __future__ import annotations
 
-import sys
 from collections import deque
 
 from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelHangError, NpuBufferError
@@ -233,8 +232,3 @@ class CoreUnit:
     @property
     def end_cycle(self) -> float:
         return max(max(self.pipe_done), self.scalar_t)
-
-
-def caller_frame(depth: int):
-    """The frame *depth* levels above the caller (kernel source line lookup)."""
-    return sys._getframe(depth + 1)

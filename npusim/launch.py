@@ -81,6 +81,7 @@ class Launch:
         self.hbm = BandwidthCalendar("HBM", chip.hbm_bw_bytes_per_s / chip.clock_hz)
         self.l2_cal = BandwidthCalendar("L2", chip.l2_bw_bytes_per_s / chip.clock_hz)
         self.units: list[CoreUnit] = []
+        self._unit_index: dict = {}  # (block, sub-core) -> CoreUnit
         self.names: list[str] = []
         self._name_index: dict[str, int] = {}
         self.sources: list[tuple[str, int]] = []
@@ -181,10 +182,10 @@ class Launch:
         unit.records.append((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
 
     def unit_of(self, block_idx: int, sub: SubCore) -> CoreUnit:
-        for u in self.units:
-            if u.block_idx == block_idx and u.sub == sub:
-                return u
-        raise NpusimError(f"no {sub} in block {block_idx}")
+        try:
+            return self._unit_index[(block_idx, SubCore(sub))]
+        except KeyError:
+            raise NpusimError(f"no {SubCore(sub)} in block {block_idx}") from None
 
     # -- SyncAll -------------------------------------------------------------------------------
     def sync_all(self, unit: CoreUnit, label_id: int, depth: int) -> None:
@@ -225,6 +226,7 @@ class Launch:
         g.unit = unit
         unit.greenlet = g
         self.units.append(unit)
+        self._unit_index[(block_idx, sub)] = unit
         return unit
 
     def _drive(self, unit: CoreUnit):

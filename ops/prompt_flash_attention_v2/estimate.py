@@ -165,7 +165,10 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     seq = PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats)  # cost proxy: a tile, and half a tile per item
     starts, ends = seq.split(block_dim)
     proxy = seq.core_costs(block_dim)
-    cum_w = lambda i: float(seq._cum(seq.cum_w, seq.total_w, np.array([i]))[0])  # noqa: E731
+
+    def cum_w(i: int) -> float:  # cumulative tiles up to global item i (inclusive)
+        return float(seq._cum(seq.cum_w, seq.total_w, np.array([i]))[0])
+
     micro = min(COMPANIONS, block_dim)
     # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
