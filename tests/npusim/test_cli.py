@@ -54,3 +54,12 @@ def test_op_execute_timeout_rounds_up_to_whole_credits():
     with pytest.raises(AclnnError) as e:
         op_execute_timeout(spec, -1)
     assert e.value.status == 161002
+
+
+def test_predict_fa_and_spkc(capsys):
+    """The other operators predict too: a 1M-token FA forward fits; a serving-sized scatter takes microseconds."""
+    assert main(["predict", "fa", "T=1048576", "N=64", "D=128"]) == 0
+    assert "within the limit" in capsys.readouterr().out
+    assert main(["predict", "spkc", "tokens=4096", "heads=8", "D=128", "cache_mode=PA_NZ"]) == 0
+    out = capsys.readouterr().out
+    assert "within the limit" in out and "us =" in out
