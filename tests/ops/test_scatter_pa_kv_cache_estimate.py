@@ -23,7 +23,7 @@ CHIP = "Ascend910B2"
 #: Grid cases asserted here (timing mode takes a few seconds each): every path of the estimate but
 #: the compress miniature (benchmark only: its launches take longer).
 ACCURACY = ["norm_20k_h32_d256", "nz_30k_h32_d256", "keyonly_50k_h32_d256", "nct_30k_h32", "rope_b32_varied",
-            "alibi_b128"]
+            "alibi_b128", "omni_b64"]  # omni_b64: a sampled core's HBM stall, scaled by its thinning
 BOUND_PCT = 3.0  # documented bound of the estimate against timing mode (module docstring of estimate.py)
 
 
