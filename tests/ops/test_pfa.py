@@ -17,17 +17,25 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from npusim.dtypes import encode_deq_scale_u64
-from npusim.errors import (ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                           STATUS_NAMES, AclnnError)
+from npusim.errors import (
+    ACLNN_ERR_INNER_TILING_ERROR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    STATUS_NAMES,
+    AclnnError,
+)
 from npusim.memory.gm import TensorSpec
 from ops.common.accuracy import double_thousandth_ok, fa_rule_ok
 from ops.common.masks import compressed_causal_mask
 from ops.common.result import OpResult
-from ops.prompt_flash_attention_v2.api import (aclnnPromptFlashAttentionV2,
-                                               aclnnPromptFlashAttentionV2GetWorkspaceSize,
-                                               prompt_flash_attention_v2)
+from ops.prompt_flash_attention_v2.api import (
+    aclnnPromptFlashAttentionV2,
+    aclnnPromptFlashAttentionV2GetWorkspaceSize,
+    prompt_flash_attention_v2,
+)
 from ops.prompt_flash_attention_v2.golden import pfa_golden
 from ops.prompt_flash_attention_v2.reference import keep_of, pfa_lowp, pfa_reference64
+from tests.ops.helpers import bits, to_layout
 
 FP16, BF16, INT8 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int8)
 F32, U64 = np.dtype(np.float32), np.dtype(np.uint64)
@@ -39,22 +47,6 @@ INT_MAX = 2147483647
 
 
 # --- helpers ------------------------------------------------------------------------------------------
-def bits(x: np.ndarray) -> np.ndarray:
-    """Unsigned view of an array, for bit comparisons."""
-    x = np.ascontiguousarray(x)
-    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[x.dtype.itemsize])
-
-
-def to_layout(x: np.ndarray, layout: str) -> np.ndarray:
-    """A [B, N, S, D] array stored in *layout* (input side: BNSD_BSND reads BNSD)."""
-    b, n, s, d = x.shape
-    if layout == "BSH":
-        return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(b, s, n * d)
-    if layout == "BSND":
-        return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
-    return np.ascontiguousarray(x)
-
-
 def out_to_bnsd(x: np.ndarray, layout: str, n: int) -> np.ndarray:
     """An output of *layout* as [B, N, S, D] (BNSD_BSND writes BSND)."""
     if layout == "BSH":

@@ -15,26 +15,13 @@ from ops.prompt_flash_attention_v2 import golden as G
 from ops.prompt_flash_attention_v2.golden import mmad_fp32, pfa_golden, row_sum
 from ops.prompt_flash_attention_v2.reference import keep_of, pfa_lowp, pfa_reference64
 from ops.prompt_flash_attention_v2.validate import validate
+from tests.ops.helpers import bits, to_layout
 
 A2 = chip("Ascend910B2")
 FP16, BF16, INT8 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int8)
 COMPRESSED = np.triu(np.ones((2048, 2048), dtype=np.bool_), k=1)
 
 
-def bits(x: np.ndarray) -> np.ndarray:
-    """Unsigned view of an output, for bit comparisons."""
-    x = np.ascontiguousarray(x)
-    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[x.dtype.itemsize])
-
-
-def to_layout(x: np.ndarray, layout: str) -> np.ndarray:
-    """A [B, N, S, D] array written in *layout* (input side)."""
-    b, n, s, d = x.shape
-    if layout == "BSH":
-        return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(b, s, n * d)
-    if layout == "BSND":
-        return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
-    return x
 
 
 def from_out(x: np.ndarray, layout: str, n: int) -> np.ndarray:
