@@ -111,7 +111,10 @@ class TQue:
         self.unit = unit
         self.nbytes = int(nbytes)
         self.slots = [_Slot(i, buf.allocate(nbytes, f"TQue({self.position}) buffer {i}")) for i in range(num)]
-        self._key = id(self)  # NOTE: identity only names this queue's flags within one unit; never ordered
+        # The queue object itself names its flags (never ordered). NOTE: not id(self): a queue garbage-collected
+        # with flags still pending (a last FreeTensor nobody waits for) could hand its id, and so those stale
+        # flags, to a queue created later; holding the object in the key keeps its identity unique.
+        self._key = self
         # NOTE: names and labels resolved once per queue for performance reasons (benchmarks/sim_speed.py)
         self._set_id = unit.launch.name_id("SetFlag")
         self._wait_id = unit.launch.name_id("WaitFlag")
