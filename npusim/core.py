@@ -20,6 +20,7 @@ streams advance together and book the shared HBM/L2 bandwidth close to simulated
 from __future__ import annotations
 
 from collections import deque
+from sys import _getframe
 
 from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelHangError, NpuBufferError
 from npusim.memory.local import LocalBuffer
@@ -53,7 +54,10 @@ class CoreUnit:
         self.issue_cycles = float(chip.scalar_issue_cycles)
         self.flag_cycles = float(chip.flag_cycles)
         self.flags: dict = {}  # (HardEvent, event id) -> deque of (fire time, pipe)
-        self.records: list = []  # (pipe, name_id, start, end, bytes, flops, src_id)
+        # pipe, name_id, start, end, bytes, flops, src_id of each instruction, one after another. NOTE: a flat
+        # list, not a tuple per instruction, for performance reasons: a kept tuple is one more object for the
+        # garbage collector to scan (benchmarks/sim_speed.py).
+        self.records: list = []
         self.flows: list = []  # (src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub)
         self.horizon = QUANTUM_CYCLES
         self.greenlet = None
@@ -61,6 +65,9 @@ class CoreUnit:
         self.waiting_for = None  # description while suspended on a flag
         self.buffers = self._make_buffers(chip, sub, full)
         self.tpipe = None
+        self.name_ids = launch.name_ids  # name -> name id (Launch.name_id without the call)
+        self.src_id = launch.src_id
+        self.src_at = launch.src_at
 
     # -- buffers -----------------------------------------------------------------------------
     def _make_buffers(self, chip, sub, full) -> dict:
@@ -109,7 +116,12 @@ class CoreUnit:
         if done > self.pipe_done[pipe]:
             self.pipe_done[pipe] = done
         q.append(start)
-        self.records.append((pipe, name_id, start, done, nbytes, flops, self.launch.src_id(depth + 1)))
+        # Launch.src_id's look-up inlined (the same dict), for performance reasons
+        frame = _getframe(depth)
+        src = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if src is None:
+            src = self.src_id(depth + 1)
+        self.records.extend((pipe, name_id, start, done, nbytes, flops, src))
         if t > self.horizon:
             self.catch_up()
         return start
@@ -138,7 +150,7 @@ class CoreUnit:
         if done > self.pipe_done[pipe]:
             self.pipe_done[pipe] = done
         q.append(start)
-        self.records.append((pipe, name_id, start, done, nbytes, 0, self.launch.src_id(depth + 1)))
+        self.records.extend((pipe, name_id, start, done, nbytes, 0, self.src_id(depth + 1)))
         if t > self.horizon:
             self.catch_up()
         return start
@@ -148,7 +160,8 @@ class CoreUnit:
         """SetFlag on pipe *src*: fires when all of *src*'s earlier instructions are complete."""
         t = self.scalar_t + self.issue_cycles
         self.scalar_t = t
-        fire = max(t, self.pipe_done[src]) + self.flag_cycles
+        done = self.pipe_done[src]
+        fire = (done if done > t else t) + self.flag_cycles  # max(t, done), as an expression for speed
         # the set occupies its pipe's queue slot, so later work on src starts after it
         if fire > self.pipe_free[src]:
             self.pipe_free[src] = fire
@@ -158,8 +171,7 @@ class CoreUnit:
         if q is None:
             q = self.flags[key] = deque()
         q.append((fire, src))
-        self.records.append((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0,
-                             self.launch.src_id(depth + 1)))
+        self.records.extend((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0, self.src_id(depth + 1)))
         return fire
 
     def wait_flag(self, dst: int, key, label_id: int, what: str, depth: int = 2) -> float:
@@ -172,14 +184,15 @@ class CoreUnit:
                 f"{self.label}: WaitFlag {what} on {Pipe(dst)} has no SetFlag before it in program order, "
                 f"so {Pipe(dst)} would wait forever (kernel line {self.launch.src_text(depth + 1)})")
         fire, src = q.popleft()
-        start = max(t, self.pipe_free[dst])
-        release = max(start, fire) + self.flag_cycles
+        free = self.pipe_free[dst]
+        start = free if free > t else t  # max(t, free), as expressions for speed
+        release = (fire if fire > start else start) + self.flag_cycles
         self.pipe_free[dst] = release
         if release > self.pipe_done[dst]:
             self.pipe_done[dst] = release
         if dst == _S and release > self.scalar_t:
             self.scalar_t = release
-        self.records.append((FLOWCTRL, label_id, start, release, 0, 0, self.launch.src_id(depth + 1)))
+        self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, self.src_id(depth + 1)))
         self.flows.append((src, fire, dst, release, label_id, self.block_idx, int(self.sub)))
         return release
 
@@ -194,10 +207,14 @@ class CoreUnit:
             self.scalar_t = done
             start = t
         else:
-            done = max(self.pipe_done[pipe], t)
+            done = self.pipe_done[pipe]
+            if t > done:  # max(done, t), min(start, done) below: expressions for speed
+                done = t
             start = self.pipe_free[pipe]
             self.pipe_free[pipe] = done
-        self.records.append((FLOWCTRL, label_id, min(start, done), done, 0, 0, self.launch.src_id(depth + 1)))
+            if done < start:
+                start = done
+        self.records.extend((FLOWCTRL, label_id, start, done, 0, 0, self.src_id(depth + 1)))
 
     def wait_until(self, pipe: int, when: float) -> None:
         """Make *pipe* (or the scalar unit, for PIPE_S) wait until cycle *when* (flag release)."""

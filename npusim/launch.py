@@ -30,6 +30,23 @@ from npusim.types import Pipe, SubCore
 KERNEL_TYPES = ("mix", "vector", "cube")
 
 
+class _NameTable(dict):
+    """Instruction and flag names -> name ids, numbered in first-use order (the trace's name table).
+
+    NOTE: a dict that numbers a missing name itself, so the hot path is one subscript, for performance
+    reasons (benchmarks/sim_speed.py).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __missing__(self, name: str) -> int:
+        i = self[name] = len(self.names)
+        self.names.append(name)
+        return i
+
+
 class _KernelGreenlet(greenlet):
     """A greenlet that knows the instruction stream it runs (the kernel API's 'current core')."""
 
@@ -82,30 +99,37 @@ class Launch:
         self.l2_cal = BandwidthCalendar("L2", chip.l2_bw_bytes_per_s / chip.clock_hz)
         self.units: list[CoreUnit] = []
         self._unit_index: dict = {}  # (block, sub-core) -> CoreUnit
-        self.names: list[str] = []
-        self._name_index: dict[str, int] = {}
+        self.name_ids = _NameTable()  # name -> name id, in first-use order
+        self.names: list[str] = self.name_ids.names
         self.sources: list[tuple[str, int]] = []
-        self._src_index: dict = {}
+        self._src_index: dict = {}  # (code, line) -> source id
+        self.src_at: dict = {}  # (id(code), bytecode offset) -> source id
+        self._src_codes: list = []  # the code objects _src_at names
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
 
     # -- tables for the trace ----------------------------------------------------------------
     def name_id(self, name: str) -> int:
-        i = self._name_index.get(name)
-        if i is None:
-            i = self._name_index[name] = len(self.names)
-            self.names.append(name)
-        return i
+        return self.name_ids[name]
 
     def src_id(self, depth: int) -> int:
         """Index of the source line *depth* frames above the caller of this method."""
         frame = sys._getframe(depth)
-        key = (frame.f_code, frame.f_lineno)
-        i = self._src_index.get(key)
+        code = frame.f_code
+        # NOTE: looked up by (code identity, bytecode offset) first, for performance reasons: hashing a code
+        # object hashes its contents, and f_lineno decodes the line table. An offset lies on one line, so
+        # the ids are still those of the lines; _src_codes keeps each code alive, so its id stays its own.
+        at = (id(code), frame.f_lasti)
+        i = self.src_at.get(at)
         if i is None:
-            i = self._src_index[key] = len(self.sources)
-            self.sources.append((frame.f_code.co_filename, frame.f_lineno))
+            key = (code, frame.f_lineno)
+            i = self._src_index.get(key)
+            if i is None:
+                i = self._src_index[key] = len(self.sources)
+                self.sources.append((code.co_filename, frame.f_lineno))
+            self.src_at[at] = i
+            self._src_codes.append(code)
         return i
 
     def src_text(self, depth: int) -> str:
@@ -179,7 +203,7 @@ class Launch:
             unit.flows.append((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
         release += unit.flag_cycles
         unit.wait_until(pipe, release)
-        unit.records.append((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
+        unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
 
     def unit_of(self, block_idx: int, sub: SubCore) -> CoreUnit:
         try:
@@ -207,7 +231,7 @@ class Launch:
         for p in range(len(unit.pipe_free)):
             unit.wait_until(p, release)
         unit.scalar_t = release
-        unit.records.append((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
+        unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
 
     # -- running ---------------------------------------------------------------------------------
     def add_unit(self, block_idx: int, sub: SubCore, fn, args) -> CoreUnit:
@@ -260,7 +284,7 @@ class Launch:
         flows = {k: [] for k in ("src_core", "src_sub", "src_pipe", "set_cycle", "dst_core", "dst_sub",
                                  "dst_pipe", "wait_cycle", "label_id")}
         for u in self.units:
-            n = len(u.records)
+            n = len(u.records) // 7
             if n:
                 rec = np.array(u.records, dtype=np.float64).reshape(n, 7)
                 cols["core"].append(np.full(n, u.block_idx, np.int32))

@@ -36,7 +36,7 @@ class Instruction:
         if unit.full:
             self.execute()
         occupancy, latency = self.cycles(unit.chip)
-        unit.issue(unit.launch.name_id(self.name), int(self.pipe), occupancy, latency, self.nbytes, self.flops,
+        unit.issue(unit.name_ids[self.name], int(self.pipe), occupancy, latency, self.nbytes, self.flops,
                    depth + 1)
 
     def execute(self) -> None:  # pragma: no cover - every subclass defines it

@@ -153,7 +153,7 @@ def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte:
           gm_write: bool = False, depth: int = 3) -> None:
     """Schedule a transfer. *depth*: frames from unit.transfer up to the kernel line (transfer ->
     _send -> instruction __init__ -> kernel line = 3, one more per helper method in between)."""
-    unit.transfer(unit.launch.name_id(name), int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
+    unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
 
 
 def _nonneg(what: str, **values) -> None:
@@ -237,7 +237,7 @@ class DataCopy:
             if unit.full:
                 self.execute()
             # UB -> UB copies run on the vector pipe at one 256 B repeat per cycle (hardware.md §4)
-            unit.issue(unit.launch.name_id(self.name), int(Pipe.V), -(-nbytes // 256),
+            unit.issue(unit.name_ids[self.name], int(Pipe.V), -(-nbytes // 256),
                        unit.chip.vector_latency_cycles, nbytes, 0, depth=2)
 
     def execute(self) -> None:

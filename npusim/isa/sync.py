@@ -14,13 +14,13 @@ from npusim.types import HardEvent, Pipe
 def SetFlag(event: HardEvent, event_id: int = 0) -> None:
     """Ascend C ``SetFlag<HardEvent>(id)``: executed on the event's source pipe."""
     unit = current_unit()
-    unit.set_flag(int(event.src), (event, event_id), unit.launch.name_id("SetFlag"), depth=2)
+    unit.set_flag(int(event.src), (event, event_id), unit.name_ids["SetFlag"], depth=2)
 
 
 def WaitFlag(event: HardEvent, event_id: int = 0) -> None:
     """Ascend C ``WaitFlag<HardEvent>(id)``: the destination pipe waits for the matching SetFlag."""
     unit = current_unit()
-    unit.wait_flag(int(event.dst), (event, event_id), unit.launch.name_id("WaitFlag"),
+    unit.wait_flag(int(event.dst), (event, event_id), unit.name_ids["WaitFlag"],
                    f"{event}#{event_id}", depth=2)
 
 
@@ -30,27 +30,27 @@ def PipeBarrier(pipe: Pipe | None = None) -> None:
     ``None`` means PIPE_ALL: every pipe and the scalar unit wait until the core is idle.
     """
     unit = current_unit()
-    unit.barrier(-1 if pipe is None else int(pipe), unit.launch.name_id("PipeBarrier"), depth=2)
+    unit.barrier(-1 if pipe is None else int(pipe), unit.name_ids["PipeBarrier"], depth=2)
 
 
 def CrossCoreSetFlag(flag_id: int, pipe: Pipe = Pipe.FIX, mode: int = 2) -> None:
     """Ascend C ``CrossCoreSetFlag<mode, pipe>(flagId)``: signal the peer AIC/AIV of this AI Core."""
     _check_mode(mode)
     unit = current_unit()
-    unit.launch.cross_set(unit, int(flag_id), int(pipe), unit.launch.name_id("CrossCoreSetFlag"), depth=2)
+    unit.launch.cross_set(unit, int(flag_id), int(pipe), unit.name_ids["CrossCoreSetFlag"], depth=2)
 
 
 def CrossCoreWaitFlag(flag_id: int, pipe: Pipe = Pipe.S, mode: int = 2) -> None:
     """Ascend C ``CrossCoreWaitFlag<mode, pipe>(flagId)``: wait for the peer's CrossCoreSetFlag."""
     _check_mode(mode)
     unit = current_unit()
-    unit.launch.cross_wait(unit, int(flag_id), int(pipe), unit.launch.name_id("CrossCoreWaitFlag"), depth=2)
+    unit.launch.cross_wait(unit, int(flag_id), int(pipe), unit.name_ids["CrossCoreWaitFlag"], depth=2)
 
 
 def SyncAll() -> None:
     """Ascend C ``SyncAll()``: barrier over all cores of this kind (all AIVs, or all AICs)."""
     unit = current_unit()
-    unit.launch.sync_all(unit, unit.launch.name_id("SyncAll"), depth=2)
+    unit.launch.sync_all(unit, unit.name_ids["SyncAll"], depth=2)
 
 
 def _check_mode(mode: int) -> None:

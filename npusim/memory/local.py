@@ -54,6 +54,9 @@ class LocalBuffer:
         self._top = 0
 
 
+_new_tensor = object.__new__
+
+
 class LocalTensor:
     """A typed view of a local buffer: Ascend C ``LocalTensor<T>``.
 
@@ -83,18 +86,31 @@ class LocalTensor:
             if offset.step not in (None, 1):
                 raise NotImplementedError("LocalTensor slicing with a step is not an Ascend C operation")
             start = offset.start or 0
-            stop = self.size if offset.stop is None else offset.stop
-            return self._sub(start, stop - start)
-        return self._sub(int(offset), self.size - int(offset))
-
-    def _sub(self, start: int, count: int) -> "LocalTensor":
+            count = (self.size if offset.stop is None else offset.stop) - start
+        else:
+            start = int(offset)
+            count = self.size - start
         item = self.dtype.itemsize
         addr = self.addr + start * item
         if start < 0 or count < 0 or addr + count * item > self.limit:
             raise NpuBufferError(
                 f"{self.buffer.owner} {self.buffer.kind}: slice at element {start} (+{count}) leaves the "
                 f"allocation [{self.base}, {self.limit}) bytes")
-        return LocalTensor(self.core, self.buffer, addr, self.dtype, count, self.base, self.limit, self.slot)
+        buffer = self.buffer
+        if addr % 32 and buffer.kind is BufferKind.UB:
+            raise NpuBufferError(f"{buffer.owner} UB: tensor address {addr} is not 32-byte aligned")
+        # NOTE: __init__ inlined without its dtype conversion (the dtype is already a numpy dtype), for
+        # performance reasons: kernels slice tensors for nearly every instruction (benchmarks/sim_speed.py).
+        t = _new_tensor(LocalTensor)
+        t.core = self.core
+        t.buffer = buffer
+        t.addr = addr
+        t.dtype = self.dtype
+        t.size = count
+        t.base = self.base
+        t.limit = self.limit
+        t.slot = self.slot
+        return t
 
     def ReinterpretCast(self, dtype) -> "LocalTensor":
         """The same bytes seen as another dtype (Ascend C ReinterpretCast<T>)."""

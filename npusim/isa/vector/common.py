@@ -79,7 +79,10 @@ LATENCY = MappingProxyType({
 
 
 # ---- parameter structs (Ascend C spellings) ---------------------------------------------
-@dataclass(frozen=True)
+# Mutable like the Ascend C structs (and dma.py's); NOTE: not frozen, for performance reasons: kernels
+# build one per instruction, and a frozen dataclass's __init__ costs about 5x (benchmarks/sim_speed.py).
+# Instructions read the fields when they are issued, so changing a struct later affects later calls only.
+@dataclass(slots=True)
 class BinaryRepeatParams:
     """Ascend C BinaryRepeatParams: block strides and repeat strides, in 32-byte blocks."""
 
@@ -95,7 +98,7 @@ class BinaryRepeatParams:
                 (self.src1BlkStride, self.src1RepStride))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class UnaryRepeatParams:
     """Ascend C UnaryRepeatParams: block strides and repeat strides, in 32-byte blocks."""
 
@@ -108,7 +111,7 @@ class UnaryRepeatParams:
         return ((self.dstBlkStride, self.dstRepStride), (self.srcBlkStride, self.srcRepStride))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CopyRepeatParams:
     """Ascend C CopyRepeatParams: block strides and repeat sizes, in 32-byte blocks."""
 
@@ -121,7 +124,7 @@ class CopyRepeatParams:
         return ((self.dstStride, self.dstRepeatSize), (self.srcStride, self.srcRepeatSize))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BrcbRepeatParams:
     """Ascend C BrcbRepeatParams: where the 8 destination blocks of a repeat go (32-byte blocks)."""
 
@@ -132,6 +135,8 @@ class BrcbRepeatParams:
 # ---- repeat-form index arrays ---------------------------------------------------------------------
 def mask_key(mask):
     """A hashable form of an Ascend C mask: an int, or (low 64 bits, high 64 bits)."""
+    if mask.__class__ is int:  # NOTE: the common case first, for performance reasons (benchmarks/sim_speed.py)
+        return mask
     if isinstance(mask, (list, tuple, np.ndarray)):
         words = [int(m) for m in mask]
         if len(words) == 1:
@@ -174,6 +179,37 @@ def repeat_index(key, itemsize: int, repeat_times: int, blk_stride: int, rep_str
     return idx, top
 
 
+@functools.lru_cache(maxsize=4096)
+def repeat_extent(key, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int) -> tuple[int, int]:
+    """(1 + the largest element index, number of elements) of :func:`repeat_index`, raising as it does.
+
+    NOTE: what the bounds checks and the cost need, cached as two ints: timing mode never builds the
+    index arrays (full mode takes them from repeat_index in execute()), for performance reasons
+    (benchmarks/sim_speed.py).
+    """
+    idx, top = repeat_index(key, itemsize, repeat_times, blk_stride, rep_stride)
+    return top, idx.size
+
+
+@functools.lru_cache(maxsize=4096)
+def repeat_operands(mask, itemsize: int, repeat_times, strides: tuple) -> tuple:
+    """(repeatTimes as an int, mask key, :func:`repeat_extent` top of each operand, active elements
+    per operand) of a repeat-form instruction whose operands have *itemsize*-byte elements and
+    (block stride, repeat stride) pairs *strides*: its argument checks in one cached look-up.
+
+    Raises (uncached) for an invalid argument; the caller then repeats the checks one by one, which
+    raise with the instruction's name and in the order of its operands.
+    """
+    rep = check_repeat("repeat form", repeat_times)
+    key = mask_key(mask)
+    tops = []
+    active = 0
+    for blk, rs in strides:
+        top, active = repeat_extent(key, itemsize, rep, int(blk), int(rs))
+        tops.append(top)
+    return rep, key, tuple(tops), active
+
+
 def lane_index(ln: np.ndarray, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int) -> tuple:
     """(element indices of lanes *ln* of every repeat, repeat-major; 1 + the largest) for an operand of
     *itemsize*-byte elements: lane k sits in block k // (32 / itemsize), blocks *blk_stride* and
@@ -204,10 +240,14 @@ class VectorInstruction(Instruction):
     pipe = Pipe.V
     cost: ClassVar[float] = ONE_SRC
     dtypes: ClassVar[frozenset] = FLOATS
+    latency: ClassVar[dict] = {}  # dtype -> inherent latency: this class's LATENCY entry, set per subclass
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.latency = LATENCY.get(cls.name) or {}  # NOTE: looked up once per class, not per instruction
 
     def cycles(self, chip):
-        lat = LATENCY.get(self.name)
-        lat = lat.get(self.dtype) if lat else None
+        lat = self.latency.get(self.dtype)
         return (self.repeats * self.cost * REPEAT_BYTES / chip.vector_bytes_per_cycle,
                 chip.vector_latency_cycles if lat is None else lat)
 
@@ -224,7 +264,7 @@ class VectorInstruction(Instruction):
 
     def _same_dtype(self, tensors) -> np.dtype:
         dt = tensors[0].dtype
-        for t in tensors[1:]:
+        for t in tensors:
             if t.dtype != dt:
                 raise self._unsupported(dt, t.dtype)
         if dt not in self.dtypes:

@@ -14,16 +14,19 @@ from typing import ClassVar
 
 import numpy as np
 
+from npusim.isa.base import region
 from npusim.isa.vector.common import (ARITH, DIV, FLOATS, ONE_SRC, REPEAT_BYTES, TRANSCENDENTAL, TWO_SRC, UINT,
                                       BinaryRepeatParams, UnaryRepeatParams, VectorInstruction, check_repeat,
-                                      mask_key, repeat_index)
+                                      mask_key, repeat_extent, repeat_index, repeat_operands)
 from npusim.isa.vector.numerics import ieee, to_scalar, via_f64, vmax, vmin
 
 
 class Elementwise(VectorInstruction):
     """Shared count / repeat forms: the sources are tensors, the result goes to *dst*."""
 
-    __slots__ = ("dst", "srcs", "scalar", "count", "index")
+    # geometry: (mask key, strides) of the repeat form, None for the count form; extents: elements each
+    # operand (dst first) spans from its start, for reads() / writes()
+    __slots__ = ("dst", "srcs", "scalar", "count", "geometry", "extents")
     params_type: ClassVar[type] = UnaryRepeatParams
 
     def _setup(self, dst, srcs: tuple, args: tuple) -> None:
@@ -35,40 +38,60 @@ class Elementwise(VectorInstruction):
             n = int(args[0])
             for t in tensors:
                 t.check(n)
-            self.count, self.index = n, None
+            self.count, self.geometry = n, None
             self.repeats = -(-n * item // REPEAT_BYTES)
             active = n
-            spans = [n * item] * len(tensors)
+            tops = (n,) * len(tensors)
         elif len(args) == 3:  # repeat form
             mask, rep, params = args
             if not isinstance(params, self.params_type):
                 raise TypeError(f"{self.name}: repeat form takes a {self.params_type.__name__}, "
                                 f"not {type(params).__name__}")
-            rep = check_repeat(self.name, rep)
-            key = mask_key(mask)
-            self.index, spans = [], []
-            for t, (blk, rs) in zip(tensors, params.strides()):
-                idx, top = repeat_index(key, item, rep, int(blk), int(rs))
-                t.check(top)
-                self.index.append(idx)
-                spans.append(top * item)
-            self.count, self.repeats = None, rep
-            active = self.index[0].size
+            strides = params.strides()
+            # NOTE: repeatTimes, mask and strides checked and every operand's extent found in one cached
+            # look-up; execute() builds the index arrays (full mode only). For performance reasons
+            # (benchmarks/sim_speed.py): timing mode issues these in the kernels' inner loops.
+            try:
+                rep, key, tops, active = repeat_operands(mask, item, rep, strides)
+            except Exception:  # noqa: BLE001 - an invalid (or unhashable) argument: the checks below raise
+                tops = None
+            if tops is None:  # one by one, so the error is the one the first invalid argument raises
+                rep = check_repeat(self.name, rep)
+                key = mask_key(mask)
+                tops = []
+                for t, (blk, rs) in zip(tensors, strides):
+                    top, active = repeat_extent(key, item, rep, int(blk), int(rs))
+                    t.check(top)
+                    tops.append(top)
+            else:
+                for t, top in zip(tensors, tops):
+                    if t.addr + top * item > t.limit:  # check()'s test inlined; check() raises
+                        t.check(top)
+            self.count, self.repeats, self.geometry = None, rep, (key, strides)
         else:
             raise TypeError(f"{self.name} takes (dst, sources..., count) or (dst, sources..., mask, "
                             f"repeatTimes, {self.params_type.__name__})")
+        self.extents = tops
         self.nbytes = active * item * len(tensors)
         self.flops = active
-        self.spans_w = ((dst, spans[0]),)
-        self.spans_r = tuple(zip(srcs, spans[1:]))
 
     def execute(self) -> None:
-        if self.index is None:
+        if self.geometry is None:
             n = self.count
             self.dst.view(n)[:] = self.compute(*(s.view(n) for s in self.srcs))
         else:
-            ins = (s.span()[i] for s, i in zip(self.srcs, self.index[1:]))
-            self.dst.span()[self.index[0]] = self.compute(*ins)
+            key, strides = self.geometry
+            rep, item = self.repeats, self.dtype.itemsize
+            index = [repeat_index(key, item, rep, int(blk), int(rs))[0] for blk, rs in strides]
+            ins = (s.span()[i] for s, i in zip(self.srcs, index[1:]))
+            self.dst.span()[index[0]] = self.compute(*ins)
+
+    def reads(self):
+        item = self.dtype.itemsize
+        return tuple(region(t, top * item) for t, top in zip(self.srcs, self.extents[1:]))
+
+    def writes(self):
+        return (region(self.dst, self.extents[0] * self.dtype.itemsize),)
 
     def compute(self, *args: np.ndarray) -> np.ndarray:  # pragma: no cover - every op defines it
         raise NotImplementedError(self.name)
