@@ -46,6 +46,7 @@ class CoreUnit:
         self.sub = sub
         self.full = full
         self.label = f"core{block_idx}.{sub}"
+        self.sub_index = int(sub)
         self.scalar_t = 0.0
         self.pipe_free = [0.0] * N_PIPES  # when the pipe can start its next instruction
         self.pipe_done = [0.0] * N_PIPES  # when everything issued to the pipe is complete
@@ -68,6 +69,7 @@ class CoreUnit:
         self.name_ids = launch.name_ids  # name -> name id (Launch.name_id without the call)
         self.src_id = launch.src_id
         self.src_at = launch.src_at
+        self.path_costs = launch.path_costs
 
     # -- buffers -----------------------------------------------------------------------------
     def _make_buffers(self, chip, sub, full) -> dict:
@@ -116,12 +118,13 @@ class CoreUnit:
         if done > self.pipe_done[pipe]:
             self.pipe_done[pipe] = done
         q.append(start)
-        # Launch.src_id's look-up inlined (the same dict), for performance reasons
+        # NOTE: Launch.src_id's look-up inlined (the same table), for performance reasons: one call less
+        # per instruction (benchmarks/sim_speed.py)
         frame = _getframe(depth)
-        src = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if src is None:
-            src = self.src_id(depth + 1)
-        self.records.extend((pipe, name_id, start, done, nbytes, flops, src))
+        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if line is None:
+            line = self.src_id(depth + 1)
+        self.records.extend((pipe, name_id, start, done, nbytes, flops, line))
         if t > self.horizon:
             self.catch_up()
         return start
@@ -129,9 +132,11 @@ class CoreUnit:
     def transfer(self, name_id: int, pipe: int, path: str, nbytes: int, gm=None, gm_byte: int = 0,
                  gm_write: bool = False, depth: int = 2) -> float:
         """Issue a data movement of *nbytes* on *path*; GM transfers share chip bandwidth."""
-        chip = self.chip
-        rate = chip.path_rate(path, nbytes)
-        latency = chip.path_latency(path)
+        cost = self.path_costs.get((path, nbytes))
+        if cost is None:  # NOTE: ChipSpec's rate curve evaluated once per (path, size) and launch, for speed
+            chip = self.chip
+            cost = self.path_costs[(path, nbytes)] = (chip.path_rate(path, nbytes), chip.path_latency(path))
+        rate, latency = cost
         t = self.scalar_t + self.issue_cycles
         q = self.qstarts[pipe]
         if len(q) >= self.depth:
@@ -150,7 +155,11 @@ class CoreUnit:
         if done > self.pipe_done[pipe]:
             self.pipe_done[pipe] = done
         q.append(start)
-        self.records.extend((pipe, name_id, start, done, nbytes, 0, self.src_id(depth + 1)))
+        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
+        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if line is None:
+            line = self.src_id(depth + 1)
+        self.records.extend((pipe, name_id, start, done, nbytes, 0, line))
         if t > self.horizon:
             self.catch_up()
         return start
@@ -171,7 +180,11 @@ class CoreUnit:
         if q is None:
             q = self.flags[key] = deque()
         q.append((fire, src))
-        self.records.extend((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0, self.src_id(depth + 1)))
+        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
+        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if line is None:
+            line = self.src_id(depth + 1)
+        self.records.extend((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0, line))
         return fire
 
     def wait_flag(self, dst: int, key, label_id: int, what: str, depth: int = 2) -> float:
@@ -192,8 +205,12 @@ class CoreUnit:
             self.pipe_done[dst] = release
         if dst == _S and release > self.scalar_t:
             self.scalar_t = release
-        self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, self.src_id(depth + 1)))
-        self.flows.append((src, fire, dst, release, label_id, self.block_idx, int(self.sub)))
+        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
+        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if line is None:
+            line = self.src_id(depth + 1)
+        self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
+        self.flows.append((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
         return release
 
     def barrier(self, pipe: int, label_id: int, depth: int = 2) -> None:
@@ -214,7 +231,11 @@ class CoreUnit:
             self.pipe_free[pipe] = done
             if done < start:
                 start = done
-        self.records.extend((FLOWCTRL, label_id, start, done, 0, 0, self.src_id(depth + 1)))
+        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
+        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
+        if line is None:
+            line = self.src_id(depth + 1)
+        self.records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
 
     def wait_until(self, pipe: int, when: float) -> None:
         """Make *pipe* (or the scalar unit, for PIPE_S) wait until cycle *when* (flag release)."""

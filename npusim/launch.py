@@ -105,6 +105,7 @@ class Launch:
         self._src_index: dict = {}  # (code, line) -> source id
         self.src_at: dict = {}  # (id(code), bytecode offset) -> source id
         self._src_codes: list = []  # the code objects _src_at names
+        self.path_costs: dict = {}  # (data path, bytes) -> (chip.path_rate, chip.path_latency)
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
@@ -286,7 +287,7 @@ class Launch:
         for u in self.units:
             n = len(u.records) // 7
             if n:
-                rec = np.array(u.records, dtype=np.float64).reshape(n, 7)
+                rec = np.fromiter(u.records, np.float64, 7 * n).reshape(n, 7)
                 cols["core"].append(np.full(n, u.block_idx, np.int32))
                 cols["sub_core"].append(np.full(n, int(u.sub), np.int8))
                 cols["pipe"].append(rec[:, 0].astype(np.int8))
@@ -296,16 +297,17 @@ class Launch:
                 cols["bytes"].append(rec[:, 4].astype(np.int64))
                 cols["flops"].append(rec[:, 5].astype(np.int64))
                 cols["src_id"].append(rec[:, 6].astype(np.int32))
-            for (sp, sc, dp, wc, lab, score, ssub) in u.flows:
-                flows["src_core"].append(score)
-                flows["src_sub"].append(ssub)
-                flows["src_pipe"].append(sp)
-                flows["set_cycle"].append(sc)
-                flows["dst_core"].append(u.block_idx)
-                flows["dst_sub"].append(int(u.sub))
-                flows["dst_pipe"].append(dp)
-                flows["wait_cycle"].append(wc)
-                flows["label_id"].append(lab)
+            if u.flows:
+                sp, sc, dp, wc, lab, score, ssub = zip(*u.flows)
+                flows["src_core"] += score
+                flows["src_sub"] += ssub
+                flows["src_pipe"] += sp
+                flows["set_cycle"] += sc
+                flows["dst_core"] += [u.block_idx] * len(sp)
+                flows["dst_sub"] += [int(u.sub)] * len(sp)
+                flows["dst_pipe"] += dp
+                flows["wait_cycle"] += wc
+                flows["label_id"] += lab
         dtypes = {"core": np.int32, "sub_core": np.int8, "pipe": np.int8, "name_id": np.int32,
                   "start": np.int64, "end": np.int64, "bytes": np.int64, "flops": np.int64, "src_id": np.int32}
         columns = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()}

@@ -30,7 +30,7 @@ def PipeBarrier(pipe: Pipe | None = None) -> None:
     ``None`` means PIPE_ALL: every pipe and the scalar unit wait until the core is idle.
     """
     unit = current_unit()
-    unit.barrier(-1 if pipe is None else int(pipe), unit.name_ids["PipeBarrier"], depth=2)
+    unit.barrier(-1 if pipe is None else int(pipe), unit.name_ids["PipeBarrier"], 2)  # 2: depth
 
 
 def CrossCoreSetFlag(flag_id: int, pipe: Pipe = Pipe.FIX, mode: int = 2) -> None:

@@ -69,7 +69,9 @@ class GmBuffer:
         p0 = byte_start // L2_PAGE_BYTES
         p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
         pages = self.resident[p0:p1]
-        hit = np.count_nonzero(pages)
+        # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
+        # doubles as numpy's, several times faster to add and compare), for performance reasons
+        hit = int(np.count_nonzero(pages))
         n = p1 - p0
         if hit < n:
             self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
