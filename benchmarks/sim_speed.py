@@ -1,14 +1,22 @@
-"""Simulator speed: simulated instructions per wall-clock second, timing and full mode, one core.
+"""Simulator speed: simulated instructions per wall-clock second.
 
-Runs the double-buffered vector-add reference kernel (DataCopy, queue flags, Add, DataCopy out: the
-instruction mix of a vector kernel) on one AIV with a long input, and counts the trace's rows (every
-instruction and every flag instruction the kernel issued). Target (issue 2): >= 200,000 instructions
-per second in timing mode on one core of the 2-core development machine.
+Two workloads, best of three runs each:
+
+- vector add, timing and full mode, one core: the double-buffered vector-add reference kernel
+  (DataCopy, queue flags, Add, DataCopy out: the instruction mix of a vector kernel) on one AIV with a
+  long input. Target (issue 2): >= 200,000 instructions per second in timing mode on one core of the
+  2-core development machine.
+- FlashAttentionVarLenScore, timing mode: one batch of 2048 x 2048 tokens, 8 heads of D = 128, fp16,
+  no mask, on Ascend910B2 (all its AI Cores; repeat-form vector instructions, PipeBarriers, cube
+  tiles and queue flags: the mix estimate mode simulates within its wall-clock budget).
+
+Instructions are the trace's rows (every instruction and every flag instruction the kernel issued).
 
     python benchmarks/sim_speed.py
 """
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -20,7 +28,7 @@ from npusim.memory.gm import TensorSpec
 
 
 def measure(mode: str, n: int, tile: int = 1024, repeats: int = 3) -> tuple[float, int]:
-    """Best-of-*repeats* instructions per second for one launch of *n* fp16 elements."""
+    """Best-of-*repeats* instructions per second for one vector-add launch of *n* fp16 elements."""
     if mode == "timing":
         x = y = z = TensorSpec((n,), np.float16)
     else:
@@ -41,12 +49,34 @@ def measure(mode: str, n: int, tile: int = 1024, repeats: int = 3) -> tuple[floa
     return best, count
 
 
+def measure_fa_varlen(seq: int = 2048, heads: int = 8, head_dim: int = 128,
+                      repeats: int = 3) -> tuple[float, int, float]:
+    """Best-of-*repeats* (instructions per second, instructions, wall seconds) of one timing-mode
+    FlashAttentionVarLenScore call (one batch of *seq* x *seq*, *heads* heads, fp16, no mask)."""
+    from ops.flash_attention_var_len_score.api import flash_attention_var_len_score
+
+    q = kv = TensorSpec((seq, heads, head_dim), np.float16)
+    best, count, wall = 0.0, 0, float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = flash_attention_var_len_score(q, kv, kv, actual_seq_qlen=[seq], actual_seq_kvlen=[seq],
+                                            head_num=heads, scale_value=1 / np.sqrt(head_dim),
+                                            chip="Ascend910B2", mode="timing")
+        dt = time.perf_counter() - t0
+        count = len(res.trace)
+        best, wall = max(best, count / dt), min(wall, dt)
+    return best, count, wall
+
+
 def main() -> None:
-    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, numpy {np.__version__}")
     for mode in ("timing", "full"):
         rate, count = measure(mode, 1024 * 20000)
-        print(f"{mode:7s}: {count:8d} instructions, {rate:10,.0f} instructions/s")
+        print(f"vector add, {mode:6s}: {count:8d} instructions, {rate:10,.0f} instructions/s")
+    rate, count, wall = measure_fa_varlen()
+    print(f"FA varlen 2048x2048 N8 D128, timing: {count:8d} instructions, {rate:10,.0f} instructions/s "
+          f"({wall:.2f} s)")
 
 
 if __name__ == "__main__":
