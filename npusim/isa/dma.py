@@ -427,8 +427,10 @@ class LoadData:
         if path is None:
             raise NotImplementedError("LoadData is modelled into L0A or L0B only")
         p = params
-        _nonneg("LoadData", startIndex=p.startIndex, repeatTimes=p.repeatTimes, srcStride=p.srcStride,
-                dstGap=p.dstGap)
+        # NOTE: a plain test first, for speed (LoadData runs in the cube's inner loops); _nonneg names the field
+        if p.startIndex < 0 or p.repeatTimes < 0 or p.srcStride < 0 or p.dstGap < 0:
+            _nonneg("LoadData", startIndex=p.startIndex, repeatTimes=p.repeatTimes, srcStride=p.srcStride,
+                    dstGap=p.dstGap)
         if p.ifTranspose and src.dtype.itemsize not in (1, 2):
             raise NotImplementedError(f"LoadData ifTranspose of {src.dtype.name} is not modelled (b8/b16 only)")
         if p.addrMode:

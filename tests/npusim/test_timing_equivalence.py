@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npusim.errors import KernelError, NpuBufferError
+from npusim.errors import KernelError, NpuBufferError, NpusimError
 from npusim.isa import vector as V
-from npusim.kernel import DataCopy, HardEvent, Pipe, PipeBarrier, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag
+from npusim.kernel import (DataCopy, HardEvent, LoadData, LoadData2DParams, Pipe, PipeBarrier, SetFlag, TBuf, TPipe,
+                           TPosition, TQue, WaitFlag)
 from npusim.launch import GmArg, launch
 
 F16, F32 = np.float16, np.float32
@@ -71,6 +72,10 @@ ERRORS = {
                     r"access of 5120 elements"),
     "muls-src-bounds": (lambda a, b, c: V.Muls(a.Get(F16), c.Get(F16), 2.0, 128, 8, U()), NpuBufferError,
                         r"access of 1024 elements \(2048 bytes\) at offset 8192"),
+    "brcb-negative-stride": (lambda a, b, c: V.Brcb(a.Get(F16), b.Get(F16), 3, V.BrcbRepeatParams(-1, 8)),
+                             NpuBufferError, r"^Brcb: strides must be >= 0 \(block -1, repeat 8\)$"),
+    "brcb-dst-bounds": (lambda a, b, c: V.Brcb(a.Get(F16), b.Get(F16), 20, V.BrcbRepeatParams(1, 8)),
+                        NpuBufferError, r"access of 2560 elements \(5120 bytes\) at offset 0 leaves the allocation"),
     "slice-before-start": (lambda a, b, c: a.Get(F16)[-1:], NpuBufferError,
                            r"slice at element -1 \(\+2049\) leaves the allocation \[0, 4096\) bytes$"),
     "slice-past-end": (lambda a, b, c: a.Get(F16)[4000], NpuBufferError, r"slice at element 4000 \(\+-1952\)"),
@@ -120,6 +125,37 @@ def test_repeat_form_writes_the_masked_elements_after_the_lazy_index():
     for r in range(3):
         want[r * 16 * 16 + np.array([0, 1, 3])] = 3.0
     assert np.array_equal(out, want)
+
+
+def test_brcb_fills_the_strided_blocks():
+    """Brcb's destination extent is computed, its index built at execute: the blocks written are unchanged."""
+    def body(a, b, c):
+        x, y = a.Get(F16), b.Get(F16)
+        V.Duplicate(x, 0.0, 2048)
+        for i in range(24):
+            y.SetValue(i, i + 1)
+        PipeBarrier(Pipe.V)
+        V.Brcb(x, y, 3, V.BrcbRepeatParams(2, 20))  # block j of repeat r at 32-byte block 20 r + 2 j
+    out = np.full(2048, np.nan, F16)
+    run(body, "full", out)
+    want = np.zeros(2048, F16)
+    for r in range(3):
+        for j in range(8):
+            want[(20 * r + 2 * j) * 16:(20 * r + 2 * j + 1) * 16] = 8 * r + j + 1
+    assert np.array_equal(out, want)
+
+
+def test_load_data_negative_field_named():
+    """LoadData's cheap sign test keeps the message that names the negative field."""
+    def kernel():
+        pipe = TPipe()
+        l1, l0a = TBuf(TPosition.A1), TBuf(TPosition.A2)
+        pipe.InitBuffer(l1, 16 * 1024)
+        pipe.InitBuffer(l0a, 8 * 1024)
+        LoadData(l0a.Get(F16), l1.Get(F16), LoadData2DParams(repeatTimes=8, dstGap=-1))
+    for mode in MODES:
+        with pytest.raises(NpusimError, match=r"^LoadData: dstGap must be >= 0, got -1$"):
+            launch(kernel, (), block_dim=1, chip="Ascend910B2", mode=mode, kernel_type="cube")
 
 
 def test_source_lines_one_per_line_whatever_the_call_site():

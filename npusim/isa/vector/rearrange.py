@@ -73,7 +73,7 @@ class Brcb(VectorInstruction):
     """``Brcb(dst, src, repeatTimes, BrcbRepeatParams)``: repeat r reads src[8r .. 8r+7]; element j
     fills the whole 32 B block at block offset r * dstRepStride + j * dstBlkStride of dst."""
 
-    __slots__ = ("dst", "src", "index")
+    __slots__ = ("dst", "src", "strides")
     name = "Brcb"
     dtypes = BITS16 | BITS32
 
@@ -83,12 +83,12 @@ class Brcb(VectorInstruction):
         item = dt.itemsize
         rep = self.repeats = check_repeat(self.name, repeatTimes)
         epb = BLOCK_BYTES // item
-        blk, rs = int(params.dstBlkStride), int(params.dstRepStride)
+        blk, rs = self.strides = int(params.dstBlkStride), int(params.dstRepStride)
         if blk < 0 or rs < 0:
             raise NpuBufferError(f"Brcb: strides must be >= 0 (block {blk}, repeat {rs})")
-        starts = (np.arange(rep)[:, None] * rs + np.arange(8)[None, :] * blk).reshape(-1) * epb
-        self.index = starts[:, None] + np.arange(epb)[None, :]
-        top = int(self.index.max()) + 1 if rep else 0
+        # 1 + the last element written: block 7 of the last repeat (strides are >= 0). NOTE: computed, not
+        # taken from the index array, which only execute() builds (full mode), for performance reasons
+        top = ((rep - 1) * rs + 7 * blk + 1) * epb if rep else 0
         src.check(8 * rep)
         dst.check(top)
         self.nbytes, self.flops = 8 * rep * item + rep * REPEAT_BYTES, 0
@@ -98,7 +98,10 @@ class Brcb(VectorInstruction):
     def execute(self) -> None:
         n = 8 * self.repeats
         if n:
-            self.dst.span()[self.index] = self.src.view(n)[:, None]
+            blk, rs = self.strides
+            epb = BLOCK_BYTES // self.dtype.itemsize
+            starts = (np.arange(self.repeats)[:, None] * rs + np.arange(8)[None, :] * blk).reshape(-1) * epb
+            self.dst.span()[starts[:, None] + np.arange(epb)[None, :]] = self.src.view(n)[:, None]
 
 
 class Gather(VectorInstruction):
