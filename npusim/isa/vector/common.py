@@ -183,9 +183,9 @@ def repeat_index(key, itemsize: int, repeat_times: int, blk_stride: int, rep_str
 def repeat_extent(key, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int) -> tuple[int, int]:
     """(1 + the largest element index, number of elements) of :func:`repeat_index`, raising as it does.
 
-    NOTE: what the bounds checks and the cost need, cached as two ints: timing mode never builds the
-    index arrays (full mode takes them from repeat_index in execute()), for performance reasons
-    (benchmarks/sim_speed.py).
+    NOTE: what the bounds checks and the cost need, cached as two ints, for performance reasons
+    (benchmarks/sim_speed.py): instructions take only these when issued; full mode's execute() takes
+    the index arrays from repeat_index.
     """
     idx, top = repeat_index(key, itemsize, repeat_times, blk_stride, rep_stride)
     return top, idx.size
