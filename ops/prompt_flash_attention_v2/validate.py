@@ -473,6 +473,8 @@ def validate(query, key, value, pse_shift=None, atten_mask=None, actual_seq_leng
     if t["key"].size == 0 or t["value"].size == 0:
         if C.INT8 in (t["query"].dtype, t["key"].dtype):
             raise _fail("empty_kv_int8", "key", "key/value are empty and the inputs are INT8")
+        if input_layout != "BSH" and n_q != n:  # num_heads must name the query's N axis, empty K/V or not
+            raise _fail("num_heads_match", "query", f"N axis = {n_q}, num_heads = {n}")
         _check_sizes(product, input_layout, b, n_q, d, s1, 0, dims_only=True)
         return _empty_problem(product, t, out_dt, attrs, scale, input_layout, (b, n, s1, d, s2))
     if t["key"].shape != t["value"].shape:

@@ -161,7 +161,12 @@ CASES = {
                         (a2(input_layout="BSND", query=T((2, 64, 4, 64), FP16), key=T((2, 128, 2, 64), FP16),
                             value=T((2, 128, 2, 64), FP16)),
                          a2(input_layout="BSND", query=T((2, 64, 4, 64), FP16), key=T((2, 128, 2, 64), FP16),
-                            value=T((2, 128, 2, 64), FP16), num_heads=2, num_key_value_heads=1))],
+                            value=T((2, 128, 2, 64), FP16), num_heads=2, num_key_value_heads=1)),
+                        # empty key/value (zeros out) still need num_heads = the query's N axis
+                        (a2(input_layout="BSND", query=T((1, 1, 2, 8), FP16), key=T((1, 0, 1, 8), FP16),
+                            value=T((1, 0, 1, 8), FP16), num_heads=2, num_key_value_heads=1),
+                         a2(input_layout="BSND", query=T((1, 1, 2, 8), FP16), key=T((1, 0, 1, 8), FP16),
+                            value=T((1, 0, 1, 8), FP16), num_heads=3, num_key_value_heads=1))],
     "num_kv_heads_match": [(a2(), a2(num_key_value_heads=1)), (bnsd(n_kv=4, num_key_value_heads=0),
                                                              a2(num_key_value_heads=0))],
     "gqa_divisible": [(bsh(n=6, n_kv=3), bsh(n=6, n_kv=4))],
