@@ -64,6 +64,12 @@ class GmBuffer:
         self.resident = np.zeros(max(npages, 1), bool)
         self._l2 = l2_model
 
+    def warm(self, fraction: float = 1.0) -> None:
+        """Start with *fraction* of the pages resident, evenly spread (a launch's steady state, where only
+        some reads are a page's first)."""
+        idx = np.arange(self.resident.size)
+        self.resident[:] = np.floor((idx + 1) * fraction) > np.floor(idx * fraction)
+
     def touch(self, byte_start: int, nbytes: int) -> float:
         """Mark [byte_start, +nbytes) resident in L2; return the fraction that was already resident."""
         p0 = byte_start // L2_PAGE_BYTES

@@ -1,0 +1,60 @@
+"""The L2 residency model of GM buffers (npusim/memory/gm.py) and launch's l2_warm start state."""
+import numpy as np
+import pytest
+
+from npusim.chip import chip as get_chip
+from npusim.kernel import DataCopy, TBuf, TPipe, TPosition
+from npusim.launch import GmArg, launch
+from npusim.memory.gm import L2_PAGE_BYTES, GmBuffer, L2Model, TensorSpec
+
+
+def test_touch_reports_the_resident_fraction_and_marks_pages():
+    l2 = L2Model(1 << 30)
+    gm = GmBuffer("x", TensorSpec((4 * L2_PAGE_BYTES,), np.uint8), l2)
+    assert gm.touch(0, 2 * L2_PAGE_BYTES) == 0.0  # first read: all misses
+    assert l2.touched_bytes == 2 * L2_PAGE_BYTES
+    assert gm.touch(L2_PAGE_BYTES, 2 * L2_PAGE_BYTES) == 0.5  # one page of two was resident
+    assert gm.resident.tolist() == [True, True, True, False]
+
+
+def test_hit_scale_past_l2_capacity():
+    l2 = L2Model(4 * L2_PAGE_BYTES)
+    gm = GmBuffer("x", TensorSpec((8 * L2_PAGE_BYTES,), np.uint8), l2)
+    gm.touch(0, 8 * L2_PAGE_BYTES)
+    assert gm.touch(0, L2_PAGE_BYTES) == pytest.approx(0.5)  # 4 of 8 touched pages fit
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.25, 0.5, 2 / 3, 0.9, 1.0])
+def test_warm_makes_an_even_fraction_resident(fraction):
+    """floor(n * f) pages start resident, evenly spread (gaps between them differ by at most one)."""
+    n = 60
+    gm = GmBuffer("x", TensorSpec((n * L2_PAGE_BYTES,), np.uint8), L2Model(1 << 30))
+    gm.warm(fraction)
+    assert int(gm.resident.sum()) == int(np.floor(n * fraction + 1e-9))
+    if 0 < fraction < 1:
+        gaps = np.diff(np.flatnonzero(gm.resident))
+        assert gaps.max() - gaps.min() <= 1  # evenly spread
+
+
+def _read_four_times(src):
+    """Read the 4 x 64 KiB of *src* into UB four times over."""
+    buf = TBuf(TPosition.VECCALC)
+    TPipe().InitBuffer(buf, 64 * 1024)
+    ub = buf.Get(np.float16)
+    for k in range(16):
+        DataCopy(ub, src[(k % 4) * 32 * 1024:], 32 * 1024)
+
+
+def test_l2_warm_fractions_order_the_read_time():
+    """Reads of a buffer that starts resident run at L2 bandwidth, of one that does not partly at HBM
+    bandwidth (first reads): a half-resident start lies between (HBM cut to 1/50 to make misses slow)."""
+    spec = get_chip("Ascend910B2")
+    spec = spec.replace(hbm_bw_bytes_per_s=spec.hbm_bw_bytes_per_s / 50)
+    cycles = {}
+    for warm in (None, {"src": 0.5}, {"src": 1.0}, {"src"}):
+        arg = GmArg("src", TensorSpec((4 * 32 * 1024,), np.float16))
+        res = launch(_read_four_times, (arg,), block_dim=1, chip=spec, kernel_type="vector", mode="timing",
+                     l2_warm=None if warm is None else (0, warm))
+        cycles[str(warm)] = res.cycles
+    assert cycles["None"] > cycles["{'src': 0.5}"] > cycles["{'src': 1.0}"]
+    assert cycles["{'src': 1.0}"] == cycles["{'src'}"]  # a set of names: all resident
