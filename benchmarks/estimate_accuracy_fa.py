@@ -58,6 +58,11 @@ GRID = [
     ([2048], [2048], 8, 8, 128, F16, None, {"tiling": {"blockDim": 8}}),
     ([6000], [6000], 2, 1, 128, F16, 2, {}),
     ([3000, 3000], [3000, 3000], 4, 4, 128, BF16, 3, {}),
+    # long items (8-16 key tiles): sampled cores
+    ([16384], [16384], 2, 2, 128, F16, None, {}),
+    ([12288], [12288], 4, 1, 128, BF16, 2, {}),
+    ([8192] * 2, [8192] * 2, 2, 2, 64, F16, 3, {"chip": "Ascend910B4"}),
+    ([10000], [10000], 2, 2, 128, F32, 2, {}),
 ]
 HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode): the largest legal shapes, estimate only
     ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None),

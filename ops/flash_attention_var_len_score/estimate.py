@@ -6,18 +6,19 @@
    masked = holds a masked element, skipped = a W-wide column block outside the item's range) and a
    cost proxy per item (PROXY below: per-tile cycles from the tile's rows, width and head dim).
 2. The CANN core split of the items (tiling.core_split: greedy + BalanceLoad on the quantised loads,
-   evaluated on prefix sums) and the candidate busiest cores: one per distinct work pattern, by
-   decreasing proxy, within a simulation budget (the proxy ranks cores only roughly).
-3. Each candidate's items run on the real kernel in timing mode on one core at its bandwidth share
-   (ranking); the slowest runs again next to companion copies of itself (rotated, so out of phase as
-   the launch's other cores are; 2-6, as the budget allows), with the chip's HBM/L2 bandwidth cut to
-   their share of the launch (``active / companions``, active = load-weighted busy cores, from the
-   ranking runs' times where a core's pattern was simulated, else from the proxy). A core with more
-   than WHOLE_TILES tiles is sampled (no ranking runs): SAMPLE_ITEMS of its
-   items, spread over its range, cut to their last tiles, at three sizes that keep the same first and
-   last tile (pipeline fill and drain); its time is ``fixed + a * items + b * proxy`` fitted to them.
-   Samples start with the L2 in the launch's steady state (l2_warm). The AIV pre-passes (fp32 V^T,
-   byte-mode drop mask) run in every sample at one core's share of the launch.
+   evaluated on prefix sums), each core ranked by its proxy plus a per-core constant (pipeline fill,
+   AIV pre-passes), and the load-weighted count of busy cores (``active``).
+3. Small cores: a subset of the launch runs whole on the real kernel in timing mode: the candidate
+   slowest cores (one per work pattern) and companions spread over the other busy cores, in launch
+   (block) order, with the chip's HBM/L2 bandwidth cut to the subset's share of the launch; the
+   estimate is the subset's latest end (_whole_group). A core too large for WHOLE_COMPANIONS of its
+   size to fit the instruction budget is sampled instead: SAMPLE_TASKS of its tiles, as items spread
+   over its range cut to their last SAMPLE_DEPTH tiles, run once next to companion copies of the
+   sample (rotated: out of phase); the sample's task-done cycles (cross-core flags) give each task's
+   time after the pipeline fill, and a least-squares fit of those times to the tasks' proxies and item
+   starts extrapolates to the whole core (_sampled_core).
+   Every run starts with the L2 in the launch's steady state (l2_warm: _warm) and pays one core's share
+   of the AIV pre-passes (fp32 V^T, byte-mode drop mask) per simulated core.
 Measured accuracy: benchmarks/estimate_accuracy_fa.py.
 """
 from __future__ import annotations
@@ -30,21 +31,26 @@ from types import SimpleNamespace
 import numpy as np
 
 from npusim.estimate import Estimate, contention_chip, timeout_verdict
+from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.tiling import (SYSTEM_WORKSPACE_BYTES, assemble, base_sizes, block_table,
                                                       core_split, item_blocks)
 
-COMPANIONS = (6, 4, 3, 2)  # AI Cores simulated side by side for the slowest candidate (the most the budget
-# allows; candidates are ranked on one core each); bandwidth is
-# scaled to their share of the launch. More companions pool the bandwidth as the launch's many cores do:
-# two identical companions overestimate bandwidth-bound launches by 2-4% (benchmark grid)
-WHOLE_TILES = 12  # a core with at most this many tiles (full-tile equivalents) is simulated whole
-SAMPLE_ITEMS = 2  # items in a sample of a larger core, spread over its range
-SAMPLE_TILES = 2  # tiles kept per sampled item (its last ones: the masked / partial side)
-CANDIDATES = 5  # distinct busiest cores simulated at most (the slowest is the estimate)
+COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run, the most the budget
+# allows. Fewer pool the bandwidth worse than the launch's many cores do and leave the estimate to the
+# phase luck of a few pairings: on the first 33 configurations of the benchmark grid, always 2 gives
+# max |error| 4.95% (mean 2.34%), always 4 gives 3.14% (1.36%), up to 6 as budgeted 2.74% (1.03%)
+# (benchmarks/estimate_accuracy_fa.py; docs/estimate.md)
+COMPANION_RANGE = 0.5  # companions of small cores: cores ranked at least this fraction of the busiest
+WHOLE_COMPANIONS = 4  # the busiest core is simulated whole (with the others) when this many cores of its
+# size fit the instruction budget, or when it has no more tiles than a sample
+SAMPLE_TASKS = 12  # tiles simulated of a larger core (per companion)
+SAMPLE_DEPTH = 6  # ... at most this many per item: shorter cuts stay in the pipeline's fill, whose marginal
+# tile is cheaper than a steady-state one (3-tile cuts underestimated a long causal core by 15%)
+CANDIDATES = 5  # distinct busiest cores simulated at most (the latest end is the estimate)
 CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
-SIM_BUDGET = 34  # full-tile equivalents simulated in all (companions included): < 1 s wall
-STAGE1_BUDGET = 16  # ... of which for ranking the candidates (one core each)
+SIM_INSTRUCTIONS = 240_000  # instructions simulated in the final run (companions included): ~0.65 s at
+# the simulator's ~370k instructions per second on this kernel (benchmarks/sim_speed.py)
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # drop-mask adapter units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
@@ -178,16 +184,23 @@ def _cut(item: tuple, keep: int, w: int) -> tuple:
 
 
 def _warm(problem, work: Work, kin, core_ws_total: int, spec) -> tuple:
-    """l2_warm for the samples: the launch's steady state. The compressed mask, alibi pse and the
-    workspace are re-read all launch long; K/V only when the launch reads each of their rows at least
-    twice (several s1 blocks or GQA heads per kv row). Touched bytes: the launch's working set, or,
-    past the L2 size, the size at which the L2 model's hit scale (l2 / touched) equals its average over
-    a launch whose touched bytes grow linearly to the working set: WS / (1 + ln(WS / L2))."""
-    names = {"atten_mask", "workspace"} | ({"real_shift"} if problem.pse_form == "alibi" else set())
+    """l2_warm for the samples: the launch's steady state, as {GM buffer: resident fraction}. The
+    compressed mask, alibi pse and the workspace are re-read all launch long: resident. Each K/V row is
+    read R times in the launch (R = N1 * the items' key spans / (N2 * the key tokens): several s1 blocks
+    or GQA heads per row) and only its first read misses L2, so a fraction 1 - 1/R of K/V pages starts
+    resident (an all-or-nothing rule was 3% slow on a short 20-core launch, whose K/V first reads are a
+    large part of its traffic: the HBM and L2 calendars are separate bandwidths). Touched bytes: the
+    launch's working set, or, past the L2 size, the size at which the L2 model's hit scale (l2 / touched)
+    equals its average over a launch whose touched bytes grow linearly to the working set:
+    WS / (1 + ln(WS / L2))."""
+    names = {"atten_mask": 1.0, "workspace": 1.0}
+    if problem.pse_form == "alibi":
+        names["real_shift"] = 1.0
     skv = problem.seq_kv.astype(np.int64)[problem.seq_q > 0]
     span = (work.blk["end"] - work.blk["start"]).sum()
-    if problem.N1 * span >= 2 * problem.N2 * max(int(skv.sum()), 1):
-        names |= {"key", "value"}
+    reads = problem.N1 * span / (problem.N2 * max(int(skv.sum()), 1))
+    if reads > 1:
+        names["key"] = names["value"] = 1.0 - 1.0 / reads
     ws = core_ws_total + sum(g.array.nbytes for g in (*kin.gm, kin.smax, kin.ssum, kin.out) if g is not None)
     l2 = spec.l2_bytes
     return (ws if ws <= l2 else int(ws / (1.0 + math.log(ws / l2)))), names
@@ -213,7 +226,7 @@ def _prepass_share(problem, til, comp: int, block_dim: int) -> tuple[int, int, i
 def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     """Estimate one validated call; *tensors* are the call's (query, key, value, real_shift, drop_mask,
     atten_mask), of which only shapes and dtypes are read. Returns (Estimate, FaVarLenEstimateTiling, Work)."""
-    from ops.flash_attention_var_len_score.api import kernel_inputs, launch_kernel
+    from ops.flash_attention_var_len_score.api import kernel_inputs
 
     work = Work(problem, spec, overrides)
     sizes, w, bd = work.sizes, work.sizes["s2BaseNratioSize"], work.block_dim
@@ -221,119 +234,202 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     light = FaVarLenEstimateTiling(sizes["s1BaseSize"], w, sizes["vec1Elems"], work.kind, bd, len(work.item_blk),
                                    work.total_tiles, full_til.workspaceSize)
     kin = kernel_inputs(problem, "timing", tensors, softmax_layout)
-    # the unit of simulation cost: a 256 x 1024 tile (the simulator's wall time follows the proxy)
-    # (a smaller vec1Elems means more, shorter vector instructions per tile: more simulation per cycle)
-    full_tile = float(_tile_proxy(problem, np.array([256.0]), np.array([1024]), 0.0)[0]) * sizes["vec1Elems"] / 8192
     proxy = work.core_proxy
     warm = _warm(problem, work, kin, full_til.workspaceSize - SYSTEM_WORKSPACE_BYTES, spec)
-
-    def sampler(comp: int, active: float):
-        """simulate(items) on *comp* companions at the launch's bandwidth share for *active* cores."""
-        # samples never time out: the verdict is on the estimate (split_advice)
-        share = contention_chip(spec, active / comp).replace(aicore_timeout_s=1e12)
-        t2, bits, v_left, d_left = _prepass_share(problem, full_til, comp, bd)
-
-        def simulate(items: list, t2_size=t2, drop_bits=bits) -> float:
-            n = len(items)
-            # companion j runs the same items rotated by j * n / comp: the same work out of phase, as the
-            # launch's other cores are; the estimate is core 0's end (launch overhead included)
-            rot = [items[j * n // comp:] + items[:j * n // comp] for j in range(comp)]
-            arr = np.array(sum(rot, []), np.int64).reshape(-1, 7)
-            starts = tuple(range(0, n * comp + 1, n)) if n else (0,) * (comp + 1)
-            til = dataclasses.replace(assemble(problem, sizes, work.kind, arr, starts, comp), t2Size=t2_size)
-            run_in = dataclasses.replace(kin, args=dataclasses.replace(kin.args, dropBits=drop_bits))
-            res = launch_kernel(run_in, til, share, "timing", warm)
-            cols = res.trace.columns
-            end = cols["end"][cols["core"] == 0]
-            return float(end.max(initial=0)) + spec.launch_overhead_cycles
-
-        simulate.rest = lambda: _prepass_rest(simulate, t2, bits, v_left, d_left, problem, comp)
-        return simulate
-
-    def item_proxy(items: list) -> float:
-        idx = np.array([i for i, _ in items])
-        keep = np.array([k for _, k in items])
-        tiles = np.minimum(work.tiles[work.item_blk[idx]], keep)
-        masked = np.minimum(work.masked[work.item_blk[idx]], tiles)
-        blk = work.item_blk[idx]
-        return float(_proxy(problem, work.blk["rows"][blk], tiles, work.last_cols[blk], w, masked).sum())
-
-    def core_cycles(simulate, core: int) -> tuple[float, float, bool]:
-        s, e = work.starts[core], work.starts[core + 1]
-        n_core = e - s
-        if proxy[core] <= WHOLE_TILES * full_tile:
-            return simulate([work.item(i) for i in range(s, e)]), 0.0, True
-        deep = SAMPLE_TILES + 1
-        picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
-        if work.tiles[work.item_blk[picks]].max() < deep:  # short items: whole items, twice as many, vs half
-            picks = np.unique(np.linspace(s, e - 1, min(2 * SAMPLE_ITEMS, n_core)).round().astype(np.int64))
-            sets = [[(int(i), deep) for i in picks], [(int(i), deep) for i in picks[:len(picks) // 2]]]
-            times = [simulate([_cut(work.item(i), k, w) for i, k in x]) for x in sets]
-            p = [item_proxy(x) for x in sets]
-            per_proxy = (times[0] - times[1]) / max(p[0] - p[1], 1e-9)
-            fixed = times[0] - per_proxy * p[0]
-            return fixed + per_proxy * proxy[core], fixed, False
-        # the same first and last tiles in every size (pipeline fill and drain), one middle tile less in
-        # the second, one item less in the third
-        sets = [[(int(i), deep) for i in picks], [(int(i), deep - 1) for i in picks],
-                [(int(i), deep) for i in picks[:-1]] if len(picks) > 1 else None]
-        times = [simulate([_cut(work.item(i), k, w) for i, k in x]) if x else None for x in sets]
-        p = [item_proxy(x) if x else 0.0 for x in sets]
-        per_proxy = (times[0] - times[1]) / (p[0] - p[1]) if p[0] > p[1] else None
-        if per_proxy is None:  # one-tile items: items and tiles move together
-            per_proxy, per_item = (times[0] - times[2]) / max(p[0] - p[2], 1e-9), 0.0
-        else:
-            per_item = ((times[0] - times[2]) - per_proxy * (p[0] - p[2])) if times[2] is not None else 0.0
-        fixed = times[0] - per_item * len(picks) - per_proxy * p[0]
-        return fixed + per_item * n_core + per_proxy * proxy[core], fixed, False
+    runner = _Runner(problem, spec, work, kin, full_til, warm)
 
     # every core also pays the pipeline fill and drain (about a tile) and the AIV pre-passes: added to
     # the proxy for ranking and for the load-weighted count of busy cores
-    floor = 1  # ranking runs: one core at its bandwidth share (a common bias, cheap)
     const = float(_tile_proxy(problem, np.array([float(sizes["s1BaseSize"])]), np.array([_a64(w)]), 0.0)[0])
     active = _active(proxy + const)
-    simulate = sampler(floor, active)
     if problem.dtype.itemsize == 4 or (problem.dropout and not full_til.dropMaskBitMode):
-        const += max(simulate([]) - spec.launch_overhead_cycles, 0.0)
+        const += max(runner.end(runner.run([[]], active)) - spec.launch_overhead_cycles, 0.0)
         active = _active(proxy + const)
-        simulate = sampler(floor, active)
     rank = proxy + const
     top = int(np.argmax(rank))
-    if proxy[top] > WHOLE_TILES * full_tile:  # a sampled core: no ranking runs, the budget goes to companions
-        core, results, spent = top, {}, 0.0
+    # the simulation's cost: the kernel's instructions per item and per task on this problem (wall time
+    # follows the instruction count, benchmarks/sim_speed.py)
+    cost = runner.instruction_cost(top)
+    if (work.core_tiles[top] <= SAMPLE_TASKS or
+            WHOLE_COMPANIONS * cost(work.core_items[top], work.core_tiles[top]) <= SIM_INSTRUCTIONS):
+        cycles, top, group = _whole_group(runner, work, rank, active, cost)
+        fixed, is_whole = 0.0, True
     else:
-        cands, spent = _candidates(work, rank, full_tile, floor)
-        results = {c: core_cycles(simulate, c) for c in cands}
-        core = max(results, key=lambda c: results[c][0])
-        # the busy cores again, with the simulated times of the candidates' patterns (the proxy's
-        # ratios between cores are rough) and the others' proxies scaled to them
-        sims = {_signature(work, c): results[c][0] - spec.launch_overhead_cycles for c in results}
-        scale = float(np.mean([results[c][0] - spec.launch_overhead_cycles for c in results]) /
-                      np.mean([rank[c] for c in results]))
-        busy = np.array([sims.get(_signature(work, c), rank[c] * scale) for c in range(len(rank))])
-        active = _active(busy)
-    # the slowest candidate again with as many companions as the rest of the budget allows (at least two)
-    more = next((c for c in COMPANIONS if spent + _sim_cost(proxy[core], full_tile, c) <= SIM_BUDGET),
-                COMPANIONS[-1])
-    more = min(more, bd)
-    if more > floor or core not in results:
-        simulate = sampler(more, active)
-        results[core] = core_cycles(simulate, core)
-    cycles, fixed, whole = results[core]
-    cycles += simulate.rest()
+        cycles, fixed, group, is_whole = _sampled_core(runner, work, top, active, cost)
+    cycles += runner.prepass_rest(len(group), active)
     est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
                    {k: (v, None) for k, v in work.classes().items()})
-    est.sampled_core, est.sampled_whole, est.active_cores = core, whole, active
-    est.candidates = {c: r[0] for c, r in results.items()}  # core -> cycles (the winner at `more` companions)
+    est.sampled_core, est.sampled_whole, est.active_cores = top, is_whole, active
+    est.companions = group  # the launch cores simulated in the final run, in run order (-1: a copy)
     return est, light, work
 
 
-def _sim_cost(core_proxy: float, full_tile: float, comp: int) -> float:
-    """Full-tile equivalents simulated for a core: whole, or the three sample sizes (counted with a
-    margin: sampled runs are short, so their set-up weighs more per tile)."""
-    if core_proxy <= WHOLE_TILES * full_tile:
-        return comp * core_proxy / max(full_tile, 1e-9)
-    return comp * SAMPLE_ITEMS * (3 * SAMPLE_TILES + 2.5)
+class _Runner:
+    """Timing-mode runs of chosen items on a few AI Cores, each at its share of the launch's bandwidth."""
+
+    def __init__(self, problem, spec, work: Work, kin, full_til, warm):
+        self.problem, self.spec, self.work, self.kin, self.full_til, self.warm = (problem, spec, work, kin,
+                                                                                  full_til, warm)
+
+    def run(self, lists: list, share: float, t2_size=None, drop_bits=None):
+        """Core c runs the items lists[c] (tuples of Work.item) with the chip's HBM and L2 bandwidth
+        divided by *share* (launch cores per simulated core); each core also runs one core's share of
+        the launch's AIV pre-passes. Samples never time out: the verdict is on the estimate."""
+        from ops.flash_attention_var_len_score.api import launch_kernel
+
+        p, work, comp = self.problem, self.work, len(lists)
+        t2, bits, _, _ = _prepass_share(p, self.full_til, comp, work.block_dim)
+        arr = np.array([it for lst in lists for it in lst], np.int64).reshape(-1, 7)
+        starts = tuple(np.concatenate(([0], np.cumsum([len(x) for x in lists]))).astype(int).tolist())
+        til = assemble(p, work.sizes, work.kind, arr, starts, comp)
+        til = dataclasses.replace(til, t2Size=t2 if t2_size is None else t2_size)
+        kin = dataclasses.replace(self.kin, args=dataclasses.replace(
+            self.kin.args, dropBits=bits if drop_bits is None else drop_bits))
+        chip = contention_chip(self.spec, share).replace(aicore_timeout_s=1e12)
+        return launch_kernel(kin, til, chip, "timing", self.warm)
+
+    def instruction_cost(self, core: int):
+        """cost(items, tasks) -> the kernel's trace rows (instructions) for that many items and tasks on
+        this problem, from runs of the first one and two tiles of the core's longest item (full width
+        where it has them) and an item-less run (set-up and pre-passes)."""
+        work, w = self.work, self.work.sizes["s2BaseNratioSize"]
+        s, e = work.starts[core], work.starts[core + 1]
+        b, n, s1o, rows, start, end, load = work.item(s + int(np.argmax(work.tiles[work.item_blk[s:e]])))
+        heads = [[[(b, n, s1o, rows, start, min(end, start + k * w), load)]] for k in (1, 2) if k == 1 or
+                 end - start > w]
+        n_rows = [len(self.run(x, 1.0).trace.columns["core"]) for x in [[[]]] + heads]
+        per_task = max(n_rows[-1] - n_rows[-2], 1) if len(heads) == 2 else max(n_rows[1] - n_rows[0], 1)
+        per_item = max(n_rows[1] - n_rows[0] - per_task, 0) if len(heads) == 2 else 0
+
+        def cost(items, tasks) -> float:
+            return float(np.sum(items)) * per_item + float(np.sum(tasks)) * per_task
+
+        return cost
+
+    def end(self, res, core: int = 0) -> float:
+        """The last cycle of simulated core *core*, launch overhead included."""
+        cols = res.trace.columns
+        return float(cols["end"][cols["core"] == core].max(initial=0)) + self.spec.launch_overhead_cycles
+
+    def prepass_rest(self, comp: int, active: float) -> float:
+        """Cycles of the pre-pass units per AIV beyond those simulated (VT_UNITS, PREPASS_UNITS)."""
+        t2, bits, v_left, d_left = _prepass_share(self.problem, self.full_til, comp, self.work.block_dim)
+        if not (v_left or d_left):
+            return 0.0
+
+        def simulate(items, t2_size, drop_bits):
+            return self.end(self.run([[]] * comp, active / comp, t2_size, drop_bits))
+
+        return _prepass_rest(simulate, t2, bits, v_left, d_left, self.problem, comp)
+
+
+def _items(work: Work, core: int) -> list:
+    return [work.item(i) for i in range(work.starts[core], work.starts[core + 1])]
+
+
+def _whole_group(runner: _Runner, work: Work, rank: np.ndarray, active: float, cost) -> tuple:
+    """Small cores: a subset of the launch simulated whole, each core running its own items. The subset
+    holds the candidate slowest cores (one per work pattern, _candidates; the proxy ranks cores only
+    roughly) and companions spread over the other busy cores' loads (the launch's mix of in-phase and
+    out-of-phase neighbours), as many as the instruction budget allows, all in launch (block index)
+    order: the bandwidth calendar serves the cores of a time step in that order, so a core's place among
+    its neighbours is part of its time (first vs last of 4 cores: 1.5% on the benchmark grid). The
+    chip's bandwidth is cut to the subset's share of the launch: active / its load-weighted count (each
+    core counts min(its rank / the subset's largest, 1)). The launch ends with its last core: the
+    estimate is the latest end in the subset. Returns (cycles, that core, the subset in run order)."""
+    cands = _candidates(work, rank)
+    for comp in COMPANIONS:
+        group = _companions(rank, cands, comp)
+        if cost(work.core_items[group], work.core_tiles[group]) <= SIM_INSTRUCTIONS:
+            break
+    weight = float(np.minimum(rank[group] / rank[group].max(), 1.0).sum())
+    group = sorted(group)
+    res = runner.run([_items(work, c) for c in group], active / weight)
+    ends = [runner.end(res, k) for k in range(len(group))]
+    last = int(np.argmax(ends))
+    return ends[last], group[last], group
+
+
+def _companions(rank: np.ndarray, cands: list, comp: int) -> list:
+    """The first *comp* candidates, or all of them and other cores whose rank is at least
+    COMPANION_RANGE of the largest, evenly spread over them in decreasing rank, up to *comp* cores."""
+    if len(cands) >= comp:
+        return list(cands[:comp])
+    order = np.argsort(-rank, kind="stable")
+    busy = [int(c) for c in order if int(c) not in cands and rank[c] >= COMPANION_RANGE * rank[cands[0]]]
+    if not busy:
+        return list(cands)
+    picks = np.unique(np.linspace(0, len(busy) - 1, min(comp - len(cands), len(busy))).round().astype(np.int64))
+    return list(cands) + [busy[k] for k in picks]
+
+
+def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -> tuple:
+    """A larger core, sampled: SAMPLE_TASKS tiles of it, as items spread over its range cut to their last
+    tiles (at most SAMPLE_DEPTH: the K/V stream reaches its steady state), simulated once next to
+    companion copies (rotated by items: out of phase), the unrotated one at the core's relative place in
+    the launch's block order (see _whole_group). Its task-done cycles give each task's time after the
+    pipeline fill; a least-squares fit of those times to the tasks' proxies and item starts
+    (``time = a * first + b * proxy``) extrapolates the sample to the whole core. Returns (cycles, fixed
+    cycles, cores in run order (-1: a copy), False)."""
+    s, e = work.starts[core], work.starts[core + 1]
+    depth = int(min(SAMPLE_DEPTH, work.tiles[work.item_blk[s:e]].max()))
+    picks = np.unique(np.linspace(s, e - 1, min(max(2, SAMPLE_TASKS // depth), e - s)).round().astype(np.int64))
+    items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
+    task_proxy, first = _task_proxies(work, picks, depth)
+    per_copy = cost(len(picks), task_proxy.size)
+    comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
+    comp = min(comp, work.block_dim)
+    n = len(items)
+    pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
+    res = runner.run([items[(j - pos) % comp * n // comp:] + items[:(j - pos) % comp * n // comp]
+                      for j in range(comp)], active / comp)
+    end = runner.end(res, pos)
+    done = task_done_cycles(res.trace, len(task_proxy), pos)
+    # per-task times after the first two tasks (pipeline fill), against (first task of an item, proxy)
+    dt, f, p = np.diff(done)[1:], first[2:], task_proxy[2:]
+    a, b = 0.0, (float(dt.sum() / p.sum()) if p.size and p.sum() > 0 else (end / task_proxy.sum()))
+    if f.size > 2 and f.min() != f.max():
+        (fa, fb), *_ = np.linalg.lstsq(np.stack([f, p], 1), dt, rcond=None)
+        if fa >= 0 and fb > 0:
+            a, b = float(fa), float(fb)
+    fixed = end - b * float(task_proxy.sum()) - a * n
+    cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * ((e - s) - n)
+    return cycles, fixed, [core if j == pos else -1 for j in range(comp)], False
+
+
+def _task_proxies(work: Work, picks: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Proxy cycles of each task of the picked items cut to their last *depth* tiles, in run order, and
+    whether the task starts its item. Task j of a k-tile cut item is the tile that cutting to k - j tiles
+    adds: its proxy is the difference of the two cuts' proxies (masked tiles sit at an item's end)."""
+    blk = work.item_blk[picks]
+    kept = np.minimum(work.tiles[blk], depth)
+    cost, first = [], []
+    for k_blk, k in zip(blk, kept):
+        cuts = np.arange(int(k), -1, -1)  # k, k - 1, ..., 0 tiles kept
+        tiles = np.minimum(work.tiles[k_blk], cuts)
+        masked = np.minimum(work.masked[k_blk], tiles)
+        rows = np.full(cuts.size, work.blk["rows"][k_blk], np.float64)
+        last = np.full(cuts.size, work.last_cols[k_blk])
+        p = _proxy(work.problem, rows, tiles, last, work.sizes["s2BaseNratioSize"], masked)
+        cost.extend((p[:-1] - p[1:]).tolist())
+        first.extend([1.0] + [0.0] * (int(k) - 1))
+    return np.array(cost), np.array(first)
+
+
+def task_done_cycles(trace, n_tasks: int, core: int = 0) -> np.ndarray:
+    """Cycles at which the AIC of block *core* signalled each task's second matmul done to its AIV0
+    (SYNC_C2_V2).
+
+    AIV0 waits on the AIC's flags in the order of kernel.ProcessVector: C1(0), then C1(t), C2(t - 1) for
+    t = 1 .. n - 1, then C2(n - 1); the AIC sets them in that order (ProcessCube), so the set cycles,
+    sorted, hold C2(t) at position 2t + 2 (t < n - 1) and 2n - 1."""
+    f = trace.flows
+    sel = (f["dst_core"] == core) & (f["dst_sub"] == int(SubCore.AIV0)) & (f["src_sub"] == int(SubCore.AIC))
+    sets = np.sort(np.asarray(f["set_cycle"])[sel]).astype(np.float64)
+    if sets.size != 2 * n_tasks:
+        raise RuntimeError(f"estimate: expected {2 * n_tasks} AIC->AIV0 flags for {n_tasks} tasks, "
+                           f"found {sets.size}")
+    return sets[[2 * t + 2 for t in range(n_tasks - 1)] + [2 * n_tasks - 1]]
 
 
 def _active(core_cost: np.ndarray) -> float:
@@ -350,27 +446,20 @@ def _signature(work: Work, core: int) -> tuple:
                  .tolist())
 
 
-def _candidates(work: Work, rank: np.ndarray, full_tile: float, comp: int) -> tuple[list, float]:
-    """Cores to simulate: one per distinct work pattern (its items' rows, tile counts, last widths and
-    masked tiles), by decreasing *rank* (proxy plus the per-core constant), those within
-    CANDIDATE_RANGE of the largest, at most CANDIDATES, while the simulated full-tile equivalents
-    (*comp* companions) stay within STAGE1_BUDGET; the proxy ranks cores only roughly (rms 6%), so the
-    slowest simulated candidate is the estimate. Returns (cores, cost)."""
-    order, seen, picked, spent = np.argsort(-rank, kind="stable"), set(), [], 0.0
+def _candidates(work: Work, rank: np.ndarray) -> list:
+    """The candidate slowest cores: one per distinct work pattern (its items' rows, tile counts, last
+    widths and masked tiles), by decreasing *rank* (proxy plus the per-core constant), those within
+    CANDIDATE_RANGE of the largest, at most CANDIDATES."""
+    order, seen, picked = np.argsort(-rank, kind="stable"), set(), []
     for c in order:
         c = int(c)
         if rank[c] < CANDIDATE_RANGE * rank[order[0]] or len(picked) == CANDIDATES:
             break
         sig = _signature(work, c)
-        if sig in seen:
-            continue
-        seen.add(sig)
-        cost = _sim_cost(work.core_proxy[c], full_tile, comp)
-        if picked and spent + cost > STAGE1_BUDGET:
-            continue
-        picked.append(c)
-        spent += cost
-    return picked, spent
+        if sig not in seen:
+            seen.add(sig)
+            picked.append(c)
+    return picked
 
 
 def _prepass_rest(simulate, t2: int, bits: int, v_left: int, d_left: int, problem, comp: int) -> float:
