@@ -64,11 +64,13 @@ GRID = [
     ([8192] * 2, [8192] * 2, 2, 2, 64, F16, 3, {"chip": "Ascend910B4"}),
     ([10000], [10000], 2, 2, 128, F32, 2, {}),
 ]
-HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode): the largest legal shapes, estimate only
-    ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None),
-    ("T=1M in one batch, N=64/8 (GQA), causal", [1 << 20], [1 << 20], 64, 8, 128, F16, 2),
-    ("T=1M in 2048 batches, N=256, D=64", [512] * 2048, [512] * 2048, 256, 256, 64, F16, None),
-    ("T=1M, N=256/16, D=512, fp32, causal", [1 << 20], [1 << 20], 256, 16, 512, F32, 3),
+HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): the largest legal shapes, estimate only
+    ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None, {}),
+    ("T=1M in one batch, N=64/8 (GQA), causal", [1 << 20], [1 << 20], 64, 8, 128, F16, 2, {}),
+    ("T=1M in 2048 batches, N=256, D=64", [512] * 2048, [512] * 2048, 256, 256, 64, F16, None, {}),
+    ("T=1M, N=256/16, D=512, fp32, causal", [1 << 20], [1 << 20], 256, 16, 512, F32, 3, {}),
+    ("T=1M+3, N=8, fp32, dropout (byte mode: an 8 TB mask workspace)", [1000003], [1000003], 8, 8, 128, F32, None,
+     {"drop": 0.9}),
 ]
 
 
@@ -115,10 +117,10 @@ def accuracy(grid) -> None:
 
 
 def huge() -> None:
-    for name, sq, skv, n1, n2, d, dt, mode in HUGE:
-        res, wall = call(sq, skv, n1, n2, d, dt, mode, {}, "estimate")
+    for name, sq, skv, n1, n2, d, dt, mode, opt in HUGE:
+        res, wall = call(sq, skv, n1, n2, d, dt, mode, opt, "estimate")
         tracemalloc.start()  # a second call for the memory: tracing slows the simulation several times
-        call(sq, skv, n1, n2, d, dt, mode, {}, "estimate")
+        call(sq, skv, n1, n2, d, dt, mode, opt, "estimate")
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted, {wall:.2f} s wall, peak traced "

@@ -45,10 +45,25 @@ class TensorSpec:
         return f"TensorSpec({self.shape}, {self.dtype.name})"
 
 
+#: Buffers of more pages than this keep their residency in chunks of CHUNK_PAGES made on first use: the
+#: terabyte workspaces of huge estimate-mode shapes (a byte-mode drop mask of N * S^2 bytes) would
+#: otherwise need a bitmap of hundreds of MB per launch.
+DENSE_PAGES = 1 << 20
+CHUNK_PAGES = 1 << 12
+
+
+def _pattern(first: int, n: int, fraction: float) -> np.ndarray:
+    """Residency of pages first .. first + n - 1 when a *fraction* of all pages is resident, evenly spread."""
+    if fraction <= 0.0 or fraction >= 1.0:
+        return np.full(n, fraction >= 1.0)
+    idx = np.arange(first, first + n)
+    return np.floor((idx + 1) * fraction) > np.floor(idx * fraction)
+
+
 class GmBuffer:
     """One global-memory allocation shared by all cores of a launch."""
 
-    __slots__ = ("name", "data", "dtype", "size", "resident", "_l2")
+    __slots__ = ("name", "data", "dtype", "size", "npages", "_resident", "_chunks", "_fill", "_l2")
 
     def __init__(self, name: str, array, l2_model: "L2Model"):
         self.name = name
@@ -60,28 +75,60 @@ class GmBuffer:
         else:
             self.data = None
         self.size = int(np.prod(array.shape, dtype=np.int64))
-        npages = -(-self.size * self.dtype.itemsize // L2_PAGE_BYTES)
-        self.resident = np.zeros(max(npages, 1), bool)
+        self.npages = max(-(-self.size * self.dtype.itemsize // L2_PAGE_BYTES), 1)
+        self._fill = 0.0  # resident fraction of chunks not made yet
+        self._chunks = {} if self.npages > DENSE_PAGES else None
+        self._resident = np.zeros(self.npages, bool) if self._chunks is None else None
         self._l2 = l2_model
+
+    @property
+    def resident(self) -> np.ndarray:
+        """One bool per page: resident in L2 (a chunked buffer turns dense here)."""
+        if self._resident is None:
+            dense = _pattern(0, self.npages, self._fill)
+            for c, chunk in self._chunks.items():
+                dense[c * CHUNK_PAGES:c * CHUNK_PAGES + chunk.size] = chunk
+            self._resident, self._chunks = dense, None
+        return self._resident
 
     def warm(self, fraction: float = 1.0) -> None:
         """Start with *fraction* of the pages resident, evenly spread (a launch's steady state, where only
         some reads are a page's first)."""
-        idx = np.arange(self.resident.size)
-        self.resident[:] = np.floor((idx + 1) * fraction) > np.floor(idx * fraction)
+        if self._chunks is None:
+            self._resident[:] = _pattern(0, self.npages, fraction)
+        else:
+            self._fill = fraction
+            self._chunks.clear()
 
     def touch(self, byte_start: int, nbytes: int) -> float:
         """Mark [byte_start, +nbytes) resident in L2; return the fraction that was already resident."""
         p0 = byte_start // L2_PAGE_BYTES
         p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
-        pages = self.resident[p0:p1]
+        n = p1 - p0
+        if self._chunks is not None:
+            return self._touch_chunked(p0, p1)
+        pages = self._resident[p0:p1]
         # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
         # doubles as numpy's, several times faster to add and compare), for performance reasons
         hit = int(np.count_nonzero(pages))
-        n = p1 - p0
         if hit < n:
             self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
             pages[:] = True
+        return hit / n * self._l2.hit_scale()
+
+    def _touch_chunked(self, p0: int, p1: int) -> float:
+        hit = 0
+        for c in range(p0 // CHUNK_PAGES, (p1 - 1) // CHUNK_PAGES + 1):
+            chunk = self._chunks.get(c)
+            if chunk is None:
+                first = c * CHUNK_PAGES
+                chunk = self._chunks[c] = _pattern(first, min(CHUNK_PAGES, self.npages - first), self._fill)
+            pages = chunk[max(p0 - c * CHUNK_PAGES, 0):p1 - c * CHUNK_PAGES]
+            hit += int(np.count_nonzero(pages))
+            pages[:] = True
+        n = p1 - p0
+        if hit < n:
+            self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
         return hit / n * self._l2.hit_scale()
 
 

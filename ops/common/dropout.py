@@ -36,6 +36,9 @@ def DropMaskAdapter(drop_gm, bytes_gm, total_bits: int) -> None:
 
     Runs with its own TPipe and resets it; ends with SyncAll (every AIV must call it).
     """
+    if total_bits <= 0:  # nothing to expand (estimate mode's item-less runs): only the barrier
+        SyncAll()
+        return
     pipe = TPipe()
     units = -(-total_bits // ADAPTER_UNIT_BITS)
     per = -(-units // GetBlockNum()) * ADAPTER_UNIT_BITS

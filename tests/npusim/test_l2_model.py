@@ -58,3 +58,34 @@ def test_l2_warm_fractions_order_the_read_time():
         cycles[str(warm)] = res.cycles
     assert cycles["None"] > cycles["{'src': 0.5}"] > cycles["{'src': 1.0}"]
     assert cycles["{'src': 1.0}"] == cycles["{'src'}"]  # a set of names: all resident
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 1.0])
+def test_chunked_residency_equals_the_dense_bitmap(monkeypatch, fraction):
+    """Buffers past DENSE_PAGES keep residency in chunks made on first use: the same hits, touched bytes
+    and final bitmap as the dense model, on random touches across chunk borders."""
+    from npusim.memory import gm as gm_mod
+
+    rng = np.random.default_rng(7)
+    n = 50
+    dense = GmBuffer("x", TensorSpec((n * L2_PAGE_BYTES,), np.uint8), L2Model(1 << 30))
+    monkeypatch.setattr(gm_mod, "DENSE_PAGES", 10)
+    monkeypatch.setattr(gm_mod, "CHUNK_PAGES", 8)
+    chunked = GmBuffer("x", TensorSpec((n * L2_PAGE_BYTES,), np.uint8), L2Model(1 << 30))
+    assert chunked._chunks is not None and dense._chunks is None
+    dense.warm(fraction)
+    chunked.warm(fraction)
+    for _ in range(40):
+        start = int(rng.integers(0, (n - 1) * L2_PAGE_BYTES))
+        size = int(rng.integers(1, 20 * L2_PAGE_BYTES))
+        size = min(size, n * L2_PAGE_BYTES - start)
+        assert chunked.touch(start, size) == dense.touch(start, size)
+    assert chunked._l2.touched_bytes == dense._l2.touched_bytes
+    assert np.array_equal(chunked.resident, dense.resident)  # turns dense on demand
+
+
+def test_huge_buffer_costs_no_bitmap():
+    """A 4 TiB TensorSpec buffer (a huge byte-mode drop mask) allocates nothing until touched."""
+    gm = GmBuffer("ws", TensorSpec((1 << 42,), np.uint8), L2Model(1 << 30))
+    gm.warm(1.0)
+    assert gm.touch(1 << 41, 64 * 1024) == 1.0 and len(gm._chunks) == 1

@@ -202,11 +202,13 @@ def test_fa_varlen_estimate_split_advice():
 
 
 def test_fa_varlen_estimate_huge_shapes_bounded():
-    """T = 1M tokens in one batch with N = 64 (and 2048 batches with N = 256): the estimate stays within
-    200 MB of traced memory and the verdict is consistent (its speed: benchmarks/estimate_accuracy_fa.py)."""
-    for sq, n1, n2, d, mode in (([1 << 20], 64, 64, 128, None), ([512] * 2048, 256, 256, 64, 2)):
+    """T = 1M tokens in one batch with N = 64 (and 2048 batches with N = 256, and fp32 with byte-mode
+    dropout, whose mask workspace is 8 TB): the estimate stays within 200 MB of traced memory and the
+    verdict is consistent (its speed: benchmarks/estimate_accuracy_fa.py)."""
+    for sq, n1, n2, d, mode, opt in (([1 << 20], 64, 64, 128, None, {}), ([512] * 2048, 256, 256, 64, 2, {}),
+                                     ([1000003], 8, 8, 128, None, dict(dtype=F32, drop=True))):
         tracemalloc.start()
-        res = run(sq, sq, n1=n1, n2=n2, d=d, mode=mode)
+        res = run(sq, sq, n1=n1, n2=n2, d=d, mode=mode, **opt)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < 200 * 2 ** 20, peak
