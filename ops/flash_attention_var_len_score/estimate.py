@@ -334,15 +334,15 @@ def _whole_group(runner: _Runner, work: Work, rank: np.ndarray, active: float, c
     out-of-phase neighbours), as many as the instruction budget allows, all in launch (block index)
     order: the bandwidth calendar serves the cores of a time step in that order, so a core's place among
     its neighbours is part of its time (first vs last of 4 cores: 1.5% on the benchmark grid). The
-    chip's bandwidth is cut to the subset's share of the launch: active / its load-weighted count (each
-    core counts min(its rank / the subset's largest, 1)). The launch ends with its last core: the
+    chip's bandwidth is cut to the subset's share of the launch: active / its own load-weighted count
+    of busy cores (_active of the subset's ranks). The launch ends with its last core: the
     estimate is the latest end in the subset. Returns (cycles, that core, the subset in run order)."""
     cands = _candidates(work, rank)
     for comp in COMPANIONS:
         group = _companions(rank, cands, comp)
         if cost(work.core_items[group], work.core_tiles[group]) <= SIM_INSTRUCTIONS:
             break
-    weight = float(np.minimum(rank[group] / rank[group].max(), 1.0).sum())
+    weight = _active(rank[group])
     group = sorted(group)
     res = runner.run([_items(work, c) for c in group], active / weight)
     ends = [runner.end(res, k) for k in range(len(group))]
