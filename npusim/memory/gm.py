@@ -105,18 +105,21 @@ class GmBuffer:
         p0 = byte_start // L2_PAGE_BYTES
         p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
         n = p1 - p0
-        if self._chunks is not None:
-            return self._touch_chunked(p0, p1)
-        pages = self._resident[p0:p1]
-        # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
-        # doubles as numpy's, several times faster to add and compare), for performance reasons
-        hit = int(np.count_nonzero(pages))
+        if self._chunks is None:
+            pages = self._resident[p0:p1]
+            # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
+            # doubles as numpy's, several times faster to add and compare), for performance reasons
+            hit = int(np.count_nonzero(pages))
+            if hit < n:
+                pages[:] = True
+        else:
+            hit = self._mark_chunks(p0, p1)
         if hit < n:
             self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
-            pages[:] = True
         return hit / n * self._l2.hit_scale()
 
-    def _touch_chunked(self, p0: int, p1: int) -> float:
+    def _mark_chunks(self, p0: int, p1: int) -> int:
+        """Mark pages [p0, p1) of a chunked buffer resident; return how many already were."""
         hit = 0
         for c in range(p0 // CHUNK_PAGES, (p1 - 1) // CHUNK_PAGES + 1):
             chunk = self._chunks.get(c)
@@ -126,10 +129,7 @@ class GmBuffer:
             pages = chunk[max(p0 - c * CHUNK_PAGES, 0):p1 - c * CHUNK_PAGES]
             hit += int(np.count_nonzero(pages))
             pages[:] = True
-        n = p1 - p0
-        if hit < n:
-            self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
-        return hit / n * self._l2.hit_scale()
+        return hit
 
 
 class L2Model:

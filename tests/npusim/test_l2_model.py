@@ -89,3 +89,22 @@ def test_huge_buffer_costs_no_bitmap():
     gm = GmBuffer("ws", TensorSpec((1 << 42,), np.uint8), L2Model(1 << 30))
     gm.warm(1.0)
     assert gm.touch(1 << 41, 64 * 1024) == 1.0 and len(gm._chunks) == 1
+
+
+def test_a_finished_launch_drops_its_record_tables():
+    """A finished launch drops its streams' record tables at once: a large run's tables must not wait
+    for a full collection of the stream <-> launch cycles, which then walks every record."""
+    import gc
+
+    from npusim.core import CoreUnit
+
+    arg = GmArg("src", TensorSpec((4 * 32 * 1024,), np.float16))
+    gc.collect()
+    gc.disable()
+    try:
+        res = launch(_read_four_times, (arg,), block_dim=2, chip="Ascend910B2", kernel_type="vector", mode="timing")
+        alive = [o for o in gc.get_objects() if isinstance(o, CoreUnit)]
+    finally:
+        gc.enable()
+    assert len(res.trace.columns["core"]) > 0
+    assert all(u.records is None and u.flows is None for u in alive)
