@@ -41,20 +41,16 @@ Choices where the seed is ambiguous or the real kernel disagrees with it:
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from npusim.chip import chip as get_chip
-from npusim.errors import AclnnError
-from ops.common.errors import invalid, nullptr, tiling_error
+from ops.common.contract_checks import (INT64_MAX, ContractChecks, f32, full_row_batches, is_int, product,
+                                        readonly)
 from ops.flash_attention_var_len_score import contract as C
 
-_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
-_UNBOUNDED = C.INT32_MAX  # canonical "no limit" token (tiling resets tokens to INT32_MAX)
-_RAISERS = {161001: nullptr, 161002: invalid, 561002: tiling_error}
+_INT64_MAX = INT64_MAX
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,90 +125,14 @@ class FaVarLenProblem:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in out.items()}
 
 
-# --- small helpers ---------------------------------------------------------------------------------
-def _fail(rule_name: str, param: str, detail: str = "") -> AclnnError:
-    """The AclnnError of *rule_name* (status from the contract), naming *param* and the rule."""
-    r = C.rule(rule_name)
-    text = f"{r.text}" + (f"; got {detail}" if detail else "") + f" [{C.OP_NAME} rule {r.name}: {r.source}]"
-    return _RAISERS[r.status](param, text)
+# --- small helpers (shared with the backward operator: ops/common/contract_checks.py) -------------
+_K = ContractChecks(C)
+_fail, _shape, _dtype, _dtype_name = _K.fail, _K.shape, _K.dtype, _K.dtype_name
+_int, _real, _int_seq, _family = _K.int_, _K.real, _K.int_seq, _K.family
+_is_int, _f32, _product, _readonly, _full_row_batches = is_int, f32, product, readonly, full_row_batches
 
-
-def _shape(x: Any, name: str) -> tuple:
-    try:
-        shape = tuple(x.shape)
-        ok = all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0
-                 for d in shape)
-    except Exception:  # any object may stand in for a tensor: refuse whatever breaks
-        ok = False
-    if not ok:
-        raise _fail("tensor_type", name, type(x).__name__)
-    return tuple(int(d) for d in shape)
-
-
-def _dtype(x: Any, name: str) -> np.dtype:
-    try:
-        return np.dtype(x.dtype)
-    except Exception:
-        raise _fail("tensor_type", name, f"dtype {getattr(x, 'dtype', None)!r}") from None
-
-
-def _dtype_name(dt: np.dtype) -> str:
-    return C.ACL_DTYPE_NAMES.get(dt, dt.name)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _int(v: Any, name: str) -> int:
-    if not _is_int(v) or not _INT64_MIN <= int(v) <= _INT64_MAX:
-        raise _fail("scalar_type", name, repr(v))
-    return int(v)
-
-
-def _real(v: Any, name: str) -> float:
-    try:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-            raise TypeError
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        raise _fail("scalar_type", name, repr(v)[:50]) from None
-
-
-def _f32(v: float) -> float:
-    """*v* rounded to float32 (the attribute type of scale_value and keep_prob, seed L166-167)."""
-    with np.errstate(over="ignore"):
-        return float(np.float32(v))
-
-
-def _int_seq(x: Any, name: str, rule_name: str) -> np.ndarray:
-    """A 1-D int64 array from a list/tuple/range/ndarray of ints (an aclIntArray)."""
-    if isinstance(x, np.ndarray):
-        ok = x.ndim == 1 and x.dtype.kind in "iu" and (x.size == 0 or int(x.max()) <= _INT64_MAX)
-        if ok:
-            return x.astype(np.int64)
-    elif isinstance(x, (list, tuple, range)):
-        if all(_is_int(v) and _INT64_MIN <= int(v) <= _INT64_MAX for v in x):
-            return np.array([int(v) for v in x], dtype=np.int64).reshape(-1)
-    raise _fail(rule_name, name, f"{type(x).__name__} {x!r}"[:200])
-
-
-def _product(shape: tuple) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
-
-
-def _family(chip_spec: Any) -> str:
-    """SoC family of a ChipSpec (or a preset name); refuse families without this operator."""
-    if isinstance(chip_spec, str):
-        chip_spec = get_chip(chip_spec)  # raises AclnnError(161002) for an unknown name
-    family = getattr(chip_spec, "soc_family", None)
-    if not isinstance(family, str) or family not in C.SUPPORTED_FAMILIES:
-        product = C.UNSUPPORTED_PRODUCTS.get(family, "") if isinstance(family, str) else ""
-        raise _fail("product_supported", "chip_spec", f"{family!r} {product}".strip())
-    return family
+_check_limit, _lengths, _check_mask_shape = _K.limit, _K.lengths, _K.mask_shape
+_check_tokens, _check_prefix, _canonical_tokens = _K.tokens, _K.prefix, _K.canonical_tokens
 
 
 # --- checks ----------------------------------------------------------------------------------------
@@ -233,29 +153,6 @@ def _check_dtypes(dts: dict) -> np.dtype:
         if name in dts and dts[name] not in allowed:
             raise _fail(rule_name, name, _dtype_name(dts[name]))
     return q
-
-
-def _check_limit(key: str, name: str, value: int) -> None:
-    lim = C.LIMITS[key]
-    if not lim.lo <= value <= lim.hi:
-        raise _fail(lim.rule, name, str(value))
-
-
-def _lengths(cum: np.ndarray, total: int, name: str) -> np.ndarray:
-    """Per-batch lengths from cumulative *cum* covering *total* rows (seed L13, L144)."""
-    if cum[0] < 0 or (cum[1:] < cum[:-1]).any():  # compared, not differenced: no int64 wrap-around
-        raise _fail("seq_lens_cumulative", name, str(cum.tolist())[:200])
-    if cum[-1] > total:
-        raise _fail("t_covers_seq_lens", name, f"last {int(cum[-1])} > T {total}")
-    if cum[-1] != total:
-        raise _fail("seq_lens_end_at_t", name, f"last {int(cum[-1])} != T {total}")
-    return np.diff(cum, prepend=np.int64(0))
-
-
-def _check_mask_shape(mode: int, shape: tuple, max_sq: int, max_skv: int) -> None:
-    want = C.SPARSE_MODES[mode].mask_shape or (max_sq, max_skv)
-    if shape != want:
-        raise _fail("atten_mask_shape", "atten_mask", f"{shape} for sparse_mode {mode}, expected {want}")
 
 
 def _classify_pse(shape: tuple, n1: int, sq: np.ndarray, skv: np.ndarray, max_skv: int) -> str:
@@ -280,81 +177,6 @@ def _check_pse(form: str, mode: int | None, pre: int, nxt: int, sq: np.ndarray, 
         if not causal or (sq != skv).any():
             raise _fail("pse_alibi_causal", "real_shift", f"sparse_mode {mode} (None: no mask), "
                                                           f"pre {pre}, next {nxt}")
-
-
-def _check_tokens(mode: int, pre: int, nxt: int, sq: np.ndarray, skv: np.ndarray, band: int) -> None:
-    """The varlen tiling's sparse-mode token rules (seed L140; tiling.md §0)."""
-    nonempty = (sq > 0) & (skv > 0)
-    pre_c = int(np.clip(pre, -C.INT32_MAX, C.INT32_MAX))  # |S| <= 2**20: clipping keeps every comparison
-    nxt_c = int(np.clip(nxt, -C.INT32_MAX, C.INT32_MAX))
-    if mode == 0:
-        if pre >= int(sq.max()) and (nxt == 0 or nxt >= int(skv.max())):
-            return  # causal or full band (tiling shortcuts)
-        if nxt < 0 or (nonempty & (skv + pre_c < sq)).any() or (pre < 0 and nxt < -pre):
-            raise _fail("mode0_tokens", "pre_tokens/next_tokens", f"pre {pre}, next {nxt}")
-    elif mode == 3:
-        if (sq > skv).any():
-            raise _fail("mode3_sq_le_skv", "actual_seq_qlen", f"batch {int(np.argmax(sq > skv))}")
-    elif mode == 4:
-        if pre < 0 or (nxt < 0 and pre + nxt < 0) or (nonempty & (sq - nxt_c > skv)).any():
-            raise _fail("mode4_tokens", "pre_tokens/next_tokens", f"pre {pre}, next {nxt}")
-    elif mode == 7:
-        if (pre < skv[band] or nxt > 0 or (nonempty & (sq > skv)).any()
-                or sq[band] - nxt_c > skv[band]):
-            raise _fail("mode7_tokens", "pre_tokens/next_tokens", f"pre {pre}, next {nxt}, band batch {band}")
-    elif mode == 8:
-        if pre < skv[band] or sq[band] - nxt_c > skv[band]:
-            raise _fail("mode8_tokens", "pre_tokens/next_tokens", f"pre {pre}, next {nxt}, band batch {band}")
-
-
-def _check_prefix(prefix: np.ndarray | None, sq: np.ndarray, skv: np.ndarray) -> np.ndarray:
-    """sparse 6 prefix: one value per batch within the seed's range (seed L139)."""
-    if prefix is None or prefix.shape != sq.shape:
-        got = "None" if prefix is None else f"length {prefix.size}, B {sq.size}"
-        raise _fail("mode6_prefix", "prefix", got)
-    lo = np.where(sq > skv, 0, skv - sq)
-    bad = (prefix < lo) | (prefix > skv)
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise _fail("mode6_prefix", "prefix", f"prefix[{b}] = {int(prefix[b])} outside [{int(lo[b])}, {int(skv[b])}]")
-    return prefix
-
-
-def _full_row_batches(mask: np.ndarray, sq: np.ndarray, skv: np.ndarray) -> np.ndarray:
-    """Batches whose top-left [Sq, Skv] slice of a [maxSq, maxSkv] mask has a row of all ones."""
-    free = np.asarray(mask) == 0
-    first_free = np.where(free.any(axis=1), free.argmax(axis=1), mask.shape[1])
-    reach = np.maximum.accumulate(first_free)  # reach[r]: longest all-ones row prefix among rows <= r
-    nonempty = (sq > 0) & (skv > 0)
-    return nonempty & (reach[np.maximum(sq - 1, 0)] >= skv)
-
-
-def _canonical_tokens(mode: int | None, pre: int, nxt: int, sq: np.ndarray, skv: np.ndarray,
-                      band: int) -> tuple:
-    """Per-batch left-up (pre, next) of tiling.md §0 / oracles.md §0, clipped to +-INT32_MAX."""
-    n = sq.size
-    big = np.full(n, _UNBOUNDED, dtype=np.int64)
-    pre_c, nxt_c = (int(np.clip(v, -C.INT32_MAX, C.INT32_MAX)) for v in (pre, nxt))
-    rd_pre, rd_next = pre_c + sq - skv, nxt_c + skv - sq  # right-down origin -> left-up
-    if mode in (None, 1):
-        pre_lu, next_lu = big, big.copy()
-    elif mode == 0:
-        pre_lu, next_lu = np.full(n, pre_c, dtype=np.int64), np.full(n, nxt_c, dtype=np.int64)
-    elif mode in (2, 8):
-        pre_lu, next_lu = big, np.zeros(n, dtype=np.int64)
-    elif mode in (3, 6, 7):
-        pre_lu, next_lu = big, skv - sq
-    else:  # 4
-        pre_lu, next_lu = rd_pre, rd_next
-    if mode in (7, 8):
-        pre_lu[band], next_lu[band] = rd_pre[band], rd_next[band]
-    return (np.clip(pre_lu, -C.INT32_MAX, C.INT32_MAX), np.clip(next_lu, -C.INT32_MAX, C.INT32_MAX))
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.int64) if a.dtype != np.bool_ else np.array(a)
-    a.flags.writeable = False
-    return a
 
 
 # --- entry point ------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""FlashAttentionUnpaddingScoreGradV5 (training backward of TND flash attention) on the chip model."""
