@@ -17,7 +17,8 @@ FaVarLenProblem description, restated here:
 - GQA: query head n reads key/value head ``n // G``; zero-length batches have no rows;
 - fully masked rows: output 0, max -inf, sum 0.
 
-Contents: :func:`fa_var_len_reference`.
+Contents: :func:`fa_var_len_reference`; :func:`keep_matrix`, :func:`pse_matrix` and :func:`rounder` (also used by
+the backward operator's reference).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from npusim.dtypes import cast
 _ALIBI_ROWS = 1024
 
 
-def _rounder(dtype):
+def rounder(dtype):
     """x -> x rounded once to *dtype* (nearest even), returned as float64; identity for None."""
     if dtype is None:
         return lambda x: np.asarray(x, np.float64)
@@ -40,7 +41,7 @@ def _rounder(dtype):
     return rnd
 
 
-def _keep(problem, atten_mask, prefix, b: int) -> np.ndarray:
+def keep_matrix(problem, atten_mask, prefix, b: int) -> np.ndarray:
     """bool [Sq, Skv]: True where the score of batch b takes part (module docstring)."""
     sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
     d = np.arange(skv)[None, :] - np.arange(sq)[:, None]
@@ -66,7 +67,7 @@ def _alibi_diag(src: np.ndarray, diag: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pse(problem, real_shift, b: int, cu_ss: int) -> np.ndarray | None:
+def pse_matrix(problem, real_shift, b: int, cu_ss: int) -> np.ndarray | None:
     """float64 [N1, Sq, Skv] pse of batch b, or None."""
     if problem.pse_form == "none":
         return None
@@ -88,7 +89,7 @@ def fa_var_len_reference(problem, query, key, value, *, real_shift=None, drop_ma
     masked scores; sum of exp(s - max) before dropout). Fully masked rows: 0, -inf, 0.
     """
     p = problem
-    rnd = _rounder(dtype)
+    rnd = rounder(dtype)
     pfx = p.prefix_n if prefix is None else prefix
     q, k, v = (np.asarray(x).astype(np.float64) for x in (query, key, value))
     keep_bits = None
@@ -105,8 +106,8 @@ def fa_var_len_reference(problem, query, key, value, *, real_shift=None, drop_ma
         if sq == 0:
             cu_ss += sq * skv
             continue
-        keep = _keep(p, atten_mask, pfx, b)
-        pse = _pse(p, real_shift, b, cu_ss)
+        keep = keep_matrix(p, atten_mask, pfx, b)
+        pse = pse_matrix(p, real_shift, b, cu_ss)
         alive = keep.any(axis=1)
         for n in range(p.N1):
             qn, kn, vn = q[cq:cq + sq, n], k[ck:ck + skv, n // p.G], v[ck:ck + skv, n // p.G]
