@@ -80,6 +80,17 @@ def ASCEND_IS_AIV() -> bool:
     return current_unit().sub in (SubCore.AIV0, SubCore.AIV1, SubCore.COMBINED)
 
 
+# -- atomic accumulation into GM ------------------------------------------------------------------
+def SetAtomicAdd(dtype=np.float32) -> None:
+    """Ascend C ``SetAtomicAdd<T>()``: later Fixpipe writes to GM add to the destination (see Fixpipe)."""
+    current_unit().atomic = np.dtype(dtype)
+
+
+def SetAtomicNone() -> None:
+    """Ascend C ``SetAtomicNone()``: later writes to GM overwrite again."""
+    current_unit().atomic = None
+
+
 # -- buffers and queues --------------------------------------------------------------------------
 class _Slot:
     __slots__ = ("index", "addr", "state")

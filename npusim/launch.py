@@ -82,6 +82,7 @@ class LaunchResult:
     timeout: TimeoutVerdict
     block_dim: int
     meta: dict = field(default_factory=dict)
+    atomics: list = field(default_factory=list)  # Launch.atomic_log: the order atomic adds reached GM
 
 
 class Launch:
@@ -109,6 +110,7 @@ class Launch:
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
+        self.atomic_log: list = []  # (GM buffer name, block, byte offset) of each atomic write, in order
 
     # -- tables for the trace ----------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -383,7 +385,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             "kernel_type": kernel_type, **(meta or {})}
     trace = run.build_trace(info)
     run.release()
-    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, run.atomic_log)
 
 
 class GmArg:

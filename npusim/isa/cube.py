@@ -346,6 +346,9 @@ class Fixpipe:
             idx = (np.arange(p.ndNum, dtype=np.int64)[:, None, None] * p.dstNdStride
                    + np.arange(p.mSize, dtype=np.int64)[None, :, None] * p.dstStride
                    + np.arange(p.nSize, dtype=np.int64)[None, None, :])
+            if self.src.core.atomic is not None:
+                self._atomic_add(dst, idx, out)
+                return
             dst[idx] = out
         else:
             pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
@@ -354,6 +357,17 @@ class Fixpipe:
                    + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
                    + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
             dst[idx] = blocks
+
+    def _atomic_add(self, dst: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
+        """SetAtomicAdd in force: GM := GM + value, one rounding in the destination dtype (fp32, RNE), and
+        the write is logged in the launch's atomic order (the order the simulated cores reach it)."""
+        unit = self.src.core
+        if unit.atomic != dst.dtype or self.dst.dtype != np.float32 or not isinstance(self.dst, GlobalTensor):
+            raise NotImplementedError(f"Fixpipe atomic add is modelled for fp32 GM destinations only "
+                                      f"(SetAtomicAdd<{unit.atomic}>, destination {self.dst.dtype})")
+        with np.errstate(over="ignore", invalid="ignore"):
+            dst[idx] = dst[idx] + out
+        unit.launch.atomic_log.append((self.dst.gm.name, unit.block_idx, self.dst.byte_offset))
 
     def _convert(self, vals: np.ndarray) -> np.ndarray:
         """L0C values -> destination values: dequant / cast, then ReLU (docs/numerics_cube.md)."""

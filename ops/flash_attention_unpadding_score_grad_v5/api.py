@@ -1,0 +1,143 @@
+"""``ops.flash_attention_unpadding_score_grad_v5`` and its aclnn facade: validate, tile, launch, return an OpResult.
+
+One operator call is three launches on the chip model, timed as one operator (docs/fag.md): the pre
+kernel (zero the fp32 dq/dk/dv workspaces), the main mix kernel and the post kernel (scale, cast).
+The operator's cycles and time are the sum of the three launches' (each with its launch overhead);
+``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
+
+What the simulator models today (docs/fag.md "Coverage"): the basic template for fp16/bf16, D <= 256,
+no pse, no dropout, no rope, no sink, sparse 0 without a mask or sparse 2/3 with the compressed mask,
+non-deterministic atomic accumulation. Valid calls outside that raise NotImplementedError naming the
+feature (the contract still validates them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.launch import GmArg, TimeoutVerdict, launch
+from npusim.memory.gm import TensorSpec
+from ops.common.facade import first_stage, second_stage
+from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS
+from ops.flash_attention_unpadding_score_grad_v5.kernel import FagKernelArgs, fag_main, fag_post, fag_pre
+from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.validate import validate
+
+MAX_D = 256  # L1 holds four 128 x D operand blocks (kernel.py ProcessCube)
+
+
+def _unsupported(problem, deterministic: bool) -> str | None:
+    """The first feature of a valid call the kernel does not model yet, or None."""
+    p = problem
+    checks = ((np.dtype(p.dtype).itemsize != 2, "fp32 inputs (the b32 transposing L1->L0 load is not modelled)"),
+              (p.D > MAX_D, f"D > {MAX_D}"), (p.rope_d > 0, "rope"), (p.pse_form != "none", "pse_shift"),
+              (p.dropout, "dropout"), (p.sink, "sink_in / dsink"), (deterministic, "deterministic=True"),
+              (p.mask_form not in ("none", "causal_2048") or p.sparse_mode not in (0, 1, 2, 3) and
+               p.mask_form != "none", f"sparse_mode {p.sparse_mode} with an atten_mask"))
+    return next((what for bad, what in checks if bad), None)
+
+
+def _gm(x, full: bool):
+    if x is None:
+        return None
+    if full and isinstance(x, np.ndarray):
+        arr = np.ascontiguousarray(x)
+        return arr.view(np.uint8) if arr.dtype == np.bool_ else arr
+    dt = np.dtype(np.uint8) if np.dtype(x.dtype) == np.bool_ else np.dtype(x.dtype)
+    return TensorSpec(tuple(x.shape), dt)
+
+
+def kernel_args(problem) -> FagKernelArgs:
+    p = problem
+    return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
+                         nextLU=tuple(int(x) for x in p.next_tokens_lu), softmaxTnd=p.softmax_in_layout != "",
+                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype)
+
+
+def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, drop_mask=None, padding_mask=None,
+            atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None, attention_in=None, sink_in=None,
+            prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, q_start_idx=None, kv_start_idx=None,
+            scale_value=DEFAULTS["scale_value"], keep_prob=DEFAULTS["keep_prob"], pre_tokens=DEFAULTS["pre_tokens"],
+            next_tokens=DEFAULTS["next_tokens"], head_num=None, input_layout="TND",
+            inner_precise=DEFAULTS["inner_precise"], sparse_mode=DEFAULTS["sparse_mode"],
+            pse_type=DEFAULTS["pse_type"], softmax_in_layout=DEFAULTS["softmax_in_layout"], *, deterministic=False,
+            chip="Ascend910B2", mode="full", tiling=None):
+    """Validate and tile; return ``(run, workspace_size)`` where ``run()`` launches (aclnn stage 1)."""
+    spec = resolve_chip(chip)
+    mode = check_mode(mode, ("full", "timing"))
+    problem = validate(query, query_rope, key_in, key_in_rope, value, dy, pse_shift, drop_mask, padding_mask,
+                       atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, sink_in, prefix,
+                       actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, scale_value, keep_prob,
+                       pre_tokens, next_tokens, head_num, input_layout, inner_precise, sparse_mode, pse_type,
+                       softmax_in_layout, chip_spec=spec)
+    if not isinstance(deterministic, bool):
+        from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"deterministic: must be a bool, got {deterministic!r}")
+    what = _unsupported(problem, deterministic)
+    if what is not None:
+        raise NotImplementedError(f"flash_attention_unpadding_score_grad_v5: {what} is not modelled yet "
+                                  "(docs/fag.md 'Coverage')")
+    til = fag_tiling(problem, spec, tiling)
+    inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
+                  softmax_sum=softmax_sum, atten_mask=atten_mask)
+    return (lambda: _run(problem, til, spec, mode, inputs)), til.workspaceSize
+
+
+def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
+    full = mode == "full"
+    p = problem
+    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
+    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
+    outs = {name: (np.zeros(shape, p.dtype) if full else TensorSpec(shape, p.dtype))
+            for name, shape in (("dq", p.q_shape), ("dk", p.kv_shape), ("dv", p.kv_shape))}
+    args = kernel_args(p)
+    meta = {"operator": "FlashAttentionUnpaddingScoreGradV5", "tiling": {"template": til.template,
+                                                                       "blockDim": til.blockDim,
+                                                                       "sections": til.sections,
+                                                                       "blocks": til.blocks}}
+    aiv = spec.aiv_count
+    pre = launch(fag_pre, (GmArg("workspace", ws), til), block_dim=aiv, chip=spec, mode=mode, kernel_type="vector",
+                 meta={**meta, "kernel": "pre"})
+    gm = [GmArg(name, _gm(inputs[name], full)) if inputs[name] is not None else None
+          for name in ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask")]
+    main = launch(fag_main, (*gm, GmArg("workspace", ws), til, args), block_dim=til.blockDim, chip=spec, mode=mode,
+                  kernel_type="mix", meta={**meta, "kernel": "main"})
+    post = launch(fag_post, (GmArg("workspace", ws), GmArg("dq", outs["dq"]), GmArg("dk", outs["dk"]),
+                             GmArg("dv", outs["dv"]), til, args), block_dim=aiv, chip=spec, mode=mode,
+                  kernel_type="vector", meta={**meta, "kernel": "post"})
+    launches = {"pre": pre, "main": main, "post": post}
+    cycles = sum(r.cycles for r in launches.values())
+    time_us = sum(r.time_us for r in launches.values())
+    timeout = TimeoutVerdict(time_us * 1e-6, spec.aicore_timeout_s, False)
+    return OpResult(outputs=outs if full else None, cycles=int(cycles), time_us=float(time_us), trace=main.trace,
+                    tiling=til, workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=timeout, mode=mode,
+                    extra={"problem": problem, "launches": launches, "atomics": main.atomics,
+                           "workspace": ws if full else None})
+
+
+def flash_attention_unpadding_score_grad_v5(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None,
+                                            drop_mask=None, padding_mask=None, atten_mask=None, softmax_max=None,
+                                            softmax_sum=None, softmax_in=None, attention_in=None, sink_in=None,
+                                            prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None,
+                                            q_start_idx=None, kv_start_idx=None,
+                                            scale_value=DEFAULTS["scale_value"], keep_prob=DEFAULTS["keep_prob"],
+                                            pre_tokens=DEFAULTS["pre_tokens"], next_tokens=DEFAULTS["next_tokens"],
+                                            head_num=None, input_layout="TND",
+                                            inner_precise=DEFAULTS["inner_precise"],
+                                            sparse_mode=DEFAULTS["sparse_mode"], pse_type=DEFAULTS["pse_type"],
+                                            softmax_in_layout=DEFAULTS["softmax_in_layout"], *, deterministic=False,
+                                            chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+    """FlashAttentionUnpaddingScoreGradV5 (seed 002) on the chip model; arguments as the seed, in snake_case.
+
+    *deterministic* stands for aclrtCtxSetSysParamOpt (default non-deterministic). Returns an OpResult
+    with ``dq`` [T1, N1, D], ``dk`` and ``dv`` [T2, N2, D] in the input dtype (full mode), cycles and
+    time of the pre + main + post launches, the main trace, tiling, workspace size and timeout verdict.
+    Raises AclnnError with the contract's status for invalid input, NotImplementedError for a valid
+    feature the kernel does not model yet (module docstring).
+    """
+    run, _ = prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift, drop_mask, padding_mask,
+                     atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, sink_in, prefix, actual_seq_qlen,
+                     actual_seq_kvlen, q_start_idx, kv_start_idx, scale_value, keep_prob, pre_tokens, next_tokens,
+                     head_num, input_layout, inner_precise, sparse_mode, pse_type, softmax_in_layout,
+                     deterministic=deterministic, chip=chip, mode=mode, tiling=tiling)
+    return run()

@@ -1,0 +1,154 @@
+"""Independent numpy golden of FlashAttentionUnpaddingScoreGradV5: docs/fag.md "Dataflow", bit for bit.
+
+Why: the simulated kernels must equal this output bit for bit (NUMERICS.md check 1). It re-implements
+from docs/fag.md the block list and section packing (128 x 128 blocks; sections of <= 4 x 4 blocks of
+one (b, n1); section k on core k % blockDim), the per-block steps with the dtype and order of every
+operation, the fp32 accumulation of dq/dk/dv in the order the run's atomic adds reached GM, and the
+post step. It shares with the simulator only ``npusim.dtypes.cast``; the Mmad order and the row-sum
+fold come from the forward operator's golden (docs/numerics_cube.md "Mmad", docs/numerics.md).
+
+Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V rows of the block:
+
+    S  = Mmad(Q, K^T)   dP = Mmad(dY, V^T)                                fp32 [r, c]
+    s  = S * scale; s := -FLT_MAX where j - i > next_lu[b] (masked blocks)  fp32
+    P  = Exp(s - max) / sum  (max, sum: softmax_max/sum column 0)       fp32, Exp/Div rounded once
+    Pc = cast(P, round)                                                  input dtype
+    dS = cast((dP - sfmg) * P, round)                                     input dtype
+    dq[rows] += Mmad(dS, K)   dk[cols] += Mmad(dS^T, Q)   dv[cols] += Mmad(Pc^T, dY)   fp32 adds
+
+with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = cast(dq * scale),
+dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from npusim.dtypes import cast
+from ops.flash_attention_var_len_score.golden import mmad, row_sum
+
+_F32 = np.dtype(np.float32)
+NEG = np.float32(-np.finfo(np.float32).max)
+_BASE = 128
+_GROUP = 4
+_NCHUNK = 128  # output columns per Fixpipe (one atomic write)
+
+
+def _f64_round(fn, *args) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(cast(fn(*(np.asarray(a, np.float64) for a in args)), "fp32"))
+
+
+def sections(problem) -> list:
+    """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section."""
+    p = problem
+    out = []
+    for b in range(p.B):
+        sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
+        if sq == 0:
+            continue
+        nxt, pre = int(p.next_tokens_lu[b]), int(p.pre_tokens_lu[b])
+        nb1, nb2 = -(-sq // _BASE), -(-skv // _BASE)
+        for n in range(p.N1):
+            for r0 in range(0, nb1, _GROUP):
+                for c0 in range(0, nb2, _GROUP):
+                    sec = []
+                    for s1o in range(r0, min(r0 + _GROUP, nb1)):
+                        for s2o in range(c0, min(c0 + _GROUP, nb2)):
+                            rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, skv - s2o * _BASE)
+                            d_lo = s2o * _BASE - (s1o * _BASE + rows - 1)  # smallest j - i
+                            d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
+                            if d_lo > nxt or d_hi < -pre:
+                                continue
+                            sec.append((b, n, s1o, s2o, rows, cols, d_hi > nxt or d_lo < -pre))
+                    if sec:
+                        out.append(sec)
+    return out
+
+
+def _stat(problem, x, b: int, n: int, i0: int, rows: int) -> np.ndarray:
+    """Column 0 of softmax_max/sum for rows i0.. of (b, n), fp32 [rows]."""
+    x = np.asarray(x)
+    cq = int(problem.cu_seq_q[b])
+    if problem.softmax_in_layout == "same_as_input":
+        return x[cq + i0:cq + i0 + rows, n, 0].astype(_F32)
+    sq = int(problem.seq_q[b])
+    base = (cq * problem.N1 + n * sq + i0) * 8
+    return x.reshape(-1)[base:base + rows * 8:8].astype(_F32)
+
+
+def _block(problem, ctx: dict, blk) -> list:
+    """The atomic contributions of one block, in kernel order: [(kind, row0, head, col0, fp32 values)]."""
+    p = problem
+    b, n, s1o, s2o, rows, cols, masked = blk
+    i0, j0 = s1o * _BASE, s2o * _BASE
+    tq, tk = int(p.cu_seq_q[b]) + i0, int(p.cu_seq_kv[b]) + j0
+    kv = n // p.G
+    q, g = ctx["q"][tq:tq + rows, n], ctx["dy"][tq:tq + rows, n]
+    k, v = ctx["k"][tk:tk + cols, kv], ctx["v"][tk:tk + cols, kv]
+    with np.errstate(all="ignore"):
+        s = mmad(q, k, 16) * np.float32(p.scale)
+        dp = mmad(g, v, 16)
+        if masked:
+            jm = np.arange(j0, j0 + cols)[None, :] - np.arange(i0, i0 + rows)[:, None]
+            s = np.where(jm > int(p.next_tokens_lu[b]), NEG, s).astype(_F32)
+        mx, sm = _stat(p, ctx["max"], b, n, i0, rows), _stat(p, ctx["sum"], b, n, i0, rows)
+        e = _f64_round(np.exp, (s - mx[:, None]).astype(_F32))
+        pr = _f64_round(np.divide, e, sm[:, None])
+        sf = ctx["sfmg"][tq:tq + rows, n]
+        ds = ((dp - sf[:, None]).astype(_F32) * pr).astype(_F32)
+    pc = np.asarray(cast(pr, ctx["dt"], "round")).astype(_F32)
+    dsc = np.asarray(cast(ds, ctx["dt"], "round")).astype(_F32)
+    D = p.D
+    out = []
+    for kind, a, bt, r0, h in (("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)):
+        val = mmad(a, bt, 16)
+        for dn in range(0, D, _NCHUNK):
+            out.append((kind, r0, h, dn, val[:, dn:dn + _NCHUNK]))
+    return out
+
+
+def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
+               atomics=None, ws_offsets=None) -> dict:
+    """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
+
+    *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
+    atomic log (``res.extra["atomics"]``: (buffer, core, byte offset) in the order the adds reached
+    GM) with *ws_offsets* = {"dq": byte offset, "dk": ..., "dv": ...} of the fp32 workspaces; without
+    a log the cores' adds are applied core after core. Raises ValueError if the log does not match
+    the block schedule.
+    """
+    p = problem
+    dt = np.dtype(p.dtype)
+    f = lambda x: np.asarray(x).astype(_F32)  # noqa: E731 - widening is exact
+    ctx = {"q": f(query), "k": f(key_in), "v": f(value), "dy": f(dy), "max": softmax_max, "sum": softmax_sum,
+           "dt": dt}
+    with np.errstate(all="ignore"):
+        prod = (ctx["dy"] * f(attention_in)).astype(_F32)
+    ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
+    secs = sections(p)
+    fifo = {c: deque() for c in range(block_dim)}
+    for k, sec in enumerate(secs):
+        for blk in sec:
+            fifo[k % block_dim].extend(_block(p, ctx, blk))
+    acc = {"dq": np.zeros((p.T1, p.N1, p.D), _F32), "dk": np.zeros((p.T2, p.N2, p.D), _F32),
+           "dv": np.zeros((p.T2, p.N2, p.D), _F32)}
+    heads = {"dq": p.N1, "dk": p.N2, "dv": p.N2}
+    log = atomics if atomics is not None else [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
+    for _, core, off in log:
+        if core not in fifo or not fifo[core]:
+            raise ValueError(f"atomic log names core {core} beyond its scheduled writes")
+        kind, r0, h, dn, val = fifo[core].popleft()
+        if off is not None and off != ws_offsets[kind] + ((r0 * heads[kind] + h) * p.D + dn) * 4:
+            raise ValueError(f"atomic log offset {off} is not the next {kind} write of core {core}")
+        dst = acc[kind][r0:r0 + val.shape[0], h, dn:dn + val.shape[1]]
+        with np.errstate(all="ignore"):
+            acc[kind][r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = (dst + val).astype(_F32)
+    if any(fifo[c] for c in fifo):
+        raise ValueError("the atomic log misses scheduled writes")
+    scale = np.float32(p.scale)
+    with np.errstate(all="ignore"):
+        return {"dq": np.asarray(cast((acc["dq"] * scale).astype(_F32), dt, "round")),
+                "dk": np.asarray(cast((acc["dk"] * scale).astype(_F32), dt, "round")),
+                "dv": np.asarray(cast(acc["dv"], dt, "round"))}

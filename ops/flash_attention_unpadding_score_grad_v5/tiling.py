@@ -1,0 +1,146 @@
+"""Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
+
+Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
+128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
+blocks the mask cuts are flagged for masking; blocks are packed into sections of at most 16 (row
+groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k runs on AI Core
+k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
+[T1, N1, D], dk and dv fp32 [T2, N2, D], sfmg fp32 [T1, N1, 8], then per core two section buffers
+(taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
+
+docs/fag.md states where this differs from CANN (the template choice, block reuse).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+
+SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
+BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
+SECTION_BLOCKS = 16  # blocks per section (cube_addr.h limit 16)
+ROW_GROUP = 4  # s1 blocks per row group
+COL_GROUP = 4  # column limit 4
+ALIGN = 512  # workspace regions 512-byte aligned (tiling.md §3 (a))
+OVERRIDABLE = ("blockDim",)
+
+
+def _a(x: int) -> int:
+    return -(-x // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class FagTilingData:
+    """The tiling the kernels read (CANN-like field names); one entry per block in ``blk*``."""
+
+    template: str
+    bSize: int
+    n1Size: int
+    n2Size: int
+    gSize: int
+    dSize: int
+    t1Size: int
+    t2Size: int
+    scaleValue: float
+    blockDim: int
+    sections: int
+    secStart: tuple  # first block of each section (length sections + 1)
+    blkB: tuple
+    blkN: tuple
+    blkS1o: tuple
+    blkS2o: tuple
+    blkRows: tuple
+    blkCols: tuple
+    blkMasked: tuple  # the block holds masked elements (diagonal blocks)
+    dqOffset: int
+    dkOffset: int
+    dvOffset: int
+    sfmgOffset: int
+    mmOffset: int
+    mmSectionBytes: int
+    workspaceSize: int
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def blocks(self) -> int:
+        return len(self.blkB)
+
+    def core_sections(self, core: int) -> range:
+        """Sections of AI Core *core*, in the order it runs them."""
+        return range(core, self.sections, self.blockDim)
+
+
+def _keep_range(problem, b: int):
+    """(next_lu, pre_lu) of batch b; a column j of row i is kept iff -pre <= j - i <= next."""
+    return int(problem.next_tokens_lu[b]), int(problem.pre_tokens_lu[b])
+
+
+def block_list(problem) -> list:
+    """Blocks in section order: list of sections, each a list of (b, n, s1o, s2o, rows, cols, masked)."""
+    sections = []
+    for b in range(problem.B):
+        sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
+        if sq == 0:
+            continue
+        nxt, pre = _keep_range(problem, b)
+        n1b, n2b = -(-sq // BASE), -(-skv // BASE)
+        for n in range(problem.N1):
+            for rg in range(0, n1b, ROW_GROUP):
+                for cg in range(0, n2b, COL_GROUP):
+                    sec = []
+                    for s1o in range(rg, min(rg + ROW_GROUP, n1b)):
+                        rows = min(BASE, sq - s1o * BASE)
+                        i0, i1 = s1o * BASE, s1o * BASE + rows - 1
+                        for s2o in range(cg, min(cg + COL_GROUP, n2b)):
+                            cols = min(BASE, skv - s2o * BASE)
+                            j0, j1 = s2o * BASE, s2o * BASE + cols - 1
+                            if j0 - i1 > nxt or j1 - i0 < -pre:
+                                continue  # every element masked: skipped
+                            masked = j1 - i0 > nxt or j0 - i1 < -pre
+                            sec.append((b, n, s1o, s2o, rows, cols, masked))
+                    if sec:
+                        sections.append(sec)
+    return sections
+
+
+def fag_tiling(problem, chip, overrides: dict | None = None) -> FagTilingData:
+    """The basic-template tiling of a validated call (FagProblem) on *chip*."""
+    overrides = dict(overrides or {})
+    bad = set(overrides) - set(OVERRIDABLE)
+    if bad:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: unknown override(s) {sorted(bad)}; allowed "
+                                                  f"{list(OVERRIDABLE)}")
+    sections = block_list(problem)
+    nsec = len(sections)
+    block_dim = max(1, min(chip.aic_count, nsec))
+    if "blockDim" in overrides:
+        v = overrides["blockDim"]
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= chip.aic_count:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be an int in [1, {chip.aic_count}], "
+                                                      f"got {v!r}")
+        block_dim = int(v)
+    flat = [blk for sec in sections for blk in sec]
+    starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
+    cols = list(zip(*flat)) if flat else [()] * 7
+    p = problem
+    dq = _a(p.T1 * p.N1 * p.D * 4)
+    dk = _a(p.T2 * p.N2 * p.D * 4)
+    sfmg = _a(p.T1 * p.N1 * 8 * 4)
+    mm_section = SECTION_BLOCKS * BASE * BASE * 4
+    off = 0
+    offsets = []
+    for size in (dq, dk, dk, sfmg):
+        offsets.append(off)
+        off += size
+    mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
+    return FagTilingData(
+        template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
+        scaleValue=float(p.scale), blockDim=block_dim, sections=nsec, secStart=tuple(int(x) for x in starts),
+        blkB=tuple(cols[0]), blkN=tuple(cols[1]), blkS1o=tuple(cols[2]), blkS2o=tuple(cols[3]),
+        blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
+        dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
+        mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total)

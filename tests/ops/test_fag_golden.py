@@ -1,0 +1,112 @@
+"""FlashAttentionUnpaddingScoreGradV5 on the simulator, bit-exact against the independent golden over a
+pairwise grid of the modelled features, plus accuracy against the float64 reference (NUMERICS.md)."""
+import numpy as np
+import pytest
+
+from ops import AclnnError, flash_attention_unpadding_score_grad_v5 as fag
+from ops.common.accuracy import fa_rule_ok
+from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
+from ops.flash_attention_unpadding_score_grad_v5.reference import fag_reference
+from tests.ops.fag_cases import make_case, ref_args
+from tests.ops.helpers import bits
+
+# pairwise over dtype, D, GQA, mask mode, softmax layout, lengths (incl. Sq = 0 and multi-block batches)
+GRID = {
+    "fp16_d16_nomask": dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16),
+    "bf16_d40_gqa_varlen": dict(seq_q=[70, 0, 33], seq_kv=[130, 40, 33], n1=4, n2=2, d=40, dtype="bf16"),
+    "fp16_d64_mode2_layout": dict(seq_q=[300, 129], seq_kv=[300, 129], n1=2, n2=1, d=64, sparse_mode=2,
+                                  causal=True, layout=""),
+    "bf16_d128_mode3_rd": dict(seq_q=[100, 129], seq_kv=[300, 200], n1=2, n2=2, d=128, dtype="bf16",
+                               sparse_mode=3, causal=True),
+    "fp16_d144_mode3_gqa_layout": dict(seq_q=[129], seq_kv=[257], n1=4, n2=1, d=144, sparse_mode=3, causal=True,
+                                       layout=""),
+    "bf16_d16_mode2_short": dict(seq_q=[5, 17, 1], seq_kv=[5, 17, 1], n1=2, n2=1, d=16, dtype="bf16",
+                                 sparse_mode=2, causal=True),
+}
+
+
+def _run(kw, **over):
+    a, p = make_case(**kw)
+    res = fag(**a, **over)
+    t = res.tiling
+    gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                      a["attention_in"], block_dim=t.blockDim, atomics=res.extra["atomics"],
+                      ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset})
+    return a, p, res, gold
+
+
+@pytest.mark.parametrize("name", GRID)
+def test_fag_bit_exact_against_golden(name):
+    a, p, res, gold = _run(GRID[name])
+    for out in ("dq", "dk", "dv"):
+        assert res.outputs[out].dtype == p.dtype
+        np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
+    assert len(res.extra["atomics"]) == 3 * res.tiling.blocks * -(-p.D // 128)
+
+
+@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen", "fp16_d64_mode2_layout"])
+def test_fag_accuracy_against_float64(name):
+    """NUMERICS.md check 2: the flash-attention gradient rule (factor 3) against the float64 reference."""
+    a, p, res, _ = _run(GRID[name])
+    args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
+    ref = fag_reference(*args, **ref_args(a))
+    low = fag_reference(*args, **ref_args(a), dtype=p.dtype)
+    for out in ("dq", "dk", "dv"):
+        ok, info = fa_rule_ok(res.outputs[out], ref[out], low[out], factor=3.0)
+        assert ok, (out, info)
+
+
+def test_fag_one_core_and_replay():
+    """blockDim override: one core gives the same bits as the golden's core-after-core order, and a run
+    repeats bit for bit with the same atomic order."""
+    kw = GRID["bf16_d40_gqa_varlen"]
+    a, p, res, gold = _run(kw, tiling={"blockDim": 1})
+    assert res.block_dim == 1
+    plain = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                       a["attention_in"], block_dim=1)
+    for out in ("dq", "dk", "dv"):
+        np.testing.assert_array_equal(bits(res.outputs[out]), bits(plain[out]))
+    again = fag(**a, tiling={"blockDim": 1})
+    assert again.extra["atomics"] == res.extra["atomics"]
+
+
+def test_fag_golden_rejects_a_wrong_log():
+    a, p, res, _ = _run(GRID["fp16_d16_nomask"])
+    t = res.tiling
+    log = list(reversed(res.extra["atomics"]))
+    with pytest.raises(ValueError):
+        fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                   a["attention_in"], block_dim=t.blockDim, atomics=log,
+                   ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset})
+
+
+def test_fag_timing_mode_and_three_launches():
+    """Timing mode takes TensorSpecs; the operator time is pre + main + post."""
+    from npusim import TensorSpec
+    a, p = make_case(**GRID["fp16_d64_mode2_layout"])
+    spec = {k: (TensorSpec(v.shape, v.dtype) if isinstance(v, np.ndarray) and k != "atten_mask" else v)
+            for k, v in a.items()}
+    res = fag(**spec, mode="timing")
+    assert res.outputs is None
+    launches = res.extra["launches"]
+    assert res.cycles == sum(r.cycles for r in launches.values()) and launches["main"].cycles > launches["pre"].cycles
+    full = fag(**a)
+    assert full.cycles == res.cycles
+
+
+@pytest.mark.parametrize("over, what", [
+    (dict(dtype="fp32"), "fp32"), (dict(d=272), "D > 256"), (dict(sink=True), "sink"),
+    (dict(dropout=0.9), "dropout"), (dict(pse_type=2, slopes="N"), "pse_shift"),
+    (dict(dtype="bf16", rope_d=16), "rope")])
+def test_fag_unmodelled_features_say_so(over, what):
+    a, _ = make_case(**{**dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16), **over})
+    with pytest.raises(NotImplementedError, match=what):
+        fag(**a)
+
+
+def test_fag_deterministic_not_modelled_and_bad_value():
+    a, _ = make_case(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16)
+    with pytest.raises(NotImplementedError, match="deterministic"):
+        fag(**a, deterministic=True)
+    with pytest.raises(AclnnError):
+        fag(**a, deterministic="yes")
