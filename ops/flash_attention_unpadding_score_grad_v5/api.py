@@ -6,8 +6,8 @@ The operator's cycles and time are the sum of the three launches' (each with its
 ``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
 
 What the simulator models today (docs/fag.md "Coverage"): the basic template for fp16/bf16, D <= 256,
-no pse, no dropout, no rope, no sink, sparse 0 without a mask or sparse 2/3 with the compressed mask,
-non-deterministic atomic accumulation. Valid calls outside that raise NotImplementedError naming the
+no pse, no dropout, no rope, every sparse mode but 6 (prefix), sink and dsink,
+atomic accumulation (non-deterministic) or per-core copies summed in core order (deterministic). Valid calls outside that raise NotImplementedError naming the
 feature (the contract still validates them).
 """
 from __future__ import annotations
@@ -31,9 +31,8 @@ def _unsupported(problem, deterministic: bool) -> str | None:
     p = problem
     checks = ((np.dtype(p.dtype).itemsize != 2, "fp32 inputs (the b32 transposing L1->L0 load is not modelled)"),
               (p.D > MAX_D, f"D > {MAX_D}"), (p.rope_d > 0, "rope"), (p.pse_form != "none", "pse_shift"),
-              (p.dropout, "dropout"), (p.sink, "sink_in / dsink"), (deterministic, "deterministic=True"),
-              (p.mask_form not in ("none", "causal_2048") or p.sparse_mode not in (0, 1, 2, 3) and
-               p.mask_form != "none", f"sparse_mode {p.sparse_mode} with an atten_mask"))
+              (p.dropout, "dropout"),
+              (p.mask_form == "prefix_3072", "sparse_mode 6 (prefix)"))
     return next((what for bad, what in checks if bad), None)
 
 
@@ -50,8 +49,11 @@ def _gm(x, full: bool):
 def kernel_args(problem) -> FagKernelArgs:
     p = problem
     return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
-                         nextLU=tuple(int(x) for x in p.next_tokens_lu), softmaxTnd=p.softmax_in_layout != "",
-                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype)
+                         nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
+                         maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
+                         softmaxTnd=p.softmax_in_layout != "",
+                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
+                         sink=p.sink)
 
 
 def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, drop_mask=None, padding_mask=None,
@@ -77,9 +79,9 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
     if what is not None:
         raise NotImplementedError(f"flash_attention_unpadding_score_grad_v5: {what} is not modelled yet "
                                   "(docs/fag.md 'Coverage')")
-    til = fag_tiling(problem, spec, tiling)
+    til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
-                  softmax_sum=softmax_sum, atten_mask=atten_mask)
+                  softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in)
     return (lambda: _run(problem, til, spec, mode, inputs)), til.workspaceSize
 
 
@@ -90,6 +92,8 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
     ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
     outs = {name: (np.zeros(shape, p.dtype) if full else TensorSpec(shape, p.dtype))
             for name, shape in (("dq", p.q_shape), ("dk", p.kv_shape), ("dv", p.kv_shape))}
+    if p.sink:
+        outs["dsink"] = np.zeros(p.N1, np.float32) if full else TensorSpec((p.N1,), np.float32)
     args = kernel_args(p)
     meta = {"operator": "FlashAttentionUnpaddingScoreGradV5", "tiling": {"template": til.template,
                                                                        "blockDim": til.blockDim,
@@ -99,11 +103,13 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
     pre = launch(fag_pre, (GmArg("workspace", ws), til), block_dim=aiv, chip=spec, mode=mode, kernel_type="vector",
                  meta={**meta, "kernel": "pre"})
     gm = [GmArg(name, _gm(inputs[name], full)) if inputs[name] is not None else None
-          for name in ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask")]
+          for name in ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask",
+                       "sink_in")]
     main = launch(fag_main, (*gm, GmArg("workspace", ws), til, args), block_dim=til.blockDim, chip=spec, mode=mode,
                   kernel_type="mix", meta={**meta, "kernel": "main"})
     post = launch(fag_post, (GmArg("workspace", ws), GmArg("dq", outs["dq"]), GmArg("dk", outs["dk"]),
-                             GmArg("dv", outs["dv"]), til, args), block_dim=aiv, chip=spec, mode=mode,
+                             GmArg("dv", outs["dv"]), GmArg("dsink", outs["dsink"]) if p.sink else None, til, args),
+                  block_dim=aiv, chip=spec, mode=mode,
                   kernel_type="vector", meta={**meta, "kernel": "post"})
     launches = {"pre": pre, "main": main, "post": post}
     cycles = sum(r.cycles for r in launches.values())
@@ -111,7 +117,7 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
     timeout = TimeoutVerdict(time_us * 1e-6, spec.aicore_timeout_s, False)
     return OpResult(outputs=outs if full else None, cycles=int(cycles), time_us=float(time_us), trace=main.trace,
                     tiling=til, workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=timeout, mode=mode,
-                    extra={"problem": problem, "launches": launches, "atomics": main.atomics,
+                    extra={"problem": problem, "launches": launches, "atomics": main.atomics, "deterministic": til.deterministic,
                            "workspace": ws if full else None})
 
 
@@ -141,3 +147,34 @@ def flash_attention_unpadding_score_grad_v5(query, query_rope, key_in, key_in_ro
                      head_num, input_layout, inner_precise, sparse_mode, pse_type, softmax_in_layout,
                      deterministic=deterministic, chip=chip, mode=mode, tiling=tiling)
     return run()
+
+
+def aclnnFlashAttentionUnpaddingScoreGradV5GetWorkspaceSize(
+        query, queryRope, keyIn, keyInRope, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
+        attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, softmaxInOptional, attentionInOptional,
+        sinkInOptional, prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, qStartIdxOptional,
+        kvStartIdxOptional, scaleValue, keepProb, preTokens, nextTokens, headNum, inputLayout, innerPrecise,
+        sparseMode, pseType, softmaxInLayout, dqOut, dqRopeOut, dkOut, dkRopeOut, dvOut, dpseOut, dsinkOut,
+        workspaceSize=None, executor=None, *, deterministic=False, chip="Ascend910B2"):
+    """aclnn stage 1 (seed parameter order): ``(status, workspace_size, executor)``. dqRopeOut/dkRopeOut are
+    needed only with rope, dsinkOut only with sinkIn; dpseOut is reserved (seed: 暂未使用) and ignored.
+    *deterministic* stands for aclrtCtxSetSysParamOpt. A valid call the simulator does not model yet
+    raises NotImplementedError (it is not an aclnn status)."""
+    def prep():
+        return prepare(query, queryRope, keyIn, keyInRope, value, dy, pseShiftOptional, dropMaskOptional,
+                       paddingMaskOptional, attenMaskOptional, softmaxMaxOptional, softmaxSumOptional,
+                       softmaxInOptional, attentionInOptional, sinkInOptional, prefixOptional, actualSeqQLenOptional,
+                       actualSeqKvLenOptional, qStartIdxOptional, kvStartIdxOptional, scaleValue, keepProb, preTokens,
+                       nextTokens, headNum, inputLayout, innerPrecise, sparseMode, pseType, softmaxInLayout,
+                       deterministic=deterministic, chip=chip, mode="full")
+    outputs = {"dq": dqOut, "dk": dkOut, "dv": dvOut}
+    if queryRope is not None:
+        outputs.update(dq_rope=dqRopeOut, dk_rope=dkRopeOut)
+    if sinkInOptional is not None:
+        outputs["dsink"] = dsinkOut
+    return first_stage(prep, outputs)
+
+
+def aclnnFlashAttentionUnpaddingScoreGradV5(workspace, workspaceSize, executor, stream=None) -> int:
+    """aclnn stage 2: run; write the outputs in place; return the status."""
+    return second_stage(workspace, workspaceSize, executor, stream)

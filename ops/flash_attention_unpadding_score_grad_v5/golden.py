@@ -10,7 +10,8 @@ fold come from the forward operator's golden (docs/numerics_cube.md "Mmad", docs
 Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V rows of the block:
 
     S  = Mmad(Q, K^T)   dP = Mmad(dY, V^T)                                fp32 [r, c]
-    s  = S * scale; s := -FLT_MAX where j - i > next_lu[b] (masked blocks)  fp32
+    s  = S * scale; s := -FLT_MAX where masked (flagged blocks only)      fp32
+         (compressed-mask modes: j - i > next_lu[b] or j - i < -pre_lu[b]; sparse 0/1: atten_mask[i, j])
     P  = Exp(s - max) / sum  (max, sum: softmax_max/sum column 0)       fp32, Exp/Div rounded once
     Pc = cast(P, round)                                                  input dtype
     dS = cast((dP - sfmg) * P, round)                                     input dtype
@@ -18,6 +19,10 @@ Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V 
 
 with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = cast(dq * scale),
 dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND).
+
+Sink: each AIV half of a block (rows split (r + 1) // 2) gives one partial
+``sum_r ps[r] * rowsum(dP * P)[r]`` with ps = Exp(sink[n] - max) / sum (fp32); per head the partials
+are added in block order (half 0, then half 1) from +0, and dsink = -total.
 """
 from __future__ import annotations
 
@@ -61,7 +66,8 @@ def sections(problem) -> list:
                             d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
                             if d_lo > nxt or d_hi < -pre:
                                 continue
-                            sec.append((b, n, s1o, s2o, rows, cols, d_hi > nxt or d_lo < -pre))
+                            masked = d_hi > nxt or d_lo < -pre or p.mask_form == "full"
+                            sec.append((b, n, s1o, s2o, rows, cols, masked))
                     if sec:
                         out.append(sec)
     return out
@@ -92,12 +98,24 @@ def _block(problem, ctx: dict, blk) -> list:
         dp = mmad(g, v, 16)
         if masked:
             jm = np.arange(j0, j0 + cols)[None, :] - np.arange(i0, i0 + rows)[:, None]
-            s = np.where(jm > int(p.next_tokens_lu[b]), NEG, s).astype(_F32)
+            drop = (jm > int(p.next_tokens_lu[b])) | (jm < -int(p.pre_tokens_lu[b]))
+            if p.mask_form == "full":  # the top-left [Sq, Skv] of the [maxSq, maxSkv] mask
+                drop = np.asarray(ctx["mask"])[i0:i0 + rows, j0:j0 + cols] != 0
+            s = np.where(drop, NEG, s).astype(_F32)
         mx, sm = _stat(p, ctx["max"], b, n, i0, rows), _stat(p, ctx["sum"], b, n, i0, rows)
         e = _f64_round(np.exp, (s - mx[:, None]).astype(_F32))
         pr = _f64_round(np.divide, e, sm[:, None])
         sf = ctx["sfmg"][tq:tq + rows, n]
         ds = ((dp - sf[:, None]).astype(_F32) * pr).astype(_F32)
+    if ctx["sink"] is not None:
+        h = (rows + 1) // 2
+        with np.errstate(all="ignore"):
+            rowv = row_sum((dp * pr).astype(_F32))
+            ps = _f64_round(np.divide, _f64_round(np.exp, (ctx["sink"][n] - mx).astype(_F32)), sm)
+            y = (rowv * ps).astype(_F32)
+        for lo, hi in ((0, h), (h, rows)):
+            if hi > lo:
+                ctx["dsink"][n].append(row_sum(y[None, lo:hi])[0])
     pc = np.asarray(cast(pr, ctx["dt"], "round")).astype(_F32)
     dsc = np.asarray(cast(ds, ctx["dt"], "round")).astype(_F32)
     D = p.D
@@ -110,20 +128,21 @@ def _block(problem, ctx: dict, blk) -> list:
 
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
-               atomics=None, ws_offsets=None) -> dict:
+               atomics=None, ws_offsets=None, deterministic: bool = False, sink_in=None, atten_mask=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
     atomic log (``res.extra["atomics"]``: (buffer, core, byte offset) in the order the adds reached
     GM) with *ws_offsets* = {"dq": byte offset, "dk": ..., "dv": ...} of the fp32 workspaces; without
-    a log the cores' adds are applied core after core. Raises ValueError if the log does not match
-    the block schedule.
+    a log the cores' adds are applied core after core. *deterministic*: each core adds into its own
+    zeroed copy in its program order, and the copies are summed in core order (the log is not needed).
+    Raises ValueError if the log does not match the block schedule.
     """
     p = problem
     dt = np.dtype(p.dtype)
     f = lambda x: np.asarray(x).astype(_F32)  # noqa: E731 - widening is exact
     ctx = {"q": f(query), "k": f(key_in), "v": f(value), "dy": f(dy), "max": softmax_max, "sum": softmax_sum,
-           "dt": dt}
+           "dt": dt, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask, "dsink": {n: [] for n in range(p.N1)}}
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
@@ -132,23 +151,41 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     for k, sec in enumerate(secs):
         for blk in sec:
             fifo[k % block_dim].extend(_block(p, ctx, blk))
-    acc = {"dq": np.zeros((p.T1, p.N1, p.D), _F32), "dk": np.zeros((p.T2, p.N2, p.D), _F32),
-           "dv": np.zeros((p.T2, p.N2, p.D), _F32)}
+    zeros = lambda: {"dq": np.zeros((p.T1, p.N1, p.D), _F32), "dk": np.zeros((p.T2, p.N2, p.D), _F32),  # noqa: E731
+                     "dv": np.zeros((p.T2, p.N2, p.D), _F32)}
     heads = {"dq": p.N1, "dk": p.N2, "dv": p.N2}
-    log = atomics if atomics is not None else [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
+    if deterministic:
+        copies = [zeros() for _ in range(block_dim)]
+        log = [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
+    else:
+        copies = [zeros()]
+        log = atomics if atomics is not None else [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
     for _, core, off in log:
         if core not in fifo or not fifo[core]:
             raise ValueError(f"atomic log names core {core} beyond its scheduled writes")
         kind, r0, h, dn, val = fifo[core].popleft()
         if off is not None and off != ws_offsets[kind] + ((r0 * heads[kind] + h) * p.D + dn) * 4:
             raise ValueError(f"atomic log offset {off} is not the next {kind} write of core {core}")
-        dst = acc[kind][r0:r0 + val.shape[0], h, dn:dn + val.shape[1]]
+        acc = copies[core if deterministic else 0][kind]
         with np.errstate(all="ignore"):
-            acc[kind][r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = (dst + val).astype(_F32)
+            acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = \
+                (acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] + val).astype(_F32)
     if any(fifo[c] for c in fifo):
         raise ValueError("the atomic log misses scheduled writes")
-    scale = np.float32(p.scale)
+    acc = copies[0]
     with np.errstate(all="ignore"):
-        return {"dq": np.asarray(cast((acc["dq"] * scale).astype(_F32), dt, "round")),
+        for other in copies[1:]:  # the ordered reduction of the deterministic mode
+            acc = {k: (acc[k] + other[k]).astype(_F32) for k in acc}
+    scale = np.float32(p.scale)
+    out = {}
+    if sink_in is not None:
+        total = np.zeros(p.N1, _F32)
+        with np.errstate(all="ignore"):
+            for n, parts in ctx["dsink"].items():
+                for v in parts:
+                    total[n] = np.float32(total[n] + v)
+        out["dsink"] = -total
+    with np.errstate(all="ignore"):
+        return out | {"dq": np.asarray(cast((acc["dq"] * scale).astype(_F32), dt, "round")),
                 "dk": np.asarray(cast((acc["dk"] * scale).astype(_F32), dt, "round")),
                 "dv": np.asarray(cast(acc["dv"], dt, "round"))}

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Cast, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy,
+from npusim.launch import current_unit
+from npusim.kernel import (ASCEND_IS_AIC, Add, Div, Sub, CMPMODE, SELMODE, Cast, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy,
                            Exp,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
@@ -46,16 +47,20 @@ class FagKernelArgs:
     cuQ: tuple
     cuKv: tuple
     nextLU: tuple
+    preLU: tuple
+    maskForm: str  # none | full ([maxSq, maxSkv], sparse 0/1) | causal_2048 (2/3/4/7/8)
+    maskCols: int
     softmaxTnd: bool  # softmax_max/sum as [T1, N1, 8] ("same_as_input"), else per-batch [N1, Sq, 8]
     seqQ: tuple
     masked: bool  # a compressed causal atten_mask is read for the flagged blocks
     inDtype: np.dtype
+    sink: bool = False  # sink_in given: dsink partials per (block, AIV)
 
 
 # ------------------------------------------------------------------------------------------- pre / post
 def fag_pre(workspace, tiling: FagTilingData):
-    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), split over the AIVs (VecPre)."""
-    total = (tiling.sfmgOffset - tiling.dqOffset) // 4
+    """Zero-fill the dq/dk/dv fp32 workspaces (every copy; 512-byte aligned regions), split over the AIVs."""
+    total = tiling.copies * tiling.copyBytes // 4
     pipe = TPipe()
     zeros = TBuf()
     pipe.InitBuffer(zeros, POST_ELEMS * 4)
@@ -71,24 +76,38 @@ def fag_pre(workspace, tiling: FagTilingData):
     pipe.Reset()
 
 
-def fag_post(workspace, dq, dk, dv, tiling: FagTilingData, args: FagKernelArgs):
-    """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs."""
+def fag_post(workspace, dq, dk, dv, dsink, tiling: FagTilingData, args: FagKernelArgs):
+    """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
+    Deterministic runs first sum the cores' copies in core order (fp32 Add). With a sink, AIV 0 also
+    sums the dsink partials of each head in block order and writes dsink = -sum."""
+    if args.sink and GetBlockIdx() == 0:
+        PostDsink(workspace, dsink, tiling)
     dt = np.dtype(args.inDtype)
     pipe = TPipe()
-    inQ, outQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
+    inQ, outQ, addQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2), TQue(TPosition.VECIN, 2)
     pipe.InitBuffer(inQ, 2, POST_ELEMS * 4)
     pipe.InitBuffer(outQ, 2, POST_ELEMS * dt.itemsize)
+    if tiling.copies > 1:
+        pipe.InitBuffer(addQ, 2, POST_ELEMS * 4)
     for gm, off, scaled in ((dq, tiling.dqOffset, True), (dk, tiling.dkOffset, True), (dv, tiling.dvOffset, False)):
         total = gm.GetSize()
-        ws = workspace[off].ReinterpretCast(F32)
         share = -(-total // GetBlockNum())
         lo = GetBlockIdx() * share
         for e0 in range(lo, min(lo + share, total), POST_ELEMS):
             n = min(POST_ELEMS, lo + share - e0, total - e0)
             x = inQ.AllocTensor(F32)
-            CopyRowsIn(x, ws[e0], 1, n, n, -(-n // 8) * 8)
+            CopyRowsIn(x, workspace[off].ReinterpretCast(F32)[e0], 1, n, n, -(-n // 8) * 8)
             inQ.EnQue(x)
             x = inQ.DeQue(F32)
+            for c in range(1, tiling.copies):  # the ordered reduction of the deterministic mode
+                y = addQ.AllocTensor(F32)
+                CopyRowsIn(y, workspace[off + c * tiling.copyBytes].ReinterpretCast(F32)[e0], 1, n, n,
+                           -(-n // 8) * 8)
+                addQ.EnQue(y)
+                y = addQ.DeQue(F32)
+                Add(x, x, y, n)
+                PipeBarrier(Pipe.V)
+                addQ.FreeTensor(y)
             if scaled:
                 Muls(x, x, tiling.scaleValue, n)
                 PipeBarrier(Pipe.V)
@@ -102,10 +121,50 @@ def fag_post(workspace, dq, dk, dv, tiling: FagTilingData, args: FagKernelArgs):
     pipe.Reset()
 
 
+def sink_slots(tiling: FagTilingData):
+    """(block, sub) of every dsink partial, in block order: sub 1 exists when the block has >= 2 rows."""
+    return [(i, sub) for i in range(tiling.blocks) for sub in (0, 1) if sub == 0 or tiling.blkRows[i] >= 2]
+
+
+def PostDsink(workspace, dsink, tiling: FagTilingData):
+    pipe = TPipe()
+    slots, acc = TBuf(), TBuf()
+    chunk = 512  # partials per load
+    pipe.InitBuffer(slots, chunk * 32)
+    pipe.InitBuffer(acc, 32)
+    ws = workspace[tiling.dsinkOffset].ReinterpretCast(F32)
+    order = sink_slots(tiling)
+    a = acc.Get(F32)
+    for n in range(tiling.n1Size):
+        Duplicate(a, 0.0, 8)
+        PipeBarrier(Pipe.V)
+        mine = [(i, sub) for i, sub in order if tiling.blkN[i] == n]
+        for c0 in range(0, len(mine), chunk):
+            part = mine[c0:c0 + chunk]
+            s = slots.Get(F32)
+            SetFlag(HardEvent.V_MTE2, 0)
+            WaitFlag(HardEvent.V_MTE2, 0)
+            for k, (i, sub) in enumerate(part):
+                DataCopy(s[k * 8], ws[(i * 2 + sub) * 8], 8)
+            SetFlag(HardEvent.MTE2_V, 0)
+            WaitFlag(HardEvent.MTE2_V, 0)
+            for k in range(len(part)):
+                Add(a, a, s[k * 8], 8)
+                PipeBarrier(Pipe.V)
+        Muls(a, a, -1.0, 8)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+        CopyRowsOut(dsink[n], a, 1, 1, 8, 1)
+        SetFlag(HardEvent.MTE3_V, 0)
+        WaitFlag(HardEvent.MTE3_V, 0)
+    pipe.Reset()
+
+
 # ------------------------------------------------------------------------------------------- main kernel
 class KernelFagBasic:
-    def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, workspace,
+    def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace,
              tiling: FagTilingData, args: FagKernelArgs):
+        self.sinkGm = sinkIn
         self.t, self.a = tiling, args
         self.qGm, self.kGm, self.vGm, self.dyGm, self.oGm = query, key, value, dy, attentionIn
         self.maxGm, self.sumGm, self.maskGm = softmaxMax, softmaxSum, attenMask
@@ -113,9 +172,10 @@ class KernelFagBasic:
         self.D = tiling.dSize
         self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
         self.ws = workspace
-        self.dqWs = workspace[tiling.dqOffset].ReinterpretCast(F32)
-        self.dkWs = workspace[tiling.dkOffset].ReinterpretCast(F32)
-        self.dvWs = workspace[tiling.dvOffset].ReinterpretCast(F32)
+        own = self.core * tiling.copyBytes if tiling.deterministic else 0  # deterministic: this core's copy
+        self.dqWs = workspace[tiling.dqOffset + own].ReinterpretCast(F32)
+        self.dkWs = workspace[tiling.dkOffset + own].ReinterpretCast(F32)
+        self.dvWs = workspace[tiling.dvOffset + own].ReinterpretCast(F32)
         self.sfmgWs = workspace[tiling.sfmgOffset].ReinterpretCast(F32)
         sec = tiling.mmSectionBytes
         base = tiling.mmOffset + self.core * 4 * sec
@@ -313,6 +373,16 @@ class KernelFagBasic:
                              ("max8", half * 32), ("sum8", half * 32), ("sfmg8", half * 32)):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
+        if self.a.sink:
+            n1 = self.t.n1Size
+            for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", half * 32), ("psr", half * 4 + 32),
+                                 ("prod", half * BASE * 4), ("rowv", half * 4 + 32), ("acc", half * 64 * 4),
+                                 ("one", 32), ("one8", 256)):
+                self.ub[name] = TBuf()
+                self.vpipe.InitBuffer(self.ub[name], nbytes)
+            CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
+            SetFlag(HardEvent.MTE2_S, 3)
+            WaitFlag(HardEvent.MTE2_S, 3)
         if self.a.masked:
             for name, nbytes in (("mask", half * BASE), ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2),
                                  ("zeros", CMP_CHUNK * 2)):
@@ -358,6 +428,8 @@ class KernelFagBasic:
         WaitFlag(HardEvent.MTE2_V, 0)
         Muls(S, S, t.scaleValue, cnt)
         PipeBarrier(Pipe.V)
+        if a.sink:
+            self.SinkProb(n, max8, sum8, mine)
         if masked:
             self.ApplyMask(S, b, row0, s2o * BASE, mine, cols, pitch)
         RowBroadcast("sub", S, S, max8, mine, cols, pitch)
@@ -381,6 +453,8 @@ class KernelFagBasic:
         WaitFlag(HardEvent.MTE2_V, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+        if a.sink:
+            self.SinkPartial(i, dP, S, mine, cols, pitch)
         RowBroadcast("sub", dP, dP, sf8, mine, cols, pitch)
         PipeBarrier(Pipe.V)
         Mul(dP, dP, S, cnt)
@@ -394,24 +468,76 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE3_V, 1)
         WaitFlag(HardEvent.MTE3_V, 1)
 
+    def SinkProb(self, n: int, max8, sum8, rows: int):
+        """psr[r] = exp(sink[n] - max[r]) / sum[r] (the sink's probability per row), contiguous."""
+        ub = self.ub
+        value = ub["sink"].Get(F32).GetValue(n) if current_unit().full else 0.0
+        ps8 = ub["ps8"].Get(F32)
+        Duplicate(ps8, float(value), rows * 8)
+        PipeBarrier(Pipe.V)
+        Sub(ps8, ps8, max8, rows * 8)
+        PipeBarrier(Pipe.V)
+        Exp(ps8, ps8, rows * 8)
+        PipeBarrier(Pipe.V)
+        Div(ps8, ps8, sum8, rows * 8)
+        PipeBarrier(Pipe.V)
+        RowReduce("max", ub["psr"].Get(F32), ps8, ub["acc"].Get(F32), rows, 8, 8)
+        PipeBarrier(Pipe.V)
+
+    def SinkPartial(self, i: int, dP, P, rows: int, cols: int, pitch: int):
+        """dsink partial of this block's rows: sum_r psink[r] * sum_c dP[r, c] P[r, c] -> workspace slot."""
+        ub = self.ub
+        prod, rowv, acc = ub["prod"].Get(F32), ub["rowv"].Get(F32), ub["acc"].Get(F32)
+        Mul(prod, dP, P, rows * pitch)
+        PipeBarrier(Pipe.V)
+        RowReduce("sum", rowv, prod, acc, rows, cols, pitch)
+        PipeBarrier(Pipe.V)
+        Mul(rowv, rowv, ub["psr"].Get(F32), rows)
+        PipeBarrier(Pipe.V)
+        one = ub["one"].Get(F32)
+        RowReduce("sum", one, rowv, acc, 1, rows, -(-rows // 8) * 8)
+        PipeBarrier(Pipe.V)
+        one8 = ub["one8"].Get(F32)
+        BroadcastRows(one8, one, 1)
+        SetFlag(HardEvent.V_MTE3, 3)
+        WaitFlag(HardEvent.V_MTE3, 3)
+        ws = self.ws[self.t.dsinkOffset].ReinterpretCast(F32)
+        DataCopy(ws[(i * 2 + self.sub) * 8], one8, 8)
+        SetFlag(HardEvent.MTE3_V, 3)
+        WaitFlag(HardEvent.MTE3_V, 3)
+
     def ApplyMask(self, S, b: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
-        """Scores with j - i > nextLU := NEG, read from the compressed 2048 x 2048 mask (masked iff c - r > delta)."""
-        delta = row0 - col0 + self.a.nextLU[b]
-        off = causal_tile_offset(delta, BASE, BASE)
+        """Masked scores := NEG. Full masks (sparse 0/1): the [rows, cols] window of the user's mask. Compressed
+        2048 x 2048 mask (masked iff c - r > delta): the next side (j - i > nextLU), and for a band the pre
+        side (j - i < -preLU) read with delta = row0 - col0 - preLU - 1 and inverted (tiling.md §0)."""
+        a = self.a
+        if a.maskForm == "full":
+            self._select(S, row0 * a.maskCols + col0, a.maskCols, rows, cols, pitch, CMPMODE.EQ)
+            return
+        delta = row0 - col0 + a.nextLU[b]
+        if delta < cols:
+            self._select(S, causal_tile_offset(delta, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
+        dpre = row0 - col0 - a.preLU[b] - 1
+        if dpre + rows >= 0:
+            self._select(S, causal_tile_offset(dpre, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
+
+    def _select(self, S, off: int, gm_pitch: int, rows: int, cols: int, pitch: int, keep):
+        """Keep scores where the mask byte compares *keep* 0 (EQ: keep where 0), else NEG."""
         m = self.ub["mask"].Get(U8)
-        CopyRowsIn(m, self.maskGm[off], rows, cols, COMPRESSED_MASK_SIZE, pitch)
+        CopyRowsIn(m, self.maskGm[off], rows, cols, gm_pitch, pitch)
         SetFlag(HardEvent.MTE2_V, 2)
         WaitFlag(HardEvent.MTE2_V, 2)
         bits = self.ub["bits"].Get(U8)
-        BytesToBits(bits, m, self.ub["half"].Get(F16), self.ub["zeros"].Get(F16), rows * pitch, CMPMODE.EQ,
-                    CMP_CHUNK)
+        BytesToBits(bits, m, self.ub["half"].Get(F16), self.ub["zeros"].Get(F16), rows * pitch, keep, CMP_CHUNK)
         Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, rows * pitch)
         PipeBarrier(Pipe.V)
+        SetFlag(HardEvent.V_MTE2, 2)
+        WaitFlag(HardEvent.V_MTE2, 2)
 
 
-def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, workspace,
+def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace,
              tiling: FagTilingData, args: FagKernelArgs):
     """Main kernel entry, named like the CANN kernel: build the class, Init, Process."""
     op = KernelFagBasic()
-    op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, workspace, tiling, args)
+    op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace, tiling, args)
     op.Process()

@@ -13,7 +13,8 @@ query head n (key/value head n // G):
     Pd = P * keep / keep_prob,  dP = (dY V^T) * keep / keep_prob       (dropout: explicit keep bits)
     Dr = rowsum(dY * attention_in)
     dS = P * (dP - Dr);  dQ = scale dS [K | K_rope];  dK = scale dS^T [Q | Q_rope];  dV = Pd^T dY
-    dsink[n] = -sum over rows of exp(sink[n] - max) / sum * Dr      (oracles.md §4)
+    dsink[n] = -sum over rows of exp(sink[n] - max) / sum * rowsum(P * dP)   (the seed's dSink; equal
+               to the rowsum(dY * O) form of oracles.md §4 when attention_in is the exact forward)
 
 dK, dV sum over the G query heads of a key/value head. pse alibi (types 0/1) is the forward's
 "alibi" form (the last 1024 rows of a diagonal-constant pse). :func:`fag_forward_reference` is the
@@ -164,7 +165,7 @@ def fag_reference(problem, query, key_in, value, dy, softmax_max, softmax_sum, a
             if sink is not None:
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     psink = np.nan_to_num(np.exp(sink[n] - mx[n]) / sm[n], nan=0.0)
-                dsink[n] -= float((psink * dr).sum())
+                dsink[n] -= float((psink * rnd((pr * dp).sum(axis=1))).sum())
         cu_ss += sq * skv
     out = {"dq": dq[..., :p.D], "dk": dk[..., :p.D], "dv": dv}
     if p.rope_d:

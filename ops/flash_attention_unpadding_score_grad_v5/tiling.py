@@ -7,6 +7,8 @@ groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k 
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
 [T1, N1, D], dk and dv fp32 [T2, N2, D], sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
+Deterministic runs keep one dq/dk/dv copy per core (``copies`` = blockDim, ``copyBytes`` apart): each
+core adds only into its own copy, and the post kernel sums the copies in core order.
 
 docs/fag.md states where this differs from CANN (the template choice, block reuse).
 """
@@ -61,6 +63,10 @@ class FagTilingData:
     mmOffset: int
     mmSectionBytes: int
     workspaceSize: int
+    deterministic: bool = False
+    copies: int = 1
+    copyBytes: int = 0
+    dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
 
     def asdict(self) -> dict:
         return asdict(self)
@@ -100,14 +106,14 @@ def block_list(problem) -> list:
                             j0, j1 = s2o * BASE, s2o * BASE + cols - 1
                             if j0 - i1 > nxt or j1 - i0 < -pre:
                                 continue  # every element masked: skipped
-                            masked = j1 - i0 > nxt or j0 - i1 < -pre
+                            masked = j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
                             sec.append((b, n, s1o, s2o, rows, cols, masked))
                     if sec:
                         sections.append(sec)
     return sections
 
 
-def fag_tiling(problem, chip, overrides: dict | None = None) -> FagTilingData:
+def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False) -> FagTilingData:
     """The basic-template tiling of a validated call (FagProblem) on *chip*."""
     overrides = dict(overrides or {})
     bad = set(overrides) - set(OVERRIDABLE)
@@ -131,11 +137,12 @@ def fag_tiling(problem, chip, overrides: dict | None = None) -> FagTilingData:
     dk = _a(p.T2 * p.N2 * p.D * 4)
     sfmg = _a(p.T1 * p.N1 * 8 * 4)
     mm_section = SECTION_BLOCKS * BASE * BASE * 4
-    off = 0
-    offsets = []
-    for size in (dq, dk, dk, sfmg):
-        offsets.append(off)
-        off += size
+    copies = block_dim if deterministic else 1
+    offsets = [0, dq, dq + dk, copies * (dq + 2 * dk)]
+    off = offsets[3] + sfmg
+    dsink_off = off
+    if problem.sink:
+        off += _a(len(flat) * 2 * 8 * 4)
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
@@ -143,4 +150,5 @@ def fag_tiling(problem, chip, overrides: dict | None = None) -> FagTilingData:
         blkB=tuple(cols[0]), blkN=tuple(cols[1]), blkS1o=tuple(cols[2]), blkS2o=tuple(cols[3]),
         blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
-        mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total)
+        mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
+        deterministic=bool(deterministic), copies=copies, copyBytes=dq + 2 * dk, dsinkOffset=dsink_off)

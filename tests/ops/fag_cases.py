@@ -13,10 +13,11 @@ DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f
 
 def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode=0, causal=False, pse_type=1,
               slopes=None, sink=False, dropout=None, rope_d=0, layout="same_as_input", scale=None, q_start=None,
-              kv_start=None, alibi=None):
+              kv_start=None, alibi=None, full_mask=False, pre=None, nxt=None):
     """(args dict for the operator, FagProblem). *seq_q*/*seq_kv*: per-batch lengths; *causal*: the
     compressed 2048 mask with *sparse_mode*; *slopes*: "B" or "N" for pse_type 2/3; *dropout*: keep_prob
-    (random keep bits); *rope_d*: rope width (bf16); *alibi*: "B" or "1", the 4-D pse of pse_type 0/1."""
+    (random keep bits); *rope_d*: rope width (bf16); *alibi*: "B" or "1", the 4-D pse of pse_type 0/1;
+    *full_mask*: a random [maxSq, maxSkv] atten_mask (sparse 0/1); *pre*/*nxt*: pre/next tokens."""
     rng = np.random.default_rng(seed)
     dt = DTYPES[dtype]
     sq, skv = np.asarray(seq_q), np.asarray(seq_kv)
@@ -29,6 +30,17 @@ def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode
          "pse_type": pse_type, "softmax_in_layout": layout, "input_layout": "TND"}
     if causal:
         a["atten_mask"] = CAUSAL
+    if full_mask:  # random [maxSq, maxSkv] mask keeping column 0 of every row (no fully masked row)
+        m = rng.random((int(sq.max()), int(skv.max()))) < 0.3
+        m[:, 0] = False
+        if pre is not None and sparse_mode == 0:  # the seed: the mask must agree with the band
+            dist = np.arange(m.shape[1])[None, :] - np.arange(m.shape[0])[:, None]
+            m |= (dist > nxt) | (dist < -pre)
+        a["atten_mask"] = m
+    if pre is not None:
+        a["pre_tokens"] = pre
+    if nxt is not None:
+        a["next_tokens"] = nxt
     if slopes:
         a["pse_shift"] = rng.uniform(0.05, 0.5, (b, n1) if slopes == "B" else (n1,)).astype(np.float32)
     if alibi:  # pse_type 0/1: the last 1024 rows, [B or 1, N1, 1024, maxSkv]

@@ -13,15 +13,26 @@ from tests.ops.helpers import bits
 # pairwise over dtype, D, GQA, mask mode, softmax layout, lengths (incl. Sq = 0 and multi-block batches)
 GRID = {
     "fp16_d16_nomask": dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16),
-    "bf16_d40_gqa_varlen": dict(seq_q=[70, 0, 33], seq_kv=[130, 40, 33], n1=4, n2=2, d=40, dtype="bf16"),
+    "bf16_d40_gqa_varlen_sink": dict(seq_q=[70, 0, 33], seq_kv=[130, 40, 33], n1=4, n2=2, d=40, dtype="bf16",
+                                     sink=True),
     "fp16_d64_mode2_layout": dict(seq_q=[300, 129], seq_kv=[300, 129], n1=2, n2=1, d=64, sparse_mode=2,
                                   causal=True, layout=""),
     "bf16_d128_mode3_rd": dict(seq_q=[100, 129], seq_kv=[300, 200], n1=2, n2=2, d=128, dtype="bf16",
                                sparse_mode=3, causal=True),
-    "fp16_d144_mode3_gqa_layout": dict(seq_q=[129], seq_kv=[257], n1=4, n2=1, d=144, sparse_mode=3, causal=True,
-                                       layout=""),
+    "fp16_d144_mode3_gqa_layout_sink": dict(seq_q=[129], seq_kv=[257], n1=4, n2=1, d=144, sparse_mode=3,
+                                            causal=True, layout="", sink=True),
     "bf16_d16_mode2_short": dict(seq_q=[5, 17, 1], seq_kv=[5, 17, 1], n1=2, n2=1, d=16, dtype="bf16",
                                  sparse_mode=2, causal=True),
+    "fp16_d32_mode1_fullmask": dict(seq_q=[150, 40], seq_kv=[200, 40], n1=2, n2=1, d=32, full_mask=True,
+                                    sparse_mode=1),
+    "bf16_d32_mode0_band_mask_sink": dict(seq_q=[150, 40], seq_kv=[200, 60], n1=2, n2=2, d=32, dtype="bf16",
+                                          full_mask=True, sparse_mode=0, pre=160, nxt=70, sink=True),
+    "fp16_d48_mode4_band_layout": dict(seq_q=[150, 140], seq_kv=[200, 300], n1=2, n2=1, d=48, causal=True,
+                                       sparse_mode=4, pre=100, nxt=20, layout=""),
+    "bf16_d32_mode7": dict(seq_q=[150, 40, 140], seq_kv=[200, 140, 150], n1=2, n2=1, d=32, dtype="bf16",
+                           causal=True, sparse_mode=7, pre=200, nxt=-5),
+    "fp16_d32_mode8_sink": dict(seq_q=[150, 40], seq_kv=[200, 140], n1=2, n2=1, d=32, causal=True, sparse_mode=8,
+                                pre=300, nxt=10, sink=True),
 }
 
 
@@ -31,27 +42,30 @@ def _run(kw, **over):
     t = res.tiling
     gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
                       a["attention_in"], block_dim=t.blockDim, atomics=res.extra["atomics"],
-                      ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset})
+                      ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset}, sink_in=a.get("sink_in"),
+                      atten_mask=a.get("atten_mask"))
     return a, p, res, gold
 
 
 @pytest.mark.parametrize("name", GRID)
 def test_fag_bit_exact_against_golden(name):
     a, p, res, gold = _run(GRID[name])
-    for out in ("dq", "dk", "dv"):
-        assert res.outputs[out].dtype == p.dtype
+    assert set(gold) == set(res.outputs) == {"dq", "dk", "dv"} | ({"dsink"} if p.sink else set())
+    for out in gold:
+        assert res.outputs[out].dtype == (np.float32 if out == "dsink" else p.dtype)
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
     assert len(res.extra["atomics"]) == 3 * res.tiling.blocks * -(-p.D // 128)
 
 
-@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen", "fp16_d64_mode2_layout"])
+@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d64_mode2_layout", "bf16_d32_mode0_band_mask_sink",
+                                  "bf16_d32_mode7"])
 def test_fag_accuracy_against_float64(name):
     """NUMERICS.md check 2: the flash-attention gradient rule (factor 3) against the float64 reference."""
     a, p, res, _ = _run(GRID[name])
     args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
     ref = fag_reference(*args, **ref_args(a))
     low = fag_reference(*args, **ref_args(a), dtype=p.dtype)
-    for out in ("dq", "dk", "dv"):
+    for out in ref:
         ok, info = fa_rule_ok(res.outputs[out], ref[out], low[out], factor=3.0)
         assert ok, (out, info)
 
@@ -59,12 +73,12 @@ def test_fag_accuracy_against_float64(name):
 def test_fag_one_core_and_replay():
     """blockDim override: one core gives the same bits as the golden's core-after-core order, and a run
     repeats bit for bit with the same atomic order."""
-    kw = GRID["bf16_d40_gqa_varlen"]
+    kw = GRID["bf16_d40_gqa_varlen_sink"]
     a, p, res, gold = _run(kw, tiling={"blockDim": 1})
     assert res.block_dim == 1
     plain = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
-                       a["attention_in"], block_dim=1)
-    for out in ("dq", "dk", "dv"):
+                       a["attention_in"], block_dim=1, sink_in=a["sink_in"])
+    for out in plain:
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(plain[out]))
     again = fag(**a, tiling={"blockDim": 1})
     assert again.extra["atomics"] == res.extra["atomics"]
@@ -95,18 +109,55 @@ def test_fag_timing_mode_and_three_launches():
 
 
 @pytest.mark.parametrize("over, what", [
-    (dict(dtype="fp32"), "fp32"), (dict(d=272), "D > 256"), (dict(sink=True), "sink"),
+    (dict(dtype="fp32"), "fp32"), (dict(d=272), "D > 256"),
     (dict(dropout=0.9), "dropout"), (dict(pse_type=2, slopes="N"), "pse_shift"),
-    (dict(dtype="bf16", rope_d=16), "rope")])
+    (dict(dtype="bf16", rope_d=16), "rope"), (dict(sparse_mode=6, prefix_mask=True), "prefix")])
 def test_fag_unmodelled_features_say_so(over, what):
+    prefix = over.pop("prefix_mask", False)
     a, _ = make_case(**{**dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16), **over})
+    if prefix:
+        a.update(atten_mask=np.zeros((3072, 2048), np.bool_), prefix=[0])
     with pytest.raises(NotImplementedError, match=what):
         fag(**a)
 
 
-def test_fag_deterministic_not_modelled_and_bad_value():
+@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d144_mode3_gqa_layout_sink"])
+def test_fag_deterministic_bit_exact(name):
+    """deterministic=True: per-core copies summed in core order, bit-exact with the golden's ordered
+    reduction (no atomic log needed), and dearer in modeled time than the atomic run."""
+    a, p = make_case(**GRID[name])
+    res = fag(**a, deterministic=True)
+    t = res.tiling
+    assert t.deterministic and t.copies == t.blockDim > 1
+    gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                      a["attention_in"], block_dim=t.blockDim, deterministic=True, sink_in=a["sink_in"])
+    for out in gold:
+        np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
+    assert res.time_us > fag(**a).time_us
+
+
+def test_fag_deterministic_bad_value():
     a, _ = make_case(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16)
-    with pytest.raises(NotImplementedError, match="deterministic"):
-        fag(**a, deterministic=True)
     with pytest.raises(AclnnError):
         fag(**a, deterministic="yes")
+
+
+def test_fag_aclnn_facade():
+    """Two-stage interface: outputs written in place equal the function's; a bad call returns its status."""
+    from ops.aclnn import (aclnnFlashAttentionUnpaddingScoreGradV5,
+                           aclnnFlashAttentionUnpaddingScoreGradV5GetWorkspaceSize)
+    a, p = make_case(**GRID["bf16_d16_mode2_short"])
+    outs = [np.zeros(p.q_shape, p.dtype), np.zeros(p.kv_shape, p.dtype), np.zeros(p.kv_shape, p.dtype)]
+    pos = [a["query"], None, a["key_in"], None, a["value"], a["dy"], None, None, None, a["atten_mask"],
+           a["softmax_max"], a["softmax_sum"], None, a["attention_in"], None, None, a["actual_seq_qlen"],
+           a["actual_seq_kvlen"], None, None, a["scale_value"], 1.0, 2147483647, 2147483647, a["head_num"], "TND", 0,
+           a["sparse_mode"], 1, "same_as_input", outs[0], None, outs[1], None, outs[2], None, None]
+    status, ws, ex = aclnnFlashAttentionUnpaddingScoreGradV5GetWorkspaceSize(*pos)
+    assert status == 0 and ws > 0
+    assert aclnnFlashAttentionUnpaddingScoreGradV5(None, ws, ex, None) == 0
+    direct = fag(**a)
+    for got, name in zip(outs, ("dq", "dk", "dv")):
+        np.testing.assert_array_equal(bits(got), bits(direct.outputs[name]))
+    bad = list(pos)
+    bad[25] = "BSH"
+    assert aclnnFlashAttentionUnpaddingScoreGradV5GetWorkspaceSize(*bad)[0] == 161002
