@@ -6,7 +6,7 @@ The operator's cycles and time are the sum of the three launches' (each with its
 ``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
 
 What the simulator models today (docs/fag.md "Coverage"): the basic template for fp16/bf16, D <= 256,
-no pse, no dropout, no rope, every sparse mode but 6 (prefix), sink and dsink,
+no pse, no dropout, rope, every sparse mode but 6 (prefix), sink and dsink,
 atomic accumulation (non-deterministic) or per-core copies summed in core order (deterministic). Valid calls outside that raise NotImplementedError naming the
 feature (the contract still validates them).
 """
@@ -30,7 +30,7 @@ def _unsupported(problem, deterministic: bool) -> str | None:
     """The first feature of a valid call the kernel does not model yet, or None."""
     p = problem
     checks = ((np.dtype(p.dtype).itemsize != 2, "fp32 inputs (the b32 transposing L1->L0 load is not modelled)"),
-              (p.D > MAX_D, f"D > {MAX_D}"), (p.rope_d > 0, "rope"), (p.pse_form != "none", "pse_shift"),
+              (max(p.D, p.rope_d) > MAX_D, f"D > {MAX_D}"), (p.pse_form != "none", "pse_shift"),
               (p.dropout, "dropout"),
               (p.mask_form == "prefix_3072", "sparse_mode 6 (prefix)"))
     return next((what for bad, what in checks if bad), None)
@@ -81,7 +81,8 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
                                   "(docs/fag.md 'Coverage')")
     til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
-                  softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in)
+                  softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
+                  query_rope=query_rope, key_in_rope=key_in_rope)
     return (lambda: _run(problem, til, spec, mode, inputs)), til.workspaceSize
 
 
@@ -94,6 +95,9 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
             for name, shape in (("dq", p.q_shape), ("dk", p.kv_shape), ("dv", p.kv_shape))}
     if p.sink:
         outs["dsink"] = np.zeros(p.N1, np.float32) if full else TensorSpec((p.N1,), np.float32)
+    if p.rope_d:
+        for name, shape in (("dq_rope", (p.T1, p.N1, p.rope_d)), ("dk_rope", (p.T2, p.N2, p.rope_d))):
+            outs[name] = np.zeros(shape, p.dtype) if full else TensorSpec(shape, p.dtype)
     args = kernel_args(p)
     meta = {"operator": "FlashAttentionUnpaddingScoreGradV5", "tiling": {"template": til.template,
                                                                        "blockDim": til.blockDim,
@@ -104,11 +108,12 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
                  meta={**meta, "kernel": "pre"})
     gm = [GmArg(name, _gm(inputs[name], full)) if inputs[name] is not None else None
           for name in ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask",
-                       "sink_in")]
+                       "sink_in", "query_rope", "key_in_rope")]
     main = launch(fag_main, (*gm, GmArg("workspace", ws), til, args), block_dim=til.blockDim, chip=spec, mode=mode,
                   kernel_type="mix", meta={**meta, "kernel": "main"})
     post = launch(fag_post, (GmArg("workspace", ws), GmArg("dq", outs["dq"]), GmArg("dk", outs["dk"]),
-                             GmArg("dv", outs["dv"]), GmArg("dsink", outs["dsink"]) if p.sink else None, til, args),
+                             GmArg("dv", outs["dv"]), GmArg("dsink", outs["dsink"]) if p.sink else None,
+                             *(GmArg(k, outs[k]) if k in outs else None for k in ("dq_rope", "dk_rope")), til, args),
                   block_dim=aiv, chip=spec, mode=mode,
                   kernel_type="vector", meta={**meta, "kernel": "post"})
     launches = {"pre": pre, "main": main, "post": post}

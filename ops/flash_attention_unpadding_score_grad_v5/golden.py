@@ -10,12 +10,14 @@ fold come from the forward operator's golden (docs/numerics_cube.md "Mmad", docs
 Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V rows of the block:
 
     S  = Mmad(Q, K^T)   dP = Mmad(dY, V^T)                                fp32 [r, c]
+         (rope: the k range continues over Q_rope K_rope^T after D padded to 16)
     s  = S * scale; s := -FLT_MAX where masked (flagged blocks only)      fp32
          (compressed-mask modes: j - i > next_lu[b] or j - i < -pre_lu[b]; sparse 0/1: atten_mask[i, j])
     P  = Exp(s - max) / sum  (max, sum: softmax_max/sum column 0)       fp32, Exp/Div rounded once
     Pc = cast(P, round)                                                  input dtype
     dS = cast((dP - sfmg) * P, round)                                     input dtype
     dq[rows] += Mmad(dS, K)   dk[cols] += Mmad(dS^T, Q)   dv[cols] += Mmad(Pc^T, dY)   fp32 adds
+    (rope: dq_rope += Mmad(dS, K_rope) after dq, dk_rope += Mmad(dS^T, Q_rope) after dk)
 
 with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = cast(dq * scale),
 dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND).
@@ -93,8 +95,13 @@ def _block(problem, ctx: dict, blk) -> list:
     kv = n // p.G
     q, g = ctx["q"][tq:tq + rows, n], ctx["dy"][tq:tq + rows, n]
     k, v = ctx["k"][tk:tk + cols, kv], ctx["v"][tk:tk + cols, kv]
+    qs, ks = q, k
+    if p.rope_d:  # the rope k range follows D padded to whole 16-wide fractals (lanes past D read +0)
+        pad = lambda x: np.concatenate([x, np.zeros((x.shape[0], -p.D % 16), _F32)], axis=1)  # noqa: E731
+        qr, kr = ctx["qr"][tq:tq + rows, n], ctx["kr"][tk:tk + cols, kv]
+        qs, ks = np.concatenate([pad(q), qr], axis=1), np.concatenate([pad(k), kr], axis=1)
     with np.errstate(all="ignore"):
-        s = mmad(q, k, 16) * np.float32(p.scale)
+        s = mmad(qs, ks, 16) * np.float32(p.scale)
         dp = mmad(g, v, 16)
         if masked:
             jm = np.arange(j0, j0 + cols)[None, :] - np.arange(i0, i0 + rows)[:, None]
@@ -118,17 +125,21 @@ def _block(problem, ctx: dict, blk) -> list:
                 ctx["dsink"][n].append(row_sum(y[None, lo:hi])[0])
     pc = np.asarray(cast(pr, ctx["dt"], "round")).astype(_F32)
     dsc = np.asarray(cast(ds, ctx["dt"], "round")).astype(_F32)
-    D = p.D
+    steps = [("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)]
+    if p.rope_d:  # kernel order per block: dq, dq_rope, dk, dk_rope, dv
+        steps[1:1] = [("dq_rope", dsc, kr.T, tq, n)]
+        steps[3:3] = [("dk_rope", dsc.T, qr.T, tk, kv)]
     out = []
-    for kind, a, bt, r0, h in (("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)):
+    for kind, a, bt, r0, h in steps:
         val = mmad(a, bt, 16)
-        for dn in range(0, D, _NCHUNK):
+        for dn in range(0, val.shape[1], _NCHUNK):
             out.append((kind, r0, h, dn, val[:, dn:dn + _NCHUNK]))
     return out
 
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
-               atomics=None, ws_offsets=None, deterministic: bool = False, sink_in=None, atten_mask=None) -> dict:
+               atomics=None, ws_offsets=None, deterministic: bool = False, sink_in=None, atten_mask=None,
+               query_rope=None, key_in_rope=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -142,7 +153,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     dt = np.dtype(p.dtype)
     f = lambda x: np.asarray(x).astype(_F32)  # noqa: E731 - widening is exact
     ctx = {"q": f(query), "k": f(key_in), "v": f(value), "dy": f(dy), "max": softmax_max, "sum": softmax_sum,
-           "dt": dt, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask, "dsink": {n: [] for n in range(p.N1)}}
+           "dt": dt, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask,
+           "qr": None if query_rope is None else f(query_rope), "kr": None if key_in_rope is None else f(key_in_rope), "dsink": {n: [] for n in range(p.N1)}}
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
@@ -151,9 +163,11 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     for k, sec in enumerate(secs):
         for blk in sec:
             fifo[k % block_dim].extend(_block(p, ctx, blk))
-    zeros = lambda: {"dq": np.zeros((p.T1, p.N1, p.D), _F32), "dk": np.zeros((p.T2, p.N2, p.D), _F32),  # noqa: E731
-                     "dv": np.zeros((p.T2, p.N2, p.D), _F32)}
-    heads = {"dq": p.N1, "dk": p.N2, "dv": p.N2}
+    shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
+    if p.rope_d:
+        shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
+    zeros = lambda: {k: np.zeros(v, _F32) for k, v in shapes.items()}  # noqa: E731
+    heads = {k: v[1] for k, v in shapes.items()}
     if deterministic:
         copies = [zeros() for _ in range(block_dim)]
         log = [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
@@ -164,7 +178,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         if core not in fifo or not fifo[core]:
             raise ValueError(f"atomic log names core {core} beyond its scheduled writes")
         kind, r0, h, dn, val = fifo[core].popleft()
-        if off is not None and off != ws_offsets[kind] + ((r0 * heads[kind] + h) * p.D + dn) * 4:
+        width = shapes[kind][2]
+        if off is not None and off != ws_offsets[kind] + ((r0 * heads[kind] + h) * width + dn) * 4:
             raise ValueError(f"atomic log offset {off} is not the next {kind} write of core {core}")
         acc = copies[core if deterministic else 0][kind]
         with np.errstate(all="ignore"):
@@ -186,6 +201,6 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
                     total[n] = np.float32(total[n] + v)
         out["dsink"] = -total
     with np.errstate(all="ignore"):
-        return out | {"dq": np.asarray(cast((acc["dq"] * scale).astype(_F32), dt, "round")),
-                "dk": np.asarray(cast((acc["dk"] * scale).astype(_F32), dt, "round")),
-                "dv": np.asarray(cast(acc["dv"], dt, "round"))}
+        for kind, x in acc.items():
+            out[kind] = np.asarray(cast(x if kind == "dv" else (x * scale).astype(_F32), dt, "round"))
+    return out

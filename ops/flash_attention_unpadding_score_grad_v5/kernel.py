@@ -76,7 +76,7 @@ def fag_pre(workspace, tiling: FagTilingData):
     pipe.Reset()
 
 
-def fag_post(workspace, dq, dk, dv, dsink, tiling: FagTilingData, args: FagKernelArgs):
+def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData, args: FagKernelArgs):
     """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
     Deterministic runs first sum the cores' copies in core order (fp32 Add). With a sink, AIV 0 also
     sums the dsink partials of each head in block order and writes dsink = -sum."""
@@ -89,7 +89,10 @@ def fag_post(workspace, dq, dk, dv, dsink, tiling: FagTilingData, args: FagKerne
     pipe.InitBuffer(outQ, 2, POST_ELEMS * dt.itemsize)
     if tiling.copies > 1:
         pipe.InitBuffer(addQ, 2, POST_ELEMS * 4)
-    for gm, off, scaled in ((dq, tiling.dqOffset, True), (dk, tiling.dkOffset, True), (dv, tiling.dvOffset, False)):
+    outs = [(dq, tiling.dqOffset, True), (dk, tiling.dkOffset, True), (dv, tiling.dvOffset, False)]
+    if tiling.ropeD:
+        outs += [(dqRope, tiling.dqRopeOffset, True), (dkRope, tiling.dkRopeOffset, True)]
+    for gm, off, scaled in outs:
         total = gm.GetSize()
         share = -(-total // GetBlockNum())
         lo = GetBlockIdx() * share
@@ -162,9 +165,10 @@ def PostDsink(workspace, dsink, tiling: FagTilingData):
 
 # ------------------------------------------------------------------------------------------- main kernel
 class KernelFagBasic:
-    def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace,
-             tiling: FagTilingData, args: FagKernelArgs):
-        self.sinkGm = sinkIn
+    def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope,
+             keyRope, workspace, tiling: FagTilingData, args: FagKernelArgs):
+        self.sinkGm, self.qrGm, self.krGm = sinkIn, queryRope, keyRope
+        self.Dr = tiling.ropeD
         self.t, self.a = tiling, args
         self.qGm, self.kGm, self.vGm, self.dyGm, self.oGm = query, key, value, dy, attentionIn
         self.maxGm, self.sumGm, self.maskGm = softmaxMax, softmaxSum, attenMask
@@ -176,6 +180,8 @@ class KernelFagBasic:
         self.dqWs = workspace[tiling.dqOffset + own].ReinterpretCast(F32)
         self.dkWs = workspace[tiling.dkOffset + own].ReinterpretCast(F32)
         self.dvWs = workspace[tiling.dvOffset + own].ReinterpretCast(F32)
+        self.dqrWs = workspace[tiling.dqRopeOffset + own].ReinterpretCast(F32)
+        self.dkrWs = workspace[tiling.dkRopeOffset + own].ReinterpretCast(F32)
         self.sfmgWs = workspace[tiling.sfmgOffset].ReinterpretCast(F32)
         sec = tiling.mmSectionBytes
         base = tiling.mmOffset + self.core * 4 * sec
@@ -205,7 +211,7 @@ class KernelFagBasic:
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
         t, dt, D = self.t, self.inDt, self.D
-        dp = c16(D)
+        dp = c16(max(D, self.Dr))
         self.tiles = CubeTiles(self.pipe, dt)
         self.l1 = {}
         for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * 2), ("b", TPosition.B1, BASE * dp * 2),
@@ -238,14 +244,21 @@ class KernelFagBasic:
     def _free(self, name: str, x):
         self.l1[name].FreeTensor(x)
 
-    def _mm_abt(self, dst, aL1, bTL1, m: int, n: int, k: int, dst_pitch: int):
-        """dst (GM fp32, row pitch *dst_pitch*) = A B^T for A (m x k) and B^T (n x k) in L1 NZ; n <= 128."""
+    def _mm_abt(self, dst, parts, m: int, n: int, dst_pitch: int):
+        """dst (GM fp32, row pitch *dst_pitch*) = sum over *parts* of A B^T, one L0C accumulation; each part is
+        (load_a, load_bt, k): callables loading A (m x k) and B^T (n x k) into L1 NZ; n <= 128."""
         c = self.cQue.AllocTensor(F32)
-        for kc in range(0, k, K_CHUNK):
-            kcols = min(K_CHUNK, k - kc)
-            self.tiles.SplitA(aL1, c16(m) // 16, 0, m, kc, kcols)
-            self.tiles.SplitBTransposed(bTL1, c16(n) // 16, kc, kcols)
-            self.tiles.Compute(c, m, n, kcols, kc == 0)
+        first = True
+        for load_a, load_bt, k in parts:
+            (qa, aL1), (qb, bTL1) = load_a(), load_bt()
+            for kc in range(0, k, K_CHUNK):
+                kcols = min(K_CHUNK, k - kc)
+                self.tiles.SplitA(aL1, c16(m) // 16, 0, m, kc, kcols)
+                self.tiles.SplitBTransposed(bTL1, c16(n) // 16, kc, kcols)
+                self.tiles.Compute(c, m, n, kcols, first)
+                first = False
+            self._free(qa, aL1)
+            self._free(qb, bTL1)
         self.cQue.EnQue(c)
         c = self.cQue.DeQue(F32)
         Fixpipe(dst, c, FixpipeParamsV220(nSize=n, mSize=m, srcStride=c16(m), dstStride=dst_pitch))
@@ -280,38 +293,44 @@ class KernelFagBasic:
         return q, kv
 
     def Cube1(self, task: int):
-        t, D = self.t, self.D
+        t, D, Dr = self.t, self.D, self.Dr
         s = self.secs[task]
+        n1p, n2p = t.n1Size * D, t.n2Size * D
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
             qo, kvo = self._rows(b, n, s1o, s2o)
-            qL1 = self._load("a", self.qGm[qo], rows, D, t.n1Size * D)
-            kL1 = self._load("b", self.kGm[kvo], cols, D, t.n2Size * D)
-            self._mm_abt(self._slot(self.mm2, task, j, F32), qL1, kL1, rows, cols, D, BASE)
-            self._free("a", qL1)
-            self._free("b", kL1)
-            dyL1 = self._load("c", self.dyGm[qo], rows, D, t.n1Size * D)
-            vL1 = self._load("d", self.vGm[kvo], cols, D, t.n2Size * D)
-            self._mm_abt(self._slot(self.mm1, task, j, F32), dyL1, vL1, rows, cols, D, BASE)
-            self._free("c", dyL1)
-            self._free("d", vL1)
+            parts = [(lambda: ("a", self._load("a", self.qGm[qo], rows, D, n1p)),
+                      lambda: ("b", self._load("b", self.kGm[kvo], cols, D, n2p)), D)]
+            if Dr:  # S = [Q | Q_rope] [K | K_rope]^T: the rope part continues the same accumulation
+                qro, kro = qo // D * Dr, kvo // D * Dr
+                parts.append((lambda: ("a", self._load("a", self.qrGm[qro], rows, Dr, t.n1Size * Dr)),
+                              lambda: ("b", self._load("b", self.krGm[kro], cols, Dr, t.n2Size * Dr)), Dr))
+            self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
+            self._mm_abt(self._slot(self.mm1, task, j, F32),
+                         [(lambda: ("c", self._load("c", self.dyGm[qo], rows, D, n1p)),
+                           lambda: ("d", self._load("d", self.vGm[kvo], cols, D, n2p)), D)], rows, cols, BASE)
 
     def Cube23(self, task: int):
-        t, D = self.t, self.D
+        t, D, Dr = self.t, self.D, self.Dr
         s = self.secs[task]
         SetAtomicAdd(F32)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
             qo, kvo = self._rows(b, n, s1o, s2o)
+            qro, kro = qo // D * Dr, kvo // D * Dr
             dsL1 = self._load("s", self._slot(self.mm1, task, j, self.inDt), rows, cols, self.cast_pitch)
-            kL1 = self._load("b", self.kGm[kvo], cols, D, t.n2Size * D)
-            self._mm_ab_atomic(self.dqWs[qo], lambda: self.tiles.SplitA(dsL1, c16(rows) // 16, 0, rows, 0, cols),
-                               kL1, cols, rows, D, t.n1Size * D)
-            self._free("b", kL1)
-            qL1 = self._load("a", self.qGm[qo], rows, D, t.n1Size * D)
-            self._mm_ab_atomic(self.dkWs[kvo], lambda: self._split_a_transposed(dsL1, rows, cols), qL1, rows, cols,
-                               D, t.n2Size * D)
-            self._free("a", qL1)
+            ds_a = lambda: self.tiles.SplitA(dsL1, c16(rows) // 16, 0, rows, 0, cols)  # noqa: E731
+            dst_a = lambda: self._split_a_transposed(dsL1, rows, cols)  # noqa: E731
+            for gm, ws, width, pitch in ((self.kGm[kvo], self.dqWs[qo], D, t.n2Size * D),
+                                         *(((self.krGm[kro], self.dqrWs[qro], Dr, t.n2Size * Dr),) if Dr else ())):
+                kL1 = self._load("b", gm, cols, width, pitch)
+                self._mm_ab_atomic(ws, ds_a, kL1, cols, rows, width, t.n1Size * width)
+                self._free("b", kL1)
+            for gm, ws, width, pitch in ((self.qGm[qo], self.dkWs[kvo], D, t.n1Size * D),
+                                         *(((self.qrGm[qro], self.dkrWs[kro], Dr, t.n1Size * Dr),) if Dr else ())):
+                qL1 = self._load("a", gm, rows, width, pitch)
+                self._mm_ab_atomic(ws, dst_a, qL1, rows, cols, width, t.n2Size * width)
+                self._free("a", qL1)
             self._free("s", dsL1)
             pL1 = self._load("p", self._slot(self.mm2, task, j, self.inDt), rows, cols, self.cast_pitch)
             dyL1 = self._load("c", self.dyGm[qo], rows, D, t.n1Size * D)
@@ -535,9 +554,10 @@ class KernelFagBasic:
         WaitFlag(HardEvent.V_MTE2, 2)
 
 
-def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace,
-             tiling: FagTilingData, args: FagKernelArgs):
+def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
+             workspace, tiling: FagTilingData, args: FagKernelArgs):
     """Main kernel entry, named like the CANN kernel: build the class, Init, Process."""
     op = KernelFagBasic()
-    op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, workspace, tiling, args)
+    op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
+            workspace, tiling, args)
     op.Process()

@@ -5,7 +5,7 @@ Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/til
 blocks the mask cuts are flagged for masking; blocks are packed into sections of at most 16 (row
 groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k runs on AI Core
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
-[T1, N1, D], dk and dv fp32 [T2, N2, D], sfmg fp32 [T1, N1, 8], then per core two section buffers
+[T1, N1, D], dk and dv fp32 [T2, N2, D] (with rope, dq_rope and dk_rope after them), sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
 Deterministic runs keep one dq/dk/dv copy per core (``copies`` = blockDim, ``copyBytes`` apart): each
 core adds only into its own copy, and the post kernel sums the copies in core order.
@@ -67,6 +67,9 @@ class FagTilingData:
     copies: int = 1
     copyBytes: int = 0
     dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
+    ropeD: int = 0
+    dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
+    dkRopeOffset: int = 0
 
     def asdict(self) -> dict:
         return asdict(self)
@@ -138,7 +141,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     sfmg = _a(p.T1 * p.N1 * 8 * 4)
     mm_section = SECTION_BLOCKS * BASE * BASE * 4
     copies = block_dim if deterministic else 1
-    offsets = [0, dq, dq + dk, copies * (dq + 2 * dk)]
+    dqr, dkr = _a(p.T1 * p.N1 * p.rope_d * 4), _a(p.T2 * p.N2 * p.rope_d * 4)
+    copy_bytes = dq + 2 * dk + dqr + dkr
+    offsets = [0, dq, dq + dk, copies * copy_bytes]
     off = offsets[3] + sfmg
     dsink_off = off
     if problem.sink:
@@ -151,4 +156,5 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
-        deterministic=bool(deterministic), copies=copies, copyBytes=dq + 2 * dk, dsinkOffset=dsink_off)
+        deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
+        ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr)

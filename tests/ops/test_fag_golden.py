@@ -31,6 +31,8 @@ GRID = {
                                        sparse_mode=4, pre=100, nxt=20, layout=""),
     "bf16_d32_mode7": dict(seq_q=[150, 40, 140], seq_kv=[200, 140, 150], n1=2, n2=1, d=32, dtype="bf16",
                            causal=True, sparse_mode=7, pre=200, nxt=-5),
+    "bf16_d40_rope24_mode3": dict(seq_q=[150, 40], seq_kv=[200, 60], n1=2, n2=1, d=40, dtype="bf16", rope_d=24,
+                                  causal=True, sparse_mode=3),
     "fp16_d32_mode8_sink": dict(seq_q=[150, 40], seq_kv=[200, 140], n1=2, n2=1, d=32, causal=True, sparse_mode=8,
                                 pre=300, nxt=10, sink=True),
 }
@@ -42,23 +44,28 @@ def _run(kw, **over):
     t = res.tiling
     gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
                       a["attention_in"], block_dim=t.blockDim, atomics=res.extra["atomics"],
-                      ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset}, sink_in=a.get("sink_in"),
-                      atten_mask=a.get("atten_mask"))
+                      ws_offsets=_offsets(t), sink_in=a.get("sink_in"), atten_mask=a.get("atten_mask"),
+                      query_rope=a["query_rope"], key_in_rope=a["key_in_rope"])
     return a, p, res, gold
+
+
+def _offsets(t):
+    return {"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset, "dq_rope": t.dqRopeOffset, "dk_rope": t.dkRopeOffset}
 
 
 @pytest.mark.parametrize("name", GRID)
 def test_fag_bit_exact_against_golden(name):
     a, p, res, gold = _run(GRID[name])
-    assert set(gold) == set(res.outputs) == {"dq", "dk", "dv"} | ({"dsink"} if p.sink else set())
+    extra = ({"dsink"} if p.sink else set()) | ({"dq_rope", "dk_rope"} if p.rope_d else set())
+    assert set(gold) == set(res.outputs) == {"dq", "dk", "dv"} | extra
     for out in gold:
         assert res.outputs[out].dtype == (np.float32 if out == "dsink" else p.dtype)
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
-    assert len(res.extra["atomics"]) == 3 * res.tiling.blocks * -(-p.D // 128)
+    assert len(res.extra["atomics"]) == res.tiling.blocks * (3 * -(-p.D // 128) + 2 * -(-p.rope_d // 128))
 
 
 @pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d64_mode2_layout", "bf16_d32_mode0_band_mask_sink",
-                                  "bf16_d32_mode7"])
+                                  "bf16_d32_mode7", "bf16_d40_rope24_mode3"])
 def test_fag_accuracy_against_float64(name):
     """NUMERICS.md check 2: the flash-attention gradient rule (factor 3) against the float64 reference."""
     a, p, res, _ = _run(GRID[name])
@@ -111,7 +118,7 @@ def test_fag_timing_mode_and_three_launches():
 @pytest.mark.parametrize("over, what", [
     (dict(dtype="fp32"), "fp32"), (dict(d=272), "D > 256"),
     (dict(dropout=0.9), "dropout"), (dict(pse_type=2, slopes="N"), "pse_shift"),
-    (dict(dtype="bf16", rope_d=16), "rope"), (dict(sparse_mode=6, prefix_mask=True), "prefix")])
+    (dict(dtype="bf16", d=16, rope_d=272), "D > 256"), (dict(sparse_mode=6, prefix_mask=True), "prefix")])
 def test_fag_unmodelled_features_say_so(over, what):
     prefix = over.pop("prefix_mask", False)
     a, _ = make_case(**{**dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16), **over})
@@ -121,7 +128,7 @@ def test_fag_unmodelled_features_say_so(over, what):
         fag(**a)
 
 
-@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d144_mode3_gqa_layout_sink"])
+@pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d144_mode3_gqa_layout_sink", "bf16_d40_rope24_mode3"])
 def test_fag_deterministic_bit_exact(name):
     """deterministic=True: per-core copies summed in core order, bit-exact with the golden's ordered
     reduction (no atomic log needed), and dearer in modeled time than the atomic run."""
@@ -130,7 +137,8 @@ def test_fag_deterministic_bit_exact(name):
     t = res.tiling
     assert t.deterministic and t.copies == t.blockDim > 1
     gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
-                      a["attention_in"], block_dim=t.blockDim, deterministic=True, sink_in=a["sink_in"])
+                      a["attention_in"], block_dim=t.blockDim, deterministic=True, sink_in=a.get("sink_in"),
+                      query_rope=a["query_rope"], key_in_rope=a["key_in_rope"])
     for out in gold:
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
     assert res.time_us > fag(**a).time_us
