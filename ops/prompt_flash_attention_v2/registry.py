@@ -43,5 +43,7 @@ def build_call(p: dict) -> tuple[tuple, dict]:
     return (q, k, v), kwargs
 
 
+DEMO = DemoCase(run=run_demo, title="causal PromptFlashAttentionV2 B=1 N=4 S=2048 D=128 fp16")
+
 ENTRY = OperatorEntry(name="pfa", title="PromptFlashAttentionV2", api=prompt_flash_attention_v2, params=PARAMS,
-                      build_call=build_call, demo=DemoCase(run=run_demo))
+                      build_call=build_call, demo=DEMO)
