@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.launch import GmArg, TimeoutVerdict, launch
-from npusim.memory.gm import TensorSpec
+from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS
-from ops.flash_attention_unpadding_score_grad_v5.kernel import FagKernelArgs, fag_main, fag_post, fag_pre
-from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, split_advice
+from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, run_launches  # noqa: F401
+from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
 MAX_D = 256  # L1 holds four 128 x D operand blocks (kernel.py ProcessCube)
@@ -36,26 +36,6 @@ def _unsupported(problem, deterministic: bool) -> str | None:
     return next((what for bad, what in checks if bad), None)
 
 
-def _gm(x, full: bool):
-    if x is None:
-        return None
-    if full and isinstance(x, np.ndarray):
-        arr = np.ascontiguousarray(x)
-        return arr.view(np.uint8) if arr.dtype == np.bool_ else arr
-    dt = np.dtype(np.uint8) if np.dtype(x.dtype) == np.bool_ else np.dtype(x.dtype)
-    return TensorSpec(tuple(x.shape), dt)
-
-
-def kernel_args(problem) -> FagKernelArgs:
-    p = problem
-    return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
-                         nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
-                         maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
-                         softmaxTnd=p.softmax_in_layout != "",
-                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
-                         sink=p.sink)
-
-
 def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, drop_mask=None, padding_mask=None,
             atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None, attention_in=None, sink_in=None,
             prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, q_start_idx=None, kv_start_idx=None,
@@ -66,7 +46,7 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
             chip="Ascend910B2", mode="full", tiling=None):
     """Validate and tile; return ``(run, workspace_size)`` where ``run()`` launches (aclnn stage 1)."""
     spec = resolve_chip(chip)
-    mode = check_mode(mode, ("full", "timing"))
+    mode = check_mode(mode)
     problem = validate(query, query_rope, key_in, key_in_rope, value, dy, pse_shift, drop_mask, padding_mask,
                        atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, sink_in, prefix,
                        actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, scale_value, keep_prob,
@@ -80,6 +60,8 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
         raise NotImplementedError(f"flash_attention_unpadding_score_grad_v5: {what} is not modelled yet "
                                   "(docs/fag.md 'Coverage')")
     til = fag_tiling(problem, spec, tiling, deterministic)
+    if mode == "estimate":
+        return (lambda: _estimate(problem, til, spec)), til.workspaceSize
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
                   softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
                   query_rope=query_rope, key_in_rope=key_in_rope)
@@ -87,43 +69,24 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
 
 
 def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
-    full = mode == "full"
-    p = problem
-    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
-    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
-    outs = {name: (np.zeros(shape, p.dtype) if full else TensorSpec(shape, p.dtype))
-            for name, shape in (("dq", p.q_shape), ("dk", p.kv_shape), ("dv", p.kv_shape))}
-    if p.sink:
-        outs["dsink"] = np.zeros(p.N1, np.float32) if full else TensorSpec((p.N1,), np.float32)
-    if p.rope_d:
-        for name, shape in (("dq_rope", (p.T1, p.N1, p.rope_d)), ("dk_rope", (p.T2, p.N2, p.rope_d))):
-            outs[name] = np.zeros(shape, p.dtype) if full else TensorSpec(shape, p.dtype)
-    args = kernel_args(p)
-    meta = {"operator": "FlashAttentionUnpaddingScoreGradV5", "tiling": {"template": til.template,
-                                                                       "blockDim": til.blockDim,
-                                                                       "sections": til.sections,
-                                                                       "blocks": til.blocks}}
-    aiv = spec.aiv_count
-    pre = launch(fag_pre, (GmArg("workspace", ws), til), block_dim=aiv, chip=spec, mode=mode, kernel_type="vector",
-                 meta={**meta, "kernel": "pre"})
-    gm = [GmArg(name, _gm(inputs[name], full)) if inputs[name] is not None else None
-          for name in ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask",
-                       "sink_in", "query_rope", "key_in_rope")]
-    main = launch(fag_main, (*gm, GmArg("workspace", ws), til, args), block_dim=til.blockDim, chip=spec, mode=mode,
-                  kernel_type="mix", meta={**meta, "kernel": "main"})
-    post = launch(fag_post, (GmArg("workspace", ws), GmArg("dq", outs["dq"]), GmArg("dk", outs["dk"]),
-                             GmArg("dv", outs["dv"]), GmArg("dsink", outs["dsink"]) if p.sink else None,
-                             *(GmArg(k, outs[k]) if k in outs else None for k in ("dq_rope", "dk_rope")), til, args),
-                  block_dim=aiv, chip=spec, mode=mode,
-                  kernel_type="vector", meta={**meta, "kernel": "post"})
-    launches = {"pre": pre, "main": main, "post": post}
+    launches, outs, ws = run_launches(problem, til, spec, mode, inputs)
     cycles = sum(r.cycles for r in launches.values())
     time_us = sum(r.time_us for r in launches.values())
     timeout = TimeoutVerdict(time_us * 1e-6, spec.aicore_timeout_s, False)
-    return OpResult(outputs=outs if full else None, cycles=int(cycles), time_us=float(time_us), trace=main.trace,
-                    tiling=til, workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=timeout, mode=mode,
-                    extra={"problem": problem, "launches": launches, "atomics": main.atomics, "deterministic": til.deterministic,
-                           "workspace": ws if full else None})
+    full = mode == "full"
+    return OpResult(outputs=outs if full else None, cycles=int(cycles), time_us=float(time_us),
+                    trace=launches["main"].trace, tiling=til, workspace_size=til.workspaceSize, block_dim=til.blockDim,
+                    timeout=timeout, mode=mode,
+                    extra={"problem": problem, "launches": launches, "atomics": launches["main"].atomics,
+                           "deterministic": til.deterministic, "workspace": ws if full else None})
+
+
+def _estimate(problem, til, spec) -> OpResult:
+    est, parts = estimate_fag(problem, til, spec)
+    verdict = split_advice(problem, est.time_us * 1e-6, spec.aicore_timeout_s)
+    return OpResult(outputs=None, cycles=est.cycles, time_us=float(est.time_us), trace=None, tiling=til,
+                    workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=verdict, mode="estimate",
+                    extra={"problem": problem, "estimate": est, "launch_cycles": parts})
 
 
 def flash_attention_unpadding_score_grad_v5(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None,

@@ -72,7 +72,9 @@ class FagTilingData:
     dkRopeOffset: int = 0
 
     def asdict(self) -> dict:
-        return asdict(self)
+        """The scalar fields and the block / section counts (the per-block tables are left out)."""
+        out = {k: v for k, v in asdict(self).items() if not (k.startswith("blk") or k == "secStart")}
+        return out | {"blocks": self.blocks, "maskedBlocks": sum(self.blkMasked)}
 
     @property
     def blocks(self) -> int:

@@ -1,0 +1,94 @@
+"""The FlashAttentionUnpaddingScoreGradV5 launches: pre (zero), main (mix), post (scale, cast) on one workspace.
+
+Its own module because api.py (full and timing runs) and estimate.py (sampled timing runs) both launch
+the kernels; neither needs the other to do it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.launch import GmArg, launch
+from npusim.memory.gm import TensorSpec
+from ops.flash_attention_unpadding_score_grad_v5.kernel import FagKernelArgs, fag_main, fag_post, fag_pre
+from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
+
+INPUTS = ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask", "sink_in",
+          "query_rope", "key_in_rope")
+
+
+def gm_data(x, full: bool):
+    if x is None:
+        return None
+    if full and isinstance(x, np.ndarray):
+        arr = np.ascontiguousarray(x)
+        return arr.view(np.uint8) if arr.dtype == np.bool_ else arr
+    dt = np.dtype(np.uint8) if np.dtype(x.dtype) == np.bool_ else np.dtype(x.dtype)
+    return TensorSpec(tuple(x.shape), dt)
+
+
+def kernel_args(problem) -> FagKernelArgs:
+    p = problem
+    return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
+                         nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
+                         maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
+                         softmaxTnd=p.softmax_in_layout != "",
+                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
+                         sink=p.sink)
+
+
+def kernel_args(problem) -> FagKernelArgs:
+    p = problem
+    return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
+                         nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
+                         maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
+                         softmaxTnd=p.softmax_in_layout != "",
+                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
+                         sink=p.sink)
+
+
+def outputs(problem, full: bool) -> dict:
+    """Zeroed outputs (full mode) or their TensorSpecs: dq, dk, dv, and dsink / dq_rope / dk_rope when used."""
+    p = problem
+    shapes = {"dq": (p.q_shape, p.dtype), "dk": (p.kv_shape, p.dtype), "dv": (p.kv_shape, p.dtype)}
+    if p.sink:
+        shapes["dsink"] = ((p.N1,), np.dtype(np.float32))
+    if p.rope_d:
+        shapes["dq_rope"] = ((p.T1, p.N1, p.rope_d), p.dtype)
+        shapes["dk_rope"] = ((p.T2, p.N2, p.rope_d), p.dtype)
+    return {k: (np.zeros(s, dt) if full else TensorSpec(s, dt)) for k, (s, dt) in shapes.items()}
+
+
+def _meta(til, kernel: str) -> dict:
+    return {"operator": "FlashAttentionUnpaddingScoreGradV5", "kernel": kernel,
+            "tiling": {"template": til.template, "blockDim": til.blockDim, "sections": til.sections,
+                       "blocks": til.blocks}}
+
+
+def launch_pre(til, spec, mode: str, ws):
+    return launch(fag_pre, (GmArg("workspace", ws), til), block_dim=spec.aiv_count, chip=spec, mode=mode,
+                  kernel_type="vector", meta=_meta(til, "pre"))
+
+
+def launch_main(problem, til, spec, mode: str, inputs: dict, ws):
+    full = mode == "full"
+    gm = [GmArg(name, gm_data(inputs[name], full)) if inputs.get(name) is not None else None for name in INPUTS]
+    return launch(fag_main, (*gm, GmArg("workspace", ws), til, kernel_args(problem)), block_dim=til.blockDim,
+                  chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"))
+
+
+def launch_post(problem, til, spec, mode: str, ws, outs: dict):
+    gm = [GmArg(k, outs[k]) if k in outs else None for k in ("dq", "dk", "dv", "dsink", "dq_rope", "dk_rope")]
+    return launch(fag_post, (GmArg("workspace", ws), *gm, til, kernel_args(problem)), block_dim=spec.aiv_count,
+                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"))
+
+
+def run_launches(problem, til, spec, mode: str, inputs: dict) -> tuple[dict, dict, object]:
+    """The three launches of one call: ({"pre", "main", "post"} results, outputs, workspace)."""
+    full = mode == "full"
+    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
+    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
+    outs = outputs(problem, full)
+    pre = launch_pre(til, spec, mode, ws)
+    main = launch_main(problem, til, spec, mode, inputs, ws)
+    post = launch_post(problem, til, spec, mode, ws, outs)
+    return {"pre": pre, "main": main, "post": post}, outs, ws
