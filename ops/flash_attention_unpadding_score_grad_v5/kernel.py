@@ -353,7 +353,7 @@ class KernelFagBasic:
             bufs[name] = TBuf()
             pipe.InitBuffer(bufs[name], nbytes)
         rows_all = t.t1Size * t.n1Size
-        share = -(-rows_all // GetBlockNum())
+        share = -(-rows_all // (t.sfmgWorkers or GetBlockNum()))
         lo = GetBlockIdx() * share
         for r0 in range(lo, min(lo + share, rows_all), SFMG_ROWS):
             nr = min(SFMG_ROWS, lo + share - r0, rows_all - r0)

@@ -69,11 +69,12 @@ def launch_pre(til, spec, mode: str, ws):
                   kernel_type="vector", meta=_meta(til, "pre"))
 
 
-def launch_main(problem, til, spec, mode: str, inputs: dict, ws):
+def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
+    """*l2_warm* as npusim.launch.launch (estimate mode's one-core sample)."""
     full = mode == "full"
     gm = [GmArg(name, gm_data(inputs[name], full)) if inputs.get(name) is not None else None for name in INPUTS]
     return launch(fag_main, (*gm, GmArg("workspace", ws), til, kernel_args(problem)), block_dim=til.blockDim,
-                  chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"))
+                  chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"), l2_warm=l2_warm)
 
 
 def launch_post(problem, til, spec, mode: str, ws, outs: dict):

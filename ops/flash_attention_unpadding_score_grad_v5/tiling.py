@@ -68,6 +68,7 @@ class FagTilingData:
     copyBytes: int = 0
     dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
     ropeD: int = 0
+    sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
     dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
     dkRopeOffset: int = 0
 

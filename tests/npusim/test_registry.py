@@ -113,7 +113,7 @@ def test_get_unknown_operator_lists_the_known_ones():
     with pytest.raises(AclnnError) as e:
         registry.get("PFA")
     assert e.value.status == 161002
-    assert "did you mean pfa?" in e.value.message and "fa, pfa, spkc" in e.value.message
+    assert "did you mean pfa?" in e.value.message and "fa, fag, pfa, spkc" in e.value.message
 
 
 PARAMS = (ProblemParam("B", int), ProblemParam("S", int), ProblemParam("dtype", str, "fp16", ("fp16", "bf16")),

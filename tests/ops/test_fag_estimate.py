@@ -1,0 +1,49 @@
+"""Estimate mode of FlashAttentionUnpaddingScoreGradV5 (sampled timing runs) and `npusim predict fag`."""
+import numpy as np
+import pytest
+
+from npusim import TensorSpec
+from npusim import registry
+from npusim.chip import chip as get_chip
+from npusim.predict import predict, report
+from ops import flash_attention_unpadding_score_grad_v5 as fag
+from ops.common.masks import compressed_causal_mask
+
+
+def _specs(s, n, d):
+    t = lambda shape: TensorSpec(shape, np.float16)  # noqa: E731
+    stats = {k: TensorSpec((s, n, 8), np.float32) for k in ("softmax_max", "softmax_sum")}
+    return (t((s, n, d)), None, t((s, n, d)), None, t((s, n, d)), t((s, n, d))), dict(
+        attention_in=t((s, n, d)), actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n, scale_value=0.125,
+        atten_mask=compressed_causal_mask().astype(bool), sparse_mode=2, **stats)
+
+
+def test_fag_estimate_close_to_timing():
+    """Sections over 2 cores: the busiest core is simulated alone (estimate.py)."""
+    args, kw = _specs(700, 2, 64)
+    est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
+    assert est.mode == "estimate" and est.outputs is None and est.trace is None
+    assert tim.tiling.sections > 4  # > 2 rounds: the extrapolated path
+    assert abs(est.time_us / tim.time_us - 1) < 0.05, (est.time_us, tim.time_us)
+    assert not est.timeout.exceeded and est.timeout.advice == ""
+
+
+def test_fag_timeout_verdict_with_advice():
+    args, kw = _specs(512, 2, 64)
+    res = fag(*args, **kw, mode="estimate", chip=get_chip("Ascend910B2").replace(aicore_timeout_s=1e-6))
+    assert res.timeout.exceeded and "split" in res.timeout.advice
+
+
+def test_fag_registered_and_predicted():
+    assert "fag" in registry.operators(refresh=True)
+    res = predict("fag", ["T=512", "N=2", "D=64", "sparse_mode=causal"])
+    assert res.mode == "estimate" and res.cycles > 0
+    assert "blocks" in report(res)
+
+
+@pytest.mark.parametrize("value", ["fp16", "bf16"])
+def test_fag_registry_dtypes(value):
+    entry = registry.get("fag")
+    res = entry.call(entry.parse(["T=256", "N=1", "D=32", f"dtype={value}", "deterministic=1"]), mode="estimate")
+    assert res.cycles > 0 and res.tiling.deterministic
