@@ -10,6 +10,7 @@ max 0, sum S, which does not change the instruction stream).
     python benchmarks/fag.py            # timing mode, S=4096
     python benchmarks/fag.py --full     # also full mode (minutes on a loaded machine)
     python benchmarks/fag.py --seq 1024
+    python benchmarks/fag.py --estimate   # estimate mode vs timing mode (tuning shape + checking shapes)
 """
 from __future__ import annotations
 
@@ -48,12 +49,50 @@ print(json.dumps({"op": op, "mode": mode, "wall_s": wall,
 
 N, D = 8, 128
 
+_EST_CHILD = r"""
+import json, sys, time
+import numpy as np
+from npusim import TensorSpec
+from ops import flash_attention_unpadding_score_grad_v5 as fag
+from ops.common.masks import compressed_causal_mask
+S, N, D, causal, det = map(int, sys.argv[1:6])
+t = lambda s: TensorSpec(s, np.float16)
+kw = dict(softmax_max=TensorSpec((S, N, 8), np.float32), softmax_sum=TensorSpec((S, N, 8), np.float32),
+          attention_in=t((S, N, D)), actual_seq_qlen=[S], actual_seq_kvlen=[S], head_num=N, scale_value=0.1,
+          deterministic=bool(det))
+if causal:
+    kw.update(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=2)
+args = (t((S, N, D)), None, t((S, N, D)), None, t((S, N, D)), t((S, N, D)))
+t0 = time.perf_counter(); e = fag(*args, mode="estimate", **kw); te = time.perf_counter() - t0
+t0 = time.perf_counter(); r = fag(*args, mode="timing", **kw); tt = time.perf_counter() - t0
+print(json.dumps({"est_us": e.time_us, "est_wall": te, "tim_us": r.time_us, "tim_wall": tt}))
+"""
+#: (S, N, D, causal, deterministic, role): the estimate's one choice (the L2 rate of the one-core sample)
+#: was made on the first shape; the others are the checking set.
+EST_SHAPES = ((3000, 4, 64, 1, 0, "tuned on"), (2000, 2, 128, 0, 0, "check"), (4096, 8, 128, 1, 0, "check"),
+              (2500, 8, 64, 1, 1, "check"))
+
+
+def estimate_table() -> None:
+    print(f"{'S':>5s} {'N':>2s} {'D':>4s} causal determ. {'role':9s} {'estimate us':>11s} {'timing us':>10s} "
+          f"{'error':>7s} {'est wall s':>10s}")
+    for s, n, d, causal, det, role in EST_SHAPES:
+        r = run_child(_EST_CHILD, [s, n, d, causal, det])
+        err = 100 * (r["est_us"] / r["tim_us"] - 1)
+        print(f"{s:5d} {n:2d} {d:4d} {causal:6d} {det:8d} {role:9s} {r['est_us']:11.1f} {r['tim_us']:10.1f} "
+              f"{err:+6.2f}% {r['est_wall']:10.2f}")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--estimate", action="store_true")
     opts = ap.parse_args()
+    if opts.estimate:
+        print(f"machine: {platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}")
+        estimate_table()
+        return
     print(f"machine: {platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}")
     print(f"case: TND one batch, N={N} S={opts.seq} D={D} fp16 causal on Ascend910B2")
     print(f"{'operator':22s} {'mode':7s} {'wall s':>7s} {'peak MB':>8s} {'modeled us':>11s} cores")
