@@ -116,7 +116,8 @@ class Launch:
     # -- atomic accumulation into GM (SetAtomicAdd) ---------------------------------------------
     def atomic_add(self, unit: CoreUnit, gm_name: str, flat: np.ndarray, index: np.ndarray, values: np.ndarray,
                    start: float) -> None:
-        """Queue ``flat[index] += values`` (full mode) issued by *unit* at cycle *start*.
+        """Queue ``flat[index] += values`` (full mode) issued by *unit* at cycle *start* (*flat* may be a view
+        of the GM array and *index* Ellipsis).
 
         Why deferred: streams run a quantum apart in Python, so applying at issue would follow the
         interpreter's order. Queued writes are committed at the next SyncAll release and at the end of

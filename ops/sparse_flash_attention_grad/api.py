@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg, TimeoutVerdict, launch
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
@@ -47,9 +48,8 @@ def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_
     if problem.empty:
         return (lambda: _empty(problem, spec, mode)), 0
     if mode == "estimate":
-        from ops.sparse_flash_attention_grad.estimate import estimate_sfag
-
-        return (lambda: estimate_sfag(problem, spec, tiling, inputs)), sfag_tiling(problem, spec, tiling).workspaceSize
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, "mode: estimate mode is not modelled for sparse_flash_attention_grad "
+                                                  "(use 'timing')")
     counts = slot_counts(problem.indices)
     til = sfag_tiling(problem, spec, tiling, counts)
     return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize

@@ -10,8 +10,8 @@ with the simulator except the ``npusim.dtypes.cast`` codec.
 
 Atomic order: each core's scatter-adds are listed in its program order; the recorded order of the
 run (``atomic_log``: (buffer, block, sub-core, per-stream sequence number) as committed) says how the
-cores' lists interleave (the issue allows the golden to take the recorded order). Without a log the
-adds are applied core by core, which is right whenever no two cores touch one row.
+cores' lists interleave (the issue allows the golden to take the recorded order). The deterministic
+variant's order (round by round, cores in block order) is derived here, without the log.
 """
 from __future__ import annotations
 
@@ -84,9 +84,9 @@ def sfag_golden(problem, query, key, value, d_out, out, softmax_max, softmax_sum
     indices = problem.indices
     batch = np.repeat(np.arange(problem.B), problem.seq_q)
     ws = {"dq": np.zeros((T1 * G, Dt), _F32), "dk": np.zeros((T2, Dt), _F32), "dv": np.zeros((T2, D), _F32)}
-    ops = []  # per core: (buffer, rows slice start, row count, col start, values) in program order
+    ops = []  # per core, per chunk: (buffer, first row, row count, first column, values) in program order
     for c in range(block_dim):
-        core_ops = []
+        core_chunks = []
         for t in range(c, T1, block_dim):
             b = int(batch[t])
             s1, s2, kv0 = t - int(problem.cu_q[b]), int(problem.seq_kv[b]), int(problem.cu_kv[b])
@@ -112,6 +112,8 @@ def sfag_golden(problem, query, key, value, d_out, out, softmax_max, softmax_sum
                 ds = _f32(np.subtract, dp, rs[:, None])
                 ds = _f32(np.multiply, ds, p)
                 ds_low = cast(ds, name, "round").astype(_F32)
+                core_ops = []
+                core_chunks.append(core_ops)
                 for p0 in range(0, cols, PIECE_ROWS):
                     pr = min(PIECE_ROWS, cols - p0)
                     dests = [(j * bs - p0, rows, kv0 + blk * bs) for j, blk, rows in blocks if p0 <= j * bs < p0 + pr]
@@ -125,11 +127,10 @@ def sfag_golden(problem, query, key, value, d_out, out, softmax_max, softmax_sum
                         ncols = min(N_CHUNK, Dt - nc)
                         cmat = mmad(ds_low[:, p0:p0 + pr], ksel[p0:p0 + pr, nc:nc + ncols].T, 16)
                         core_ops.append(("dq", t * G, G, nc, cmat))
-        ops.append(core_ops)
-    order = _order(ops, atomic_log)
+        ops.append(core_chunks)
+    order = _order(ops, None if problem.deterministic else atomic_log)
     with np.errstate(all="ignore"):
-        for c, i in order:
-            buf, r0, rows, c0, vals = ops[c][i]
+        for buf, r0, rows, c0, vals in order:
             dst = ws[buf][r0:r0 + rows, c0:c0 + vals.shape[1]]
             dst[...] = dst + vals
     out_q = _post(ws["dq"], scale, name).reshape(T1, G, Dt)
@@ -143,16 +144,19 @@ def sfag_golden(problem, query, key, value, d_out, out, softmax_max, softmax_sum
     return res
 
 
-def _order(ops, atomic_log):
-    """(core, op index) in commit order: the recorded log, or core by core."""
+def _order(ops, atomic_log) -> list:
+    """The scatter-adds in commit order. No log (deterministic variant): round by round, cores in block
+    order within a round (docs/sfag.md "Deterministic"). With a log: its (block, sequence) order."""
     if atomic_log is None:
-        return [(c, i) for c in range(len(ops)) for i in range(len(ops[c]))]
+        rounds = max((len(c) for c in ops), default=0)
+        return [op for r in range(rounds) for c in ops if r < len(c) for op in c[r]]
+    flat = [[op for chunk in c for op in chunk] for c in ops]
     order = [(int(block), int(seq) - 1) for _, block, _, seq in atomic_log]
-    expected = sum(len(x) for x in ops)
+    expected = sum(len(x) for x in flat)
     if len(order) != expected or len(set(order)) != expected or \
-            any(not 0 <= i < len(ops[c]) for c, i in order):
+            any(not (0 <= c < len(flat) and 0 <= i < len(flat[c])) for c, i in order):
         raise ValueError(f"atomic log of {len(order)} writes does not match the golden's {expected} scatter-adds")
-    return order
+    return [flat[c][i] for c, i in order]
 
 
 def _post(acc: np.ndarray, scale, name: str) -> np.ndarray:

@@ -162,16 +162,35 @@ class KernelSparseFlashAttentionGrad:
                 self.Cube345Step(i - 1)
         if n:
             self.Cube345Step(n - 1)
+        if self.t.deterministic:
+            for _ in range(n, self.t.roundCount):
+                self.OrderedTurns(None)
         if self.qL1 is not None:
             self.qQue.FreeTensor(self.qL1)
             self.doQue.FreeTensor(self.doL1)
 
     def Cube345Step(self, i: int):
+        if self.t.deterministic:
+            self.OrderedTurns(i)
+            return
         CrossCoreWaitFlag(FLAG_VEC)
         SetAtomicAdd(np.float32)
         self.Cube345(i)
         SetAtomicNone()
         CrossCoreSetFlag(FLAG_C345, Pipe.FIX)
+
+    def OrderedTurns(self, i):
+        """Deterministic variant, one round: the cores take turns in block order (a SyncAll of the AICs
+        after each turn), so every scatter-add lands in (round, core) order whatever the timing.
+        *i*: this core's chunk of the round, or None when it has no chunk left."""
+        for turn in range(self.t.blockDim):
+            if turn == self.core and i is not None:
+                CrossCoreWaitFlag(FLAG_VEC)
+                SetAtomicAdd(np.float32)
+                self.Cube345(i)
+                SetAtomicNone()
+                CrossCoreSetFlag(FLAG_C345, Pipe.FIX)
+            SyncAll()
 
     def LoadToken(self, tok: int):
         """[Q | Q_rope] and dO of token *tok* into L1 (NZ), once per token."""

@@ -66,6 +66,7 @@ class SfagTilingData:
     dvOffset: int
     workspaceSize: int
     chunks: int  # total chunks of the call
+    roundCount: int  # most chunks of one core: the rounds of the deterministic variant
 
     def asdict(self) -> dict:
         return asdict(self)
@@ -91,13 +92,17 @@ def sfag_tiling(problem, chip, overrides=None, counts=None) -> SfagTilingData:
         counts = slot_counts(problem.indices)
     bs = problem.block_size
     chunk_slots = CHUNK_ROWS // bs
-    chunks = int((-(-counts // chunk_slots)).sum())
+    per_token = -(-counts // chunk_slots)
+    chunks = int(per_token.sum())
     used = max(min(problem.T1, chip.aic_count), 1)
     if "blockDim" in overrides:
         bd = overrides["blockDim"]
         if not isinstance(bd, (int, np.integer)) or isinstance(bd, bool) or not 1 <= bd <= chip.aic_count:
             raise invalid("tiling", f"blockDim must be an int in [1, {chip.aic_count}], got {bd!r}")
         used = min(int(bd), max(problem.T1, 1))
+    padded = np.zeros(-(-max(problem.T1, 1) // used) * used, np.int64)
+    padded[:problem.T1] = per_token
+    rounds = int(padded.reshape(-1, used).sum(axis=0).max()) if problem.T1 else 0
     isz = problem.dtype.itemsize
     g, d, dt = problem.G, problem.D, problem.Dt
     off = 0
@@ -119,4 +124,4 @@ def sfag_tiling(problem, chip, overrides=None, counts=None) -> SfagTilingData:
         blockDim=used, coreWorkspaceBytes=per_core, selKOffset=regions["selK"], selVOffset=regions["selV"],
         sOffset=regions["s"], dpOffset=regions["dp"], pOffset=regions["p"], dsOffset=regions["ds"],
         dqOffset=dq_off, dkOffset=dk_off, dvOffset=dv_off, workspaceSize=SYSTEM_WORKSPACE_BYTES + end,
-        chunks=chunks)
+        chunks=chunks, roundCount=rounds)
