@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg, TimeoutVerdict, launch
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
@@ -48,8 +47,11 @@ def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_
     if problem.empty:
         return (lambda: _empty(problem, spec, mode)), 0
     if mode == "estimate":
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID, "mode: estimate mode is not modelled for sparse_flash_attention_grad "
-                                                  "(use 'timing')")
+        from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
+
+        counts = estimate_counts(problem)
+        til = sfag_tiling(problem, spec, tiling, counts)
+        return (lambda: estimate_sfag(problem, spec, til, counts)), til.workspaceSize
     counts = slot_counts(problem.indices)
     til = sfag_tiling(problem, spec, tiling, counts)
     return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize

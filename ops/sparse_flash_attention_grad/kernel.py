@@ -123,15 +123,20 @@ class KernelSparseFlashAttentionGrad:
         self.pipe = TPipe()
 
     def Process(self):
+        ti = self.t
+        if not ti.mainLoop:
+            self.chunks = []
         if ASCEND_IS_AIC():
             self.ProcessCube()
-        else:
+            return
+        if ti.prePost:
             self.ZeroWorkspace()
             SyncAll()
-            if GetSubBlockIdx() == 0:
-                self.ProcessVector()
-            else:
-                self.FollowFlags()
+        if GetSubBlockIdx() == 0:
+            self.ProcessVector()
+        else:
+            self.FollowFlags()
+        if ti.prePost:
             SyncAll()
             self.Post()
 

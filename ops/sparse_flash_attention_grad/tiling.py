@@ -67,6 +67,8 @@ class SfagTilingData:
     workspaceSize: int
     chunks: int  # total chunks of the call
     roundCount: int  # most chunks of one core: the rounds of the deterministic variant
+    prePost: bool = True  # zero-fill and post steps (estimate mode times them apart from the main loop)
+    mainLoop: bool = True  # the token loop
 
     def asdict(self) -> dict:
         return asdict(self)
