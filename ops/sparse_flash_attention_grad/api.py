@@ -10,24 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.launch import GmArg, TimeoutVerdict, launch
-from npusim.memory.gm import TensorSpec
+from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip
 from ops.sparse_flash_attention_grad.contract import DEFAULTS
-from ops.sparse_flash_attention_grad.kernel import SfagKernelArgs
-from ops.sparse_flash_attention_grad.kernel import sparse_flash_attention_grad as sfag_kernel
-from ops.sparse_flash_attention_grad.tiling import SYSTEM_WORKSPACE_BYTES, sfag_tiling, slot_counts
+from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
+from ops.sparse_flash_attention_grad.launch import launch_kernel, zero_outputs
+from ops.sparse_flash_attention_grad.tiling import sfag_tiling, slot_counts
 from ops.sparse_flash_attention_grad.validate import validate
-
-OUTPUT_NAMES = ("d_query", "d_key", "d_value", "d_query_rope", "d_key_rope")
-
-
-def _data(x, full: bool):
-    if full and isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x)
-    return TensorSpec(tuple(x.shape), np.dtype(x.dtype))
-
 
 def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,
             actual_seq_lengths_query=None, actual_seq_lengths_kv=None, query_rope=None, key_rope=None,
@@ -47,43 +37,12 @@ def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_
     if problem.empty:
         return (lambda: _empty(problem, spec, mode)), 0
     if mode == "estimate":
-        from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
-
         counts = estimate_counts(problem)
         til = sfag_tiling(problem, spec, tiling, counts)
         return (lambda: estimate_sfag(problem, spec, til, counts)), til.workspaceSize
     counts = slot_counts(problem.indices)
     til = sfag_tiling(problem, spec, tiling, counts)
     return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize
-
-
-def kernel_args(problem, counts) -> SfagKernelArgs:
-    return SfagKernelArgs(tokenBatch=problem.batch_of_tokens(), cuQ=problem.cu_q, cuKv=problem.cu_kv,
-                          seqQ=problem.seq_q, seqKv=problem.seq_kv, indices=problem.indices, slots=counts,
-                          inDtype=problem.dtype)
-
-
-def _outputs(problem, full: bool) -> dict:
-    """Zeroed output arrays (full mode) or TensorSpecs, in the input shapes and dtype."""
-    shapes = {"d_query": problem.q_shape, "d_key": problem.k_shape, "d_value": problem.k_shape,
-              "d_query_rope": problem.q_rope_shape, "d_key_rope": problem.k_rope_shape}
-    return {n: (np.zeros(s, problem.dtype) if full else TensorSpec(s, problem.dtype))
-            for n, s in shapes.items() if s is not None}
-
-
-def launch_kernel(problem, til, spec, mode: str, inputs: tuple, counts, l2_warm=None):
-    """Run the mix kernel; returns (LaunchResult, outputs dict of GM arrays)."""
-    full = mode == "full"
-    outs = _outputs(problem, full)
-    names = ("query", "key", "value", "d_out", "out", "softmax_max", "softmax_sum", "query_rope", "key_rope")
-    gm = [GmArg(n, _data(x, full)) if x is not None else None for n, x in zip(names, inputs)]
-    gm_out = [GmArg(n, outs[n]) if n in outs else None for n in OUTPUT_NAMES]
-    ws_bytes = til.workspaceSize - SYSTEM_WORKSPACE_BYTES
-    ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
-    meta = {"operator": "SparseFlashAttentionGrad", "tiling": {k: v for k, v in til.asdict().items()}}
-    res = launch(sfag_kernel, (*gm, *gm_out, GmArg("workspace", ws), til, kernel_args(problem, counts)),
-                 block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix", meta=meta, l2_warm=l2_warm)
-    return res, outs
 
 
 def _run(problem, til, spec, mode, inputs, counts) -> OpResult:
@@ -96,7 +55,7 @@ def _run(problem, til, spec, mode, inputs, counts) -> OpResult:
 
 
 def _empty(problem, spec, mode) -> OpResult:
-    outputs = _outputs(problem, True) if mode == "full" else None
+    outputs = zero_outputs(problem, True) if mode == "full" else None
     return OpResult(outputs=outputs, cycles=0, time_us=0.0, trace=None, tiling=None, workspace_size=0, block_dim=0,
                     timeout=TimeoutVerdict(0.0, spec.aicore_timeout_s, False), mode=mode,
                     extra={"problem": problem})

@@ -21,6 +21,8 @@ import numpy as np
 
 from npusim.estimate import ADVICE_MARGIN, Estimate, contention_chip, marginal, timeout_verdict
 from npusim.memory.gm import TensorSpec
+from ops.common.result import OpResult
+from ops.sparse_flash_attention_grad.launch import launch_kernel
 from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, sfag_tiling, slot_counts
 
 PROBE_BLOCKS = 64  # slots of the smaller probe token at most (bs = 1: about 800 instructions)
@@ -96,8 +98,6 @@ def _inputs(p) -> tuple:
 
 def _run(p, chip, **flags) -> float:
     """Cycles of one timing-mode launch of sub-problem *p* (tiling flags as given)."""
-    from ops.sparse_flash_attention_grad.api import launch_kernel
-
     counts = slot_counts(p.indices)
     til = dataclasses.replace(sfag_tiling(p, chip, None, counts), **flags)
     res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts)
@@ -153,15 +153,11 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     """OpResult of estimate mode (cycles, time, tiling, timeout verdict with split advice) for the call's
     tiling *til* and slots per token *counts* (estimate_counts). A launch of at most DIRECT_BLOCKS work runs
     whole in timing mode (cheaper than the probes); *force_probes* skips that (accuracy benchmark)."""
-    from ops.common.result import OpResult
-
     used = til.blockDim
     work = token_work(problem, counts)
     if not force_probes and int(work["blocks"].sum() + 16 * work["chunks"].sum()) <= DIRECT_BLOCKS:
-        from ops.sparse_flash_attention_grad.api import launch_kernel
-
         res, _ = launch_kernel(problem, til, spec, "timing", _inputs(problem), counts)
-        est = Estimate(int(res.cycles), float(res.time_us), np.zeros(used), 0.0, classes={"direct": (None, 1.0)})
+        est = Estimate(int(res.cycles), float(res.time_us), np.zeros(used), 0.0, classes={})
         verdict = split_advice(problem, work["columns"].astype(np.float64), 0.0, spec, res.time_us * 1e-6, used)
         return OpResult(outputs=None, cycles=int(res.cycles), time_us=float(res.time_us), trace=None, tiling=til,
                         workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
@@ -173,8 +169,9 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     fixed = zp + co["fixed"] - spec.launch_overhead_cycles
     cycles = int(round(fixed + per_core.max()))
     time_us = cycles / spec.clock_hz * 1e6
-    est = Estimate(cycles, time_us, per_core, fixed, classes={k: (None, v) for k, v in co.items()
-                                                                if k != "probe_slots"})
+    has = work["chunks"] > 0
+    est = Estimate(cycles, time_us, per_core, fixed,
+                   classes={"tokens": (int(has.sum()), co["Tk"]), "columns": (int(work["columns"][has].sum()), co["Mc"])})
     verdict = split_advice(problem, cost, fixed, spec, time_us * 1e-6, used)
     return OpResult(outputs=None, cycles=cycles, time_us=time_us, trace=None, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",

@@ -77,3 +77,12 @@ def test_sfag_estimate_huge_broadcast_indices_without_memory():
                                       key_rope=TensorSpec((1, t1, 1, 64), np.float16), sparse_block_size=64,
                                       mode="estimate")
     assert res.time_us > 1000 and res.block_dim == 24 and res.extra["work"]["blocks"][0] == 32
+
+
+def test_sfag_predict_command_line(capsys):
+    """`npusim predict sfag`: a 4K-token backward of 32 blocks of 64 per token fits the timeout."""
+    from npusim.cli import main
+
+    assert main(["predict", "sfag", "S1=4096", "S2=4096", "N1=16", "block_size=64", "blocks=32"]) == 0
+    out = capsys.readouterr().out
+    assert "within the limit" in out and "tokens 4,096" in out
