@@ -4,8 +4,9 @@ Each query token selects the same number of key rows (``--rows``, 256 and 512 by
 rows / bs blocks of size bs, for bs in {1, 8, 16, 32, 64}: the same attention work, cut into more or
 fewer gathered blocks. One token per AI Core (T1 = 24 on Ascend910B2), N1 = 64 heads, D = 512 + rope 64,
 S2 = 8192, sparse_mode 0, fp16, timing mode. For each case: modeled time, and for the slowest core the
-busiest pipe (MTE2 = the gather's loads, FIX = Fixpipe scatter-adds, MTE3 = the gather's stores,
-CUBE, VECTOR) with its share of the core's time. Writes studies/out/sfag_block_size.csv and .png.
+busiest pipe (lanes as the trace names them: MTE2 = the gather's loads, FIXP = Fixpipe scatter-adds,
+MTE3 = the gather's stores, CUBE, VECTOR) with its share of the core's time, and its Fixpipe count.
+Writes studies/out/sfag_block_size.csv and .png.
 
     python studies/sfag_block_size.py [--quick]
 """
@@ -43,7 +44,7 @@ def run_case(rows: int, bs: int, seed: int = 0):
     ends = res.trace.df.groupby("core")["end_cycle"].max()
     slow = int(ends.idxmax())
     mine = pipes[pipes["core"] == slow].sort_values("busy_cycles", ascending=False).iloc[0]
-    fix = pipes[(pipes["core"] == slow) & (pipes["pipe"] == "FIX")]["instructions"].sum()
+    fix = pipes[(pipes["core"] == slow) & (pipes["pipe"] == "FIXP")]["instructions"].sum()
     return {"rows": rows, "block_size": bs, "blocks": rows // bs, "time_us": res.time_us,
             "bound_unit": f"{mine['sub_core']}.{mine['pipe']}", "bound_pct": 100.0 * mine["busy_cycles"] / summ.total_cycles,
             "fixpipes_slowest_core": int(fix), "instructions": summ.instructions}
