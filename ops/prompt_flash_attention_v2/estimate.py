@@ -21,6 +21,7 @@ import numpy as np
 
 from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
 from ops.prompt_flash_attention_v2.contract import MaskKind
+from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
 from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, balance_path, fit_base_sizes,
                                                   kv_chunk, pfa_tiling, split_core_mode)
 
@@ -154,8 +155,6 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     """Estimate one validated call; *tensors* are the call's (query, key, value, atten_mask, deq_scale1,
     quant_scale1, deq_scale2, quant_scale2, quant_offset2), of which only shapes and dtypes are read.
     Returns the Estimate and (sOuter, sInner, softmaxSOuter, blockDim)."""
-    from ops.prompt_flash_attention_v2.api import kernel_inputs, launch_kernel
-
     inputs = kernel_inputs(problem, "timing", *tensors)
     from ops.prompt_flash_attention_v2.tiling import l1_bytes, p_type_bytes, pv_type_bytes, ub_bytes
 
@@ -289,8 +288,6 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
     most work (tiles + half a tile per item) are run, each vector core on its real items, next to
     COMPANIONS copies; a large pair is sampled (SAMPLE_ITEMS items per vector core cut to their last
     SAMPLE_TILES and SAMPLE_TILES / 2 tiles) and extrapolated with fixed + a * items + b * tiles."""
-    from ops.prompt_flash_attention_v2.api import launch_kernel
-
     til = pfa_tiling(problem, spec, overrides)
     item = lambda i: (til.itemN[i], til.itemB[i], til.itemRow0[i], til.itemRows[i], til.itemTile0[i],  # noqa: E731
                       til.itemTile1[i])
