@@ -119,6 +119,9 @@ def test_run_timing_writes_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ScatterPaKvCache tokens=256 heads=2 D=64" in out and "bound unit" in out
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert main(["run", "spkc", "tokens=256", "heads=2", "D=64", "--mode", "estimate"]) == 0
+    out = capsys.readouterr().out  # no trace: the total alone, and the verdict
+    assert "cycles), launch included" in out and "AI Core timeout 1091 s: ok" in out
 
 
 def test_op_execute_timeout_rounds_up_to_whole_credits():
@@ -139,3 +142,17 @@ def test_predict_fa_and_spkc(capsys):
     assert main(["predict", "spkc", "tokens=4096", "heads=8", "D=128", "cache_mode=PA_NZ"]) == 0
     out = capsys.readouterr().out
     assert "within the limit" in out and "us =" in out
+
+
+def test_demo_fa_comes_from_the_registry(tmp_path, capsys, monkeypatch):
+    """The fa case is the operator entry's demo (no CLI code names it); refused up front on 310P."""
+    from ops.flash_attention_var_len_score import demo
+
+    assert main(["demo", "--case", "fa", "--chip", "Ascend310P3", "--out", str(tmp_path / "no")]) == 2
+    assert "runs on Atlas A2/A3" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    monkeypatch.setattr(demo, "SEQ_LENS", (384, 128))  # smaller than the real demo, to keep the test short
+    monkeypatch.setattr(demo, "N", 1)
+    assert main(["demo", "--case", "fa", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    err = float(re.search(r"vs the float64 formula: max \|diff\| = (\S+)", out).group(1))
+    assert err < 2e-3 and "sequences 384, 128" in out and (tmp_path / "trace.json").exists()
