@@ -80,17 +80,6 @@ def ASCEND_IS_AIV() -> bool:
     return current_unit().sub in (SubCore.AIV0, SubCore.AIV1, SubCore.COMBINED)
 
 
-# -- atomic accumulation into GM ------------------------------------------------------------------
-def SetAtomicAdd(dtype=np.float32) -> None:
-    """Ascend C ``SetAtomicAdd<T>()``: later Fixpipe writes to GM add to the destination (see Fixpipe)."""
-    current_unit().atomic = np.dtype(dtype)
-
-
-def SetAtomicNone() -> None:
-    """Ascend C ``SetAtomicNone()``: later writes to GM overwrite again."""
-    current_unit().atomic = None
-
-
 # -- buffers and queues --------------------------------------------------------------------------
 class _Slot:
     __slots__ = ("index", "addr", "state")
@@ -299,7 +288,7 @@ class TPipe:
 
 
 from npusim.isa.sync import (  # noqa: E402,F401 - the kernel vocabulary re-exported in one place
-    CrossCoreSetFlag, CrossCoreWaitFlag, PipeBarrier, SetFlag, SyncAll, WaitFlag)
+    CrossCoreSetFlag, CrossCoreWaitFlag, PipeBarrier, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, WaitFlag)
 from npusim.isa.dma import *  # noqa: E402,F401,F403
 from npusim.isa.vector import *  # noqa: E402,F401,F403
 from npusim.isa.cube import *  # noqa: E402,F401,F403

@@ -77,7 +77,7 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
     return OpResult(outputs=outs if full else None, cycles=int(cycles), time_us=float(time_us),
                     trace=launches["main"].trace, tiling=til, workspace_size=til.workspaceSize, block_dim=til.blockDim,
                     timeout=timeout, mode=mode,
-                    extra={"problem": problem, "launches": launches, "atomics": launches["main"].atomics,
+                    extra={"problem": problem, "launches": launches, "atomics": launches["main"].atomic_log,
                            "deterministic": til.deterministic, "workspace": ws if full else None})
 
 

@@ -138,14 +138,13 @@ def _block(problem, ctx: dict, blk) -> list:
 
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
-               atomics=None, ws_offsets=None, deterministic: bool = False, sink_in=None, atten_mask=None,
+               atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
-    atomic log (``res.extra["atomics"]``: (buffer, core, byte offset) in the order the adds reached
-    GM) with *ws_offsets* = {"dq": byte offset, "dk": ..., "dv": ...} of the fp32 workspaces; without
-    a log the cores' adds are applied core after core. *deterministic*: each core adds into its own
+    atomic log (``res.extra["atomics"]``: (buffer, core, sub-core, the core's add number) in the order
+    the adds reached GM); without a log the cores' adds are applied core after core. *deterministic*: each core adds into its own
     zeroed copy in its program order, and the copies are summed in core order (the log is not needed).
     Raises ValueError if the log does not match the block schedule.
     """
@@ -167,20 +166,21 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     if p.rope_d:
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
     zeros = lambda: {k: np.zeros(v, _F32) for k, v in shapes.items()}  # noqa: E731
-    heads = {k: v[1] for k, v in shapes.items()}
     if deterministic:
         copies = [zeros() for _ in range(block_dim)]
-        log = [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
+        log = [(None, c) for c in range(block_dim) for _ in fifo[c]]
     else:
         copies = [zeros()]
-        log = atomics if atomics is not None else [(None, c, None) for c in range(block_dim) for _ in fifo[c]]
-    for _, core, off in log:
+        log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for _ in fifo[c]]
+    taken = {c: 0 for c in fifo}
+    for entry in log:
+        core = entry[1]
         if core not in fifo or not fifo[core]:
             raise ValueError(f"atomic log names core {core} beyond its scheduled writes")
         kind, r0, h, dn, val = fifo[core].popleft()
-        width = shapes[kind][2]
-        if off is not None and off != ws_offsets[kind] + ((r0 * heads[kind] + h) * width + dn) * 4:
-            raise ValueError(f"atomic log offset {off} is not the next {kind} write of core {core}")
+        taken[core] += 1
+        if len(entry) == 4 and entry[3] != taken[core]:  # (buffer, core, sub-core, the core's add number)
+            raise ValueError(f"atomic log entry {entry} is not add {taken[core]} of core {core}")
         acc = copies[core if deterministic else 0][kind]
         with np.errstate(all="ignore"):
             acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = \

@@ -44,13 +44,9 @@ def _run(kw, **over):
     t = res.tiling
     gold = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
                       a["attention_in"], block_dim=t.blockDim, atomics=res.extra["atomics"],
-                      ws_offsets=_offsets(t), sink_in=a.get("sink_in"), atten_mask=a.get("atten_mask"),
+                      sink_in=a.get("sink_in"), atten_mask=a.get("atten_mask"),
                       query_rope=a["query_rope"], key_in_rope=a["key_in_rope"])
     return a, p, res, gold
-
-
-def _offsets(t):
-    return {"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset, "dq_rope": t.dqRopeOffset, "dk_rope": t.dkRopeOffset}
 
 
 @pytest.mark.parametrize("name", GRID)
@@ -97,8 +93,7 @@ def test_fag_golden_rejects_a_wrong_log():
     log = list(reversed(res.extra["atomics"]))
     with pytest.raises(ValueError):
         fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
-                   a["attention_in"], block_dim=t.blockDim, atomics=log,
-                   ws_offsets={"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset})
+                   a["attention_in"], block_dim=t.blockDim, atomics=log)
 
 
 def test_fag_timing_mode_and_three_launches():
