@@ -16,9 +16,9 @@ def _cmd_chips(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from npusim.trace import Trace
+    from npusim.trace_sink import load_trace
 
-    trace = Trace.from_chrome_json(args.trace)
+    trace = load_trace(args.trace, cores=range(max(args.max_cores, 1)))
     out = Path(args.out or Path(args.trace).with_suffix(".png"))
     trace.plot_gantt(out, max_cores=args.max_cores)
     print(f"wrote {out}")
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=_cmd_predict)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
-    pl = sub.add_parser("plot", help="Gantt figure of a Chrome trace JSON written by npusim")
+    pl = sub.add_parser("plot", help="Gantt figure of a trace written by npusim (Chrome JSON or trace='file:PATH' Parquet)")
     pl.add_argument("trace")
     pl.add_argument("--out", default=None)
     pl.add_argument("--max-cores", type=int, default=8)
