@@ -60,7 +60,8 @@ class CoreUnit:
         # list, not a tuple per instruction, for performance reasons: a kept tuple is one more object for the
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
-        self.flows: list = []  # (src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub)
+        # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
+        self.flows: list = []
         self.horizon = QUANTUM_CYCLES
         self.greenlet = None
         self.finished = False
@@ -211,7 +212,7 @@ class CoreUnit:
         if line is None:
             line = self.src_id(depth + 1)
         self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
-        self.flows.append((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
+        self.flows.extend((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
         return release
 
     def barrier(self, pipe: int, label_id: int, depth: int = 2) -> None:

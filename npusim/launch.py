@@ -207,7 +207,7 @@ class Launch:
             if fire > release:
                 release = fire
             src_unit = self.unit_of(unit.block_idx, key[3])
-            unit.flows.append((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
+            unit.flows.extend((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
         release += unit.flag_cycles
         unit.wait_until(pipe, release)
         unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))

@@ -16,8 +16,8 @@ sinks are interchangeable:
 
 Summaries of all levels are equal: they are computed from the same rounded cycles with the same rules
 (``Trace.summary``). Record layout of a chunk: ``pipe, name_id, start, end, bytes, flops, src_id`` per
-instruction (floats and ints, flat); flows ``(src pipe, set cycle, dst pipe, wait cycle, label_id, src core,
-src sub)``.
+instruction (floats and ints, flat); flows, flat likewise: ``src pipe, set cycle, dst pipe, wait cycle, label_id,
+src core, src sub``.
 """
 from __future__ import annotations
 
@@ -80,14 +80,14 @@ def record_columns(core: int, sub: int, records: list) -> dict:
 
 
 def flow_columns(core: int, sub: int, flows: list) -> dict:
-    """A stream's flow tuples -> trace flow columns."""
-    sp, sc, dp, wc, lab, score, ssub = zip(*flows) if flows else ((),) * 7
-    n = len(sp)
-    return {"src_core": np.asarray(score, np.int32), "src_sub": np.asarray(ssub, np.int32),
-            "src_pipe": np.asarray(sp, np.int32), "set_cycle": np.rint(np.asarray(sc, np.float64)).astype(np.int64),
+    """A stream's flat flow records (7 values per arrow) -> trace flow columns."""
+    n = len(flows) // 7
+    f = np.fromiter(flows, np.float64, 7 * n).reshape(n, 7)
+    return {"src_core": f[:, 5].astype(np.int32), "src_sub": f[:, 6].astype(np.int32),
+            "src_pipe": f[:, 0].astype(np.int32), "set_cycle": np.rint(f[:, 1]).astype(np.int64),
             "dst_core": np.full(n, core, np.int32), "dst_sub": np.full(n, sub, np.int32),
-            "dst_pipe": np.asarray(dp, np.int32), "wait_cycle": np.rint(np.asarray(wc, np.float64)).astype(np.int64),
-            "label_id": np.asarray(lab, np.int32)}
+            "dst_pipe": f[:, 2].astype(np.int32), "wait_cycle": np.rint(f[:, 3]).astype(np.int64),
+            "label_id": f[:, 4].astype(np.int32)}
 
 
 def _concat(chunks: list, dtypes: dict) -> dict:
