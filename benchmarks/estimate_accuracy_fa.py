@@ -102,7 +102,7 @@ def describe(cfg) -> str:
     return f"Sq {seqs} Skv {kvs} N {n1}/{n2} D {d} {np.dtype(dt).name} sp {mode} {extra}"
 
 
-def accuracy(grid) -> None:
+def accuracy(grid) -> dict:
     errors = []
     print(f"{'configuration':78s} {'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
     for cfg in grid:
@@ -114,17 +114,22 @@ def accuracy(grid) -> None:
               flush=True)
     print(f"{len(errors)} configurations: max |error| {100 * max(errors):.2f}%, mean {100 * np.mean(errors):.2f}% "
           "(target: max <= 3%)")
+    return {"configs": len(errors), "max_pct": 100 * max(errors), "mean_pct": 100 * float(np.mean(errors))}
 
 
-def huge() -> None:
+def huge() -> dict:
+    walls, peaks = [], []
     for name, sq, skv, n1, n2, d, dt, mode, opt in HUGE:
         res, wall = call(sq, skv, n1, n2, d, dt, mode, opt, "estimate")
         tracemalloc.start()  # a second call for the memory: tracing slows the simulation several times
         call(sq, skv, n1, n2, d, dt, mode, opt, "estimate")
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
+        walls.append(wall)
+        peaks.append(peak / 2 ** 20)
         print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted, {wall:.2f} s wall, peak traced "
               f"{peak / 2 ** 20:.0f} MB; {res.timeout.advice}", flush=True)
+    return {"huge_max_wall_s": max(walls), "huge_max_peak_mb": max(peaks)}
 
 
 def proxy() -> None:
@@ -167,8 +172,12 @@ def main() -> None:
     if args.proxy:
         proxy()
         return
-    accuracy(GRID[:6] if args.quick else GRID)
-    huge()
+    acc = accuracy(GRID[:6] if args.quick else GRID)
+    big = huge()
+    if not args.quick:
+        from results import save
+
+        save("estimate_accuracy_fa", {**acc, **big})
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ def call(cfg, mode):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    grid = GRID[:6] if ap.parse_args().quick else GRID
+    quick = ap.parse_args().quick
+    grid = GRID[:6] if quick else GRID
     errors = []
     print(f"{'B':>2} {'N':>3} {'Nkv':>3} {'S1':>5} {'S2':>5} {'D':>3} {'dtype':8s} {'sp':>2} {'chip':15s} "
           f"{'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
@@ -100,6 +101,7 @@ def main() -> None:
               f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}")
     print(f"{len(errors)} configurations: max |error| {100 * max(errors):.2f}%, mean {100 * np.mean(errors):.2f}% "
           "(target: max <= 3%)")
+    walls = []
     for name, b, n, nkv, s, d in HUGE:
         q, kv = TensorSpec((b, n, s, d), np.float16), TensorSpec((b, nkv, s, d), np.float16)
         t0 = time.perf_counter()
@@ -107,9 +109,15 @@ def main() -> None:
                                         scale_value=1 / np.sqrt(d), pre_tokens=2147483647, next_tokens=2147483647,
                                         mode="estimate")
         wall = time.perf_counter() - t0
+        walls.append(wall)
         print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted ({'EXCEEDS' if res.timeout.exceeded else 'within'} "
               f"{res.timeout.limit_s:g} s), {wall:.2f} s wall, peak RSS so far "
               f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    if not quick:
+        from results import save
+
+        save("estimate_accuracy_pfa", {"configs": len(errors), "max_pct": 100 * max(errors),
+                                       "mean_pct": 100 * float(np.mean(errors)), "huge_max_wall_s": max(walls)})
 
 
 if __name__ == "__main__":

@@ -206,12 +206,21 @@ def main(words: list[str]) -> None:
               flush=True)
     if errors:
         print(f"{len(errors)} cases: max |error| {max(errors):.2f}%, mean |error| {np.mean(errors):.2f}%")
+    walls, peaks = [], []
     for name, (build, args) in HUGE.items():
         if words and not any(w in name for w in words):
             continue
         r = huge_case(build, args)
+        walls.append(r["wall_s"])
+        peaks.append(r["peak_mb"])
         print(f"{name}: {r['cycles']} cycles ({r['time_us']:.0f} us modeled), {r['work']}; estimate "
               f"{r['wall_s']:.2f} s wall, peak {r['peak_mb']:.0f} MB ({r['sample']}); {r['advice']}", flush=True)
+    if not words:
+        from results import save
+
+        save("estimate_accuracy_spkc", {"configs": len(errors), "max_pct": max(errors),
+                                        "mean_pct": float(np.mean(errors)), "huge_max_wall_s": max(walls),
+                                        "huge_max_peak_mb": max(peaks)})
 
 
 if __name__ == "__main__":

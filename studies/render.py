@@ -67,6 +67,25 @@ def _rows_performance() -> dict:
              f"{norm['wall_full_s']:.1f} s full / {norm['wall_timing_s']:.1f} s timing wall")
         rows["same, PA_NZ"] = (f"{nz['time_us']:.1f} us modeled, {nz['gb_s']:.0f} GB/s ({nz['peak_pct']:.0f}%); "
                                f"{nz['wall_full_s']:.1f} s / {nz['wall_timing_s']:.1f} s wall")
+    c = load("calibration")
+    if c:
+        rows["calibration, FA forward vs the 910B2 board (`benchmarks/calibration.py`)"] = \
+            f"MAPE {c['mape_pct']:.1f}%, max {c['max_pct']:.1f}% over the {c['points']} fitted points (docs/calibration.md)"
+    e = load("estimate_accuracy_pfa")
+    if e:
+        rows["estimate mode vs timing mode, PFA, 32 configurations (`benchmarks/estimate_accuracy_pfa.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s per estimate on the largest legal shapes")
+    e = load("estimate_accuracy_fa")
+    if e:
+        rows["same, FlashAttentionVarLenScore, 37 configurations (`benchmarks/estimate_accuracy_fa.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB on T = 1M tokens")
+    e = load("estimate_accuracy_spkc")
+    if e:
+        rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
     return rows
 
 
