@@ -30,7 +30,8 @@ with warnings.catch_warnings():
     res = prompt_flash_attention_v2(big, big, big, num_heads=N, input_layout="BNSD", mode=mode, trace=trace,
                                     progress=False)
 wall = time.perf_counter() - t0
-print(json.dumps({"mode": mode, "trace": sys.argv[2], "wall_s": wall,
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"mode": mode, "trace": sys.argv[2], "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "time_us": res.time_us, "instructions": len(res.trace) if res.trace is not None else None}))
 """

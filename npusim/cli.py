@@ -65,13 +65,16 @@ def _cmd_run(args) -> int:
 
     entry, problem = problem_of(args)
     spec = get_chip(args.chip)
-    res = entry.call(problem, chip=spec, mode=args.mode)
+    res = entry.call(problem, chip=spec, mode=args.mode,
+                     **({"trace": args.trace} if args.mode == "timing" and args.trace else {}))
     shape = " ".join(f"{k}={v}" for k, v in problem.items())
     print(f"npusim run: {entry.title} {shape} on {spec.name}, {args.mode} mode")
     print("\n".join(time_lines(res, spec)))
     if res.trace is not None:
         print(res.trace.summary().to_text(8))
-        if args.out:
+        if args.out and getattr(res.trace, "level", "full") == "summary":
+            print("no trace.json / gantt.png: --trace summary keeps no instruction rows")
+        elif args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             print(f"wrote {res.trace.to_chrome_json(out / 'trace.json')}, "
@@ -121,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timing: every instruction simulated, no data (default); estimate: work counted, the "
                         "slowest core sampled")
     r.add_argument("--out", default=None, help="directory for trace.json and gantt.png (timing mode; default: none)")
+    r.add_argument("--trace", default=None, metavar="LEVEL",
+                   help="timing mode's trace level: full, summary (memory flat in the run's length), none, or "
+                        "file:PATH (every row streamed to a Parquet file for `npusim plot`); default: every row up "
+                        "to 10M, then the summary")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)

@@ -8,7 +8,7 @@ sinks are interchangeable:
 - :class:`SummarySink` (``trace="summary"``): folds each chunk into per core/sub-core/lane counts, bytes,
   FLOPs and busy cycles (union of intervals, kept exactly with a small carry of still-open intervals);
   memory does not grow with the instruction count. Gives a :class:`SummaryTrace`.
-- ``trace="none"``: :class:`SummarySink` too (the operator time needs no rows); the result has no trace.
+- :class:`NoneSink` (``trace="none"``): drops the records; the result has cycles and time, no trace.
 - :class:`FileSink` (``trace="file:PATH"``): streams every row to a Parquet file (pyarrow) and keeps the
   summary; gives a :class:`FileTrace` that reads the file back for ``.df``, Chrome export and figures.
 - default (``trace=None``): :class:`AutoSink`, full up to :data:`FULL_TRACE_MAX_ROWS` rows, then the
@@ -63,8 +63,10 @@ def make_sink(trace):
         return AutoSink()
     if trace == "full":
         return FullSink()
-    if trace in ("summary", "none"):
-        return SummarySink(keep=trace == "summary")
+    if trace == "summary":
+        return SummarySink()
+    if trace == "none":
+        return NoneSink()
     return FileSink(Path(trace[5:]).expanduser())
 
 
@@ -118,6 +120,19 @@ class TraceSink:
         """The launch failed: release what the sink holds (files stay as far as written)."""
 
 
+class NoneSink(TraceSink):
+    """``trace="none"``: records are dropped as they come; the launch gives cycles and time only."""
+
+    def rows(self, core, sub, records, watermark):
+        pass
+
+    def flows(self, core, sub, flows):
+        pass
+
+    def finish(self, names, sources, clock_hz, meta):
+        return None
+
+
 class FullSink(TraceSink):
     """Every row in memory as numpy columns, ordered stream by stream as the launch built them."""
 
@@ -163,8 +178,7 @@ class SummarySink(TraceSink):
     stream's watermark: a handful), so it does not depend on the instruction count.
     """
 
-    def __init__(self, keep: bool = True):
-        self.keep = keep
+    def __init__(self):
         self.streams: dict = {}  # (core, sub) -> _StreamBusy
         self.total_cycles = 0
         self.n_rows = 0
@@ -231,8 +245,6 @@ class SummarySink(TraceSink):
             for r in range(_N_LANES):
                 st.busy[r] += int((st.open_end[r] - st.open_start[r]).sum())
                 st.open_start[r] = st.open_end[r] = np.zeros(0, np.int64)
-        if not self.keep:
-            return None
         return SummaryTrace(self.summary(clock_hz, str(meta.get("chip", ""))), clock_hz,
                             meta)
 
@@ -284,7 +296,7 @@ class FileSink(SummarySink):
     """
 
     def __init__(self, path: Path):
-        super().__init__(keep=True)
+        super().__init__()
         import pyarrow as pa
         import pyarrow.parquet as pq
 

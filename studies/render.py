@@ -108,8 +108,8 @@ def performance(body: str, stale: list) -> str:
                     line = f"| {cells[0]} | {cells[1]} {EARLIER} |"
         elif line.startswith("Measured on"):
             line = _machine_line(["sim_speed", "pfa", "fa_varlen", "scatter_pa_kv_cache"]) or line
-            line += (f" Figures marked {EARLIER} are from earlier runs (load average 0.7-1.9) that no saved result "
-                     "has replaced yet.")
+            line += (f" Figures marked {EARLIER} are from earlier runs (most at load average 0.7-1.9) that no saved "
+                     "result has replaced yet.")
         out.append(line)
     for key, value in new.items():  # a result with no row yet
         out.append(f"| {key} | {value} |")
@@ -135,13 +135,14 @@ def quick_tour(body: str, stale: list) -> str:
     c = q["case"]
     out = [f"What the large quick-tour shape (PFA B={c['B']} N={c['N']} S={c['S']} D={c['D']}) costs in each mode "
            "(`benchmarks/quick_tour.py`):", "",
-           "| mode | wall s | peak MB | modeled us | instructions |", "|---|---|---|---|---|"]
+           "| mode | wall s | CPU s | peak MB | modeled us | instructions |", "|---|---|---|---|---|---|"]
     names = {("estimate", "default"): "estimate", ("timing", "summary"): 'timing, `trace="summary"`',
              ("timing", "default"): "timing, default trace (rows up to 10M, then the summary)"}
     for r in q["rows"]:
         n = f"{r['instructions']:,}" if r["instructions"] else "-"
-        out.append(f"| {names.get((r['mode'], r['trace']), r['mode'])} | {r['wall_s']:.1f} | {r['peak_mb']:.0f} | "
-                   f"{r['time_us']:.1f} | {n} |")
+        cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-"
+        out.append(f"| {names.get((r['mode'], r['trace']), r['mode'])} | {r['wall_s']:.1f} | {cpu} | "
+                   f"{r['peak_mb']:.0f} | {r['time_us']:.1f} | {n} |")
     out += ["", _machine_line(["quick_tour"])]
     return "\n".join(out) + "\n"
 

@@ -189,3 +189,19 @@ def test_progress_bar_shows_simulated_time_and_eta(monkeypatch, capsys):
     assert "simulated time" in err and " us [" in err and "<" in err  # position, total and remaining time
     _pfa("none")  # progress=None under pytest: stderr is not a terminal
     assert capsys.readouterr().err == ""
+
+
+def test_cli_run_trace_levels(tmp_path, capsys):
+    """`npusim run ... --trace summary` prints the same summary as the default level; file:PATH writes a
+    Parquet trace that `npusim plot` draws."""
+    args = ["run", "pfa", "B=1", "N=2", "S=256", "D=64"]
+    assert cli_main(args) == 0
+    default = capsys.readouterr().out
+    assert cli_main(args + ["--trace", "summary"]) == 0
+    assert capsys.readouterr().out == default
+    path = tmp_path / "run.parquet"
+    assert cli_main(args + ["--trace", f"file:{path}"]) == 0
+    assert cli_main(["plot", str(path), "--out", str(tmp_path / "g.png")]) == 0
+    assert (tmp_path / "g.png").is_file()
+    assert cli_main(args + ["--trace", "bogus"]) == 2
+    assert "trace: must be one of" in capsys.readouterr().err
