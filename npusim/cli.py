@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", default=None)
     pl.add_argument("--max-cores", type=int, default=8)
     pl.set_defaults(func=_cmd_plot)
+    from npusim.sweep.cli import add_parser as add_sweep
+
+    add_sweep(sub)
     return p
 
 
