@@ -32,6 +32,7 @@ Bad studies raise AclnnError 161002 naming the key.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -180,6 +181,7 @@ class Study:
     def chip_variants(self) -> list[tuple[str, tuple]]:
         """(preset, sorted changes) per chip variant: bases x scale x grid, then explicit variants; every
         variant names every field the study varies (the base value where it leaves one alone)."""
+        from npusim.chip import ChipSpec
         from npusim.chip import chip as get_chip
 
         bases = self.chip.get("base", "Ascend910B2")
@@ -192,6 +194,9 @@ class Study:
         if not isinstance(extra, list) or not all(isinstance(v, dict) for v in extra):
             raise _bad("chip.variants must be a list of tables of ChipSpec fields")
         fields = sorted(set(scale) | set(grid_) | {k for v in extra for k in v})
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(ChipSpec)})
+        if unknown:
+            raise _bad(f"chip: unknown ChipSpec field(s) {', '.join(unknown)}")
         out = []
         for base in bases:
             spec = get_chip(base)

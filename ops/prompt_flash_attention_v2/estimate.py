@@ -21,7 +21,7 @@ import numpy as np
 
 from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
 from ops.prompt_flash_attention_v2.contract import MaskKind
-from ops.prompt_flash_attention_v2.tiling import PfaTilingData, fit_base_sizes
+from ops.prompt_flash_attention_v2.tiling import PfaTilingData, check_overrides, fit_base_sizes
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
 COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
@@ -146,7 +146,7 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     inputs = kernel_inputs(problem, "timing", *tensors)
     from ops.prompt_flash_attention_v2.tiling import l1_bytes, p_type_bytes, pv_type_bytes, ub_bytes
 
-    overrides = dict(overrides or {})
+    overrides = check_overrides(overrides, spec)
     s_outer, s_inner, sm = fit_base_sizes(problem, spec, {k: v for k, v in overrides.items() if k != "blockDim"})
     profiles, inverse = _profiles(problem, s_outer, s_inner)
     work = _Work(problem, profiles, inverse)

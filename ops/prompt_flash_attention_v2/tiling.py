@@ -242,20 +242,28 @@ def split_cores(weights: np.ndarray, cores: int) -> tuple[np.ndarray, np.ndarray
     return starts, ends
 
 
-def pfa_tiling(problem, chip, overrides: dict | None = None) -> PfaTilingData:
-    """The full tiling of one validated call on *chip*."""
+def check_overrides(overrides: dict | None, chip) -> dict:
+    """The user's overrides as a dict: names in OVERRIDABLE, blockDim in [1, aic_count] (161002);
+    the sizes are checked by fit_base_sizes. Timing and estimate modes both start here."""
     overrides = dict(overrides or {})
     unknown = set(overrides) - set(OVERRIDABLE)
     if unknown:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: unknown override(s) {sorted(unknown)}; "
                                                   f"allowed: {', '.join(OVERRIDABLE)}")
+    bd = overrides.get("blockDim")
+    if bd is not None and (isinstance(bd, bool) or not isinstance(bd, (int, np.integer))
+                           or not 1 <= bd <= chip.aic_count):
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {chip.aic_count}], got {bd!r}")
+    return overrides
+
+
+def pfa_tiling(problem, chip, overrides: dict | None = None) -> PfaTilingData:
+    """The full tiling of one validated call on *chip*."""
+    overrides = check_overrides(overrides, chip)
     s_outer, s_inner, sm = fit_base_sizes(problem, chip, {k: v for k, v in overrides.items() if k != "blockDim"})
     items = item_table(problem, s_outer, s_inner)
     weights = items[:, 5] - items[:, 4] if len(items) else np.zeros(0, np.int64)
-    max_cores = chip.aic_count
-    block_dim = int(overrides.get("blockDim", min(max_cores, max(len(items), 1))))
-    if not 1 <= block_dim <= max_cores:
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {max_cores}], got {block_dim}")
+    block_dim = int(overrides.get("blockDim", min(chip.aic_count, max(len(items), 1))))
     starts, ends = split_cores(weights, block_dim) if len(items) else (np.zeros(block_dim, int),
                                                                           np.zeros(block_dim, int))
     t, p, pv = problem.softmax_dtype.itemsize, p_type_bytes(problem), pv_type_bytes(problem)
