@@ -150,31 +150,17 @@ class Study:
 
     # --- expansion -----------------------------------------------------------------------------
     def problem_dicts(self) -> list[tuple[str, dict]]:
-        """(label, parameters with defaults filled and types checked) per [[problem]]."""
-        params = {p.name: p for p in self.entry().params}
+        """(label, parameters with defaults filled, parsed by the operator's own registry entry) per
+        [[problem]]."""
+        entry = self.entry()
         out = []
         for i, raw in enumerate(self.problems):
             raw = dict(raw)
             label = str(raw.pop("name", "")) or ", ".join(f"{k}={v}" for k, v in raw.items())
-            unknown = set(raw) - set(params)
-            if unknown:
-                raise _bad(f"problem {i}: unknown parameter(s) {', '.join(sorted(unknown))} for {self.operator}; "
-                           f"known: {', '.join(params)}")
-            full = {}
-            for name, p in params.items():
-                if name in raw:
-                    v = raw[name]
-                    if p.type is float and isinstance(v, int) and not isinstance(v, bool):
-                        v = float(v)
-                    if not isinstance(v, p.type) or isinstance(v, bool) and p.type is not bool:
-                        raise _bad(f"problem {i}: {name} must be {p.type.__name__}, got {v!r}")
-                    if p.choices and v not in p.choices:
-                        raise _bad(f"problem {i}: {name} must be one of {p.choices}, got {v!r}")
-                    full[name] = v
-                elif p.default is None:
-                    raise _bad(f"problem {i}: {name} is required for {self.operator}")
-                else:
-                    full[name] = p.default
+            try:
+                full = entry.parse({k: v for k, v in raw.items()})
+            except AclnnError as e:
+                raise _bad(f"problem {i} ({label}): {e.message}") from None
             out.append((label, full))
         return out
 

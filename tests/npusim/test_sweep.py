@@ -67,8 +67,8 @@ def test_space_rejects_unknown_axis_and_empty_values():
 # --- study files --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad, match", [
     ({"operatr": "pfa"}, "unknown key"), ({"operator": "nope"}, "nope"), ({"mode": "full"}, "mode must be"),
-    ({"problem": [{"B": 1}]}, "N is required"), ({"problem": [TINY_PFA | {"Q": 1}]}, "unknown parameter"),
-    ({"problem": [TINY_PFA | {"B": "one"}]}, "B must be int"), ({"search": {"kind": "annealing"}}, "search.kind"),
+    ({"problem": [{"B": 1}]}, "missing required keys N="), ({"problem": [TINY_PFA | {"Q": 1}]}, "unknown key Q"),
+    ({"problem": [TINY_PFA | {"B": "one"}]}, "B must be"), ({"search": {"kind": "annealing"}}, "search.kind"),
     ({"chip": {"base": "Ascend910B2", "scale": {"warp_drive": [1.0]}}}, "warp_drive"),
     ({"tiling": {"sOuter": "some"}}, "non-empty list"),
 ])
