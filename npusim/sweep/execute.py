@@ -10,8 +10,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Iterable, Iterator
 
 from npusim.sweep.run import run_point
 from npusim.sweep.study import Point

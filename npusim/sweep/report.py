@@ -5,8 +5,9 @@ A *case* is one problem on one chip variant: the tilings of a case compete with 
 (modeled time against on-chip memory = UB + L1 bytes, and workspace; the non-dominated points of
 each case), sensitivity_<axis>.png (per varied tiling axis or chip field: time relative to the
 problem's best, the best and the median over the other axes), heatmap.png (two tiling axes: time and
-UB occupancy per cell, the default tiling boxed, when a study sweeps two or more tiling axes) and
-verdict.txt (best tiling per case and its gain over the default tiling; chip what-ifs per problem).
+UB occupancy per cell, the default tiling boxed, when a study sweeps two or more tiling axes),
+whatif.png (chip studies: best time against the first varied chip field, a line per value of the
+second) and verdict.txt (best tiling per case and its gain over the default tiling; chip what-ifs per problem).
 """
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def report(results, out_dir=None, top: int = 10, heatmap: tuple[str, str] | None
     for axis in [f"eff.{a}" for a in axes] + chip_fields(df):
         if axis in ok and ok[axis].nunique() > 1:
             files.append(plot_sensitivity(ok, axis, out / f"sensitivity_{axis.split('.', 1)[1]}.png"))
+    if chip_fields(df) and len(ok):
+        files.append(plot_whatif(ok, out / "whatif.png"))
     pair = heatmap or (tuple(axes[:2]) if len(axes) >= 2 else None)
     if pair:
         files.append(plot_heatmap(df, pair, out / "heatmap.png"))
@@ -152,10 +155,17 @@ def verdict(df: pd.DataFrame, axes: list[str]) -> str:
 
 def _chip_label(g: pd.DataFrame, row) -> str:
     varied = [c for c in chip_fields(g) if c in row.index]
-    return row["chip"] + ("" if not varied else " (" + ", ".join(f"{c[5:]}={_num(row[c])}" for c in varied) + ")")
+    return row["chip"] + ("" if not varied else " (" + ", ".join(f"{c[5:]}={_fmt(c, row[c])}" for c in varied) + ")")
 
 
-def _num(v) -> str:
+def _fmt(column: str, v) -> str:
+    """A chip field's value in its natural unit: bytes/s as GB/s, bytes as MiB, Hz as MHz."""
+    if column.endswith("_per_s"):
+        return f"{v / 1e9:.4g} GB/s"
+    if column.endswith("_bytes"):
+        return f"{v / 2 ** 20:.4g} MiB"
+    if column.endswith("_hz"):
+        return f"{v / 1e6:.4g} MHz"
     return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
@@ -218,6 +228,29 @@ def plot_sensitivity(ok: pd.DataFrame, axis: str, path: Path) -> Path:
     ax.set_ylabel("time / problem's best (solid: best, dashed: median)")
     ax.set_title(f"sensitivity to {name}", fontsize=9)
     ax.legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_whatif(ok: pd.DataFrame, path: Path) -> Path:
+    """Per problem: the best time over the tilings against the first varied chip field, one line per
+    value of the second (if any)."""
+    fields = chip_fields(ok)
+    x, hue = fields[0], (fields[1] if len(fields) > 1 else None)
+    probs = list(ok.groupby("problem", sort=False))[:MAX_CASE_PLOTS]
+    fig, axes = _figure(len(probs))
+    for ax, (prob, g) in zip(axes, probs):
+        keys = [x] + ([hue] if hue else [])
+        best = g.groupby(keys)["time_us"].min().reset_index()
+        for value, line in (best.groupby(hue) if hue else [(None, best)]):
+            label = None if hue is None else f"{hue[5:]} = {_fmt(hue, value)}"
+            ax.plot(line[x] / (1e9 if x.endswith("per_s") else 1), line["time_us"], "o-", label=label)
+        ax.set_xlabel(x[5:] + (" (GB/s)" if x.endswith("per_s") else ""), fontsize=8)
+        ax.set_ylabel("modeled time (us)", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(f"{ok['operator'].iloc[0]}: {prob}", fontsize=8)
+        if hue:
+            ax.legend(fontsize=7)
     fig.savefig(path, dpi=110)
     return path
 

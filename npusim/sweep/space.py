@@ -8,8 +8,8 @@ the AclnnError that tiling raises (the constraint texts here say what it will ch
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 

@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 #: Integer columns that may hold nulls: stored as pandas nullable Int64 so Parquet keeps them integers.
@@ -68,9 +69,9 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
             vals = df[c].dropna()
             if all(isinstance(v, (int,)) and not isinstance(v, bool) or float(v).is_integer() for v in vals):
                 df[c] = df[c].astype("Int64")
-        elif c.startswith(("busy.", "chip.")) or c in ("time_us", "wall_s", "ub_pct", "l1_pct"):
-            if df[c].map(lambda v: v is None or isinstance(v, (int, float))).all():
-                df[c] = df[c].astype("float64") if not _all_int(df[c]) else df[c]
+        elif (c.startswith(("busy.", "chip.")) or c in ("time_us", "wall_s", "ub_pct", "l1_pct")) \
+                and df[c].map(lambda v: v is None or isinstance(v, (int, float))).all() and not _all_int(df[c]):
+            df[c] = df[c].astype("float64")
     return df
 
 
@@ -90,7 +91,7 @@ def _all_int(s: pd.Series) -> bool:
 
 def _plain(v):
     """A value read back from Parquet as the Python value a fresh run would give (NaN/NA -> None)."""
-    if v is pd.NA or (isinstance(v, float) and v != v):
+    if v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
     if hasattr(v, "item"):
         return v.item()

@@ -36,9 +36,10 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 
@@ -231,4 +232,4 @@ class Study:
 
 def _scaled(base_value, factor):
     v = base_value * factor
-    return int(round(v)) if isinstance(base_value, int) and not isinstance(base_value, bool) else float(v)
+    return round(v) if isinstance(base_value, int) and not isinstance(base_value, bool) else float(v)

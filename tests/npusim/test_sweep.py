@@ -217,3 +217,14 @@ def test_cli_sweep_report_and_space(tmp_path, capsys):
     assert main(["sweep", "space", "fa", "T=512", "N=1", "D=64"]) == 0
     assert "s1BaseSize" in capsys.readouterr().out
     assert main(["sweep", str(tmp_path / "nope.toml")]) == 2
+
+
+def test_chip_whatif_report(tmp_path):
+    study = {"operator": "pfa", "mode": "estimate", "problem": [TINY_PFA], "output": str(tmp_path / "w.parquet"),
+             "chip": {"scale": {"hbm_bw_bytes_per_s": [0.25, 1.0]}, "grid": {"l2_bytes": [1 << 22, 1 << 27]}}}
+    df = sweep(study, workers=1, progress=False)
+    assert len(df) == 4 and sorted(set(df["chip.l2_bytes"])) == [1 << 22, 1 << 27]
+    slow = df[df["chip.hbm_bw_bytes_per_s"] == df["chip.hbm_bw_bytes_per_s"].min()]["time_us"].min()
+    assert slow > df["time_us"].min()  # a quarter of the HBM bandwidth costs time here
+    rep = report(tmp_path / "w.parquet", tmp_path / "rep")
+    assert "whatif.png" in {f.name for f in rep.files} and "over 4 chip variants" in rep.verdict
