@@ -91,7 +91,7 @@ def base_sizes(problem) -> tuple[int, int, int]:
             s_outer, s_inner, sm = 128, 512, 32
     else:
         # D >= 200: sOuter 64 as the fp32 path (npusim's output accumulator is fp32 in UB, so a 128-row
-        # block of D >= 200 would leave the fitting loop only tiny sInner; studies/pfa_tiling.py)
+        # block of D >= 200 would leave the fitting loop only tiny sInner; studies/pfa_tiling.toml)
         s_outer, s_inner = (64 if d >= 200 else 128), 1024
         if problem.s2 <= 1024 and problem.quant_path != QuantPath.INT8_IN_INT8_OUT:
             s_inner = 512

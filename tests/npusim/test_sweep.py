@@ -146,11 +146,16 @@ def test_local_pool_and_dask_cluster_equal_the_serial_run_bit_for_bit(tmp_path):
     study = pfa_study(tmp_path, output=None)
     serial = sweep(study, workers=1, progress=False)
     pool = sweep(study, workers=2, progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
-            distributed.Client(lc) as client:
-        on_dask = sweep(study, scheduler=client, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None) as lc:
+        assert lc.scheduler_address.startswith("tcp://")
+        by_address = sweep(study, scheduler=lc.scheduler_address, progress=False)  # --scheduler tcp://...
+        with distributed.Client(lc) as client:
+            by_client = sweep(study, scheduler=client, progress=False)
+            assert client.status == "running"  # a caller's client is left open
     pd.testing.assert_frame_equal(_bits(pool), _bits(serial))
-    pd.testing.assert_frame_equal(_bits(on_dask), _bits(serial))
+    pd.testing.assert_frame_equal(_bits(by_address), _bits(serial))
+    pd.testing.assert_frame_equal(_bits(by_client), _bits(serial))
 
 
 def test_random_sample_is_seeded_and_counts(tmp_path):
