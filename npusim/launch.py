@@ -381,6 +381,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
                                          f"{run.timeout_s:g} s on {chip.name}")
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
+    info["launch_overhead_cycles"] = chip.launch_overhead_cycles  # in `cycles`, not in the trace
     trace = run.build_trace(info)
     run.release()
     return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info)

@@ -119,6 +119,9 @@ def test_run_timing_writes_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ScatterPaKvCache tokens=256 heads=2 D=64" in out and "bound unit" in out
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert main(["run", "spkc", "tokens=256", "heads=2", "D=64", "--mode", "estimate"]) == 0
+    out = capsys.readouterr().out  # no trace: the total alone, and the verdict
+    assert "cycles), launch included" in out and "AI Core timeout 1091 s: ok" in out
 
 
 def test_op_execute_timeout_rounds_up_to_whole_credits():
