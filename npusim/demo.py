@@ -66,8 +66,8 @@ def time_lines(res, spec) -> list[str]:
     if "launch_overhead_cycles" not in meta:
         return [head + ", launch included"] + _timeout_line(res)
     overhead_us = meta["launch_overhead_cycles"] / spec.clock_hz * 1e6
-    return [head + f" = kernel {res.time_us - overhead_us:.1f} us + launch overhead {overhead_us:.1f} us (fixed cost "
-            "of one launch, fitted: npusim/calibration.py)",
+    return [head + f" = kernel {res.time_us - overhead_us:.1f} us + launch overhead {overhead_us:.1f} us (the fixed "
+            "cost of the launch, fitted: npusim/calibration.py)",
             f"  the trace below is the kernel alone: {res.trace.time_us:.2f} us from its first to its last instruction "
             "(no launch overhead)"] + _timeout_line(res)
 

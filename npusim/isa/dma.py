@@ -150,10 +150,10 @@ def _data(t) -> np.ndarray:
 
 
 def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte: int = 0,
-          gm_write: bool = False, depth: int = 3) -> None:
-    """Schedule a transfer. *depth*: frames from unit.transfer up to the kernel line (transfer ->
-    _send -> instruction __init__ -> kernel line = 3, one more per helper method in between)."""
-    unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
+          gm_write: bool = False, depth: int = 3) -> float:
+    """Schedule a transfer; return its start cycle. *depth*: frames from unit.transfer up to the kernel
+    line (transfer -> _send -> instruction __init__ -> kernel line = 3, one more per helper in between)."""
+    return unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
 
 
 def _nonneg(what: str, **values) -> None:
@@ -201,8 +201,13 @@ class DataCopy:
             self.params, self.count = count_or_params, None
         else:
             self.params, self.count = None, int(count_or_params)
-        unit = _unit_of(dst, src)
-        itemsize = (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
+        # NOTE: each operand's kind tested once (not in _unit_of / _check again), for performance reasons
+        # (benchmarks/sim_speed.py): DataCopy is most of a streaming kernel's instructions
+        src_local, dst_local = isinstance(src, LocalTensor), isinstance(dst, LocalTensor)
+        if not (src_local or dst_local):
+            raise NpusimError("a data movement needs at least one LocalTensor operand")
+        unit = dst.core if dst_local else src.core
+        itemsize = (src if src_local else dst).dtype.itemsize
         if self.params is None:
             nbytes = src_span = dst_span = self.count * itemsize
         else:
@@ -212,8 +217,14 @@ class DataCopy:
             nbytes = p.blockCount * p.blockLen * BLOCK
             gaps = max(p.blockCount - 1, 0) * BLOCK
             src_span, dst_span = nbytes + gaps * p.srcStride, nbytes + gaps * p.dstStride
-        _check(src, src_span // src.dtype.itemsize)
-        _check(dst, dst_span // dst.dtype.itemsize)
+        if src_local:
+            src.check(src_span // src.dtype.itemsize)
+        else:
+            src.check(0, src_span // src.dtype.itemsize)
+        if dst_local:
+            dst.check(dst_span // dst.dtype.itemsize)
+        else:
+            dst.check(0, dst_span // dst.dtype.itemsize)
         if isinstance(src, GlobalTensor):
             if not isinstance(dst, LocalTensor):
                 raise NotImplementedError("DataCopy GM -> GM is not an AI Core instruction")
@@ -227,6 +238,8 @@ class DataCopy:
             path = _STORE_PATHS.get(src.buffer.kind)
             if path is None:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> GM is not modelled (L0C leaves by Fixpipe)")
+            if unit.atomic is not None:
+                raise NotImplementedError("DataCopy to GM under SetAtomicAdd is not modelled (Fixpipe only)")
             if unit.full:
                 self.execute()
             _send(unit, self.name, Pipe.MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
@@ -362,6 +375,8 @@ class DataCopyPad:
         if p.blockLen % item or gm_stride % item:
             raise NotImplementedError(f"DataCopyPad: blockLen {p.blockLen} and GM stride {gm_stride} bytes must be "
                                       f"whole {item}-byte elements")
+        if store and _unit_of(dst, src).atomic is not None:
+            raise NotImplementedError("DataCopyPad to GM under SetAtomicAdd is not modelled (Fixpipe only)")
         if store and (pad.leftPadding or pad.rightPadding or pad.isPad):
             raise NotImplementedError("DataCopyPad UB -> GM with padding is not modelled")
         self.left = pad.leftPadding * item
