@@ -21,7 +21,7 @@ from greenlet import greenlet
 
 from npusim import __version__
 from npusim.core import FLOWCTRL, CoreUnit
-from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpusimError
+from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpuBufferError, NpusimError
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
 from npusim.trace import Trace
@@ -82,6 +82,7 @@ class LaunchResult:
     timeout: TimeoutVerdict
     block_dim: int
     meta: dict = field(default_factory=dict)
+    sanitizer: object = None  # SanitizerReport of a sanitize=True launch (npusim.sanitizer), else None
 
 
 class Launch:
@@ -109,6 +110,7 @@ class Launch:
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
+        self.sanitizer = None  # npusim.sanitizer.Sanitizer when sanitizing (it swaps its hooks in)
 
     # -- tables for the trace ----------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -237,10 +239,16 @@ class Launch:
     # -- running ---------------------------------------------------------------------------------
     def add_unit(self, block_idx: int, sub: SubCore, fn, args) -> CoreUnit:
         unit = CoreUnit(self, block_idx, sub, self.full)
+        if self.sanitizer is not None:
+            self.sanitizer.attach_unit(unit)
 
         def body():
             try:
                 fn(*args)
+            except (KernelHangError, NpuBufferError) as exc:
+                if self.sanitizer is None:
+                    raise
+                self.sanitizer.fault(unit, exc, _kernel_line(exc, fn))  # reported; this stream stops here
             except (AclnnError, NpusimError):
                 raise
             except Exception as exc:  # noqa: BLE001 - re-raised with the core that raised it
@@ -273,6 +281,11 @@ class Launch:
                 raise orig from orig.__cause__
             raise
         stuck = [u for u in self.units if not u.finished]
+        if stuck and self.sanitizer is not None and len(self.sanitizer.report):
+            for u in stuck:  # blocked behind a stream the sanitizer already stopped: that report says why
+                u.greenlet = None
+                u.finished = True
+            stuck = []
         if stuck:
             lines = [f"{u.label} waits for {u.waiting_for or 'nothing (suspended)'}" for u in stuck]
             for u in stuck:
@@ -328,7 +341,8 @@ class Launch:
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
-           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None) -> LaunchResult:
+           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None,
+           sanitize: bool | None = None) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -337,6 +351,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
     *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way).
+    *sanitize*: check the schedule (npusim.sanitizer, docs/sanitizer.md); the result's ``sanitizer`` holds
+    the reports, and a hang or bad access becomes a report instead of an error. None: sanitize when
+    called inside ``npusim.sanitizer.sanitizing()`` (how operators pass ``sanitize=True`` on).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
     """
     from npusim.chip import chip as get_chip
@@ -347,6 +364,13 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     if kernel_type not in KERNEL_TYPES:
         raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
     run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s)
+    collector = None
+    if sanitize is not False:
+        from npusim.sanitizer import Sanitizer, ambient
+
+        collector = ambient()
+        if sanitize or collector is not None:
+            Sanitizer().attach(run)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
@@ -382,8 +406,31 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
     trace = run.build_trace(info)
+    report = None
+    if run.sanitizer is not None:
+        report = run.sanitizer.finish()
+        trace.marks = report.marks()
+        if collector is not None:
+            collector.extend(report)
+        run.sanitizer = None
     run.release()
-    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, report)
+
+
+def _kernel_line(exc: Exception, fn) -> str:
+    """'file:line' of the innermost traceback frame outside npusim (its examples excepted): the kernel
+    line that faulted."""
+    import os
+
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    examples = os.path.join(pkg, "examples") + os.sep
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        fname = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not fname.startswith(pkg + os.sep) or fname.startswith(examples):
+            where = f"{fname}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 class GmArg:

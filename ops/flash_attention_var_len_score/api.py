@@ -16,7 +16,7 @@ from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg, TimeoutVerdict, launch
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
-from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.common.result import OpResult, check_mode, resolve_chip, run_checked
 from ops.flash_attention_var_len_score.contract import DEFAULTS
 from ops.flash_attention_var_len_score.kernel import FaVarLenKernelArgs
 from ops.flash_attention_var_len_score.kernel import flash_attention_var_len_score as fa_kernel
@@ -152,7 +152,7 @@ def flash_attention_var_len_score(query, key, value, real_shift=None, drop_mask=
                                   pre_tokens=DEFAULTS["pre_tokens"], next_tokens=DEFAULTS["next_tokens"],
                                   head_num=None, input_layout="TND", inner_precise=DEFAULTS["inner_precise"],
                                   sparse_mode=DEFAULTS["sparse_mode"], *, softmax_layout="TND",
-                                  chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+                                  chip="Ascend910B2", mode="full", tiling=None, sanitize=False) -> OpResult:
     """FlashAttentionVarLenScore (seed 001) on the chip model; arguments as the seed, in snake_case.
 
     Returns an OpResult with ``attention_out`` [T1, N1, D], ``softmax_max`` and ``softmax_sum``
@@ -160,12 +160,13 @@ def flash_attention_var_len_score(query, key, value, real_shift=None, drop_mask=
     mode, plus cycles, time, trace, tiling, workspace size and the timeout verdict. Raises AclnnError
     with the contract's status for invalid input, 161002 for a bad *softmax_layout*, 507014 when the
     predicted run exceeds the AI Core timeout (full and timing modes; estimate mode reports it in
-    ``timeout`` with split advice instead).
+    ``timeout`` with split advice instead). ``sanitize=True`` checks the kernel's schedule (docs/sanitizer.md):
+    reports in ``.sanitizer``.
     """
     run, _ = prepare(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix, actual_seq_qlen,
                      actual_seq_kvlen, scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout,
                      inner_precise, sparse_mode, softmax_layout=softmax_layout, chip=chip, mode=mode, tiling=tiling)
-    return run()
+    return run_checked(run, sanitize)
 
 
 def aclnnFlashAttentionVarLenScoreGetWorkspaceSize(query, key, value, realShiftOptional, dropMaskOptional,

@@ -31,7 +31,7 @@ from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
-from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.common.result import OpResult, check_mode, resolve_chip, run_checked
 from ops.scatter_pa_kv_cache import kernel as K
 from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, OP_NAME
 from ops.scatter_pa_kv_cache.tiling import TEMPLATE_NAMES, TilingData, scatter_pa_kv_cache_tiling
@@ -182,7 +182,8 @@ def prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_
 
 def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=None, *, compress_lens=None,
                         compress_seq_offset=None, seq_lens=None, cache_mode="Norm", scatter_mode="None",
-                        strides=None, offsets=None, chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+                        strides=None, offsets=None, chip="Ascend910B2", mode="full", tiling=None,
+                        sanitize=False) -> OpResult:
     """aclnnScatterPaKvCache: write key/value tokens into the paged caches, in place.
 
     Arguments are the seed's (snake_case); ``value``/``value_cache`` may be empty arrays (key-only
@@ -195,12 +196,14 @@ def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=No
     mode, illegal tiling override), 561002 (rank and tiling-only rules), 507014 (predicted run past
     the AI Core timeout; estimate mode reports it in ``timeout`` instead, with split advice). On any error the caches are
     unchanged. NotImplementedError for the Rope mean of integer/fp8 tokens (950 class only).
+    ``sanitize=True`` checks the kernel's schedule (docs/sanitizer.md): reports in ``.sanitizer``.
     """
-    return prepare_scatter_pa_kv_cache(
+    call = prepare_scatter_pa_kv_cache(
         key, key_cache, slot_mapping, value, value_cache, compress_lens=compress_lens,
         compress_seq_offset=compress_seq_offset, seq_lens=seq_lens, cache_mode=cache_mode,
         scatter_mode=scatter_mode, strides=strides, offsets=offsets, chip=chip, mode=mode,
-        tiling=tiling).run()
+        tiling=tiling)
+    return run_checked(call.run, sanitize)
 
 
 # --- aclnn facade (seed parameter order) ------------------------------------------------------------
