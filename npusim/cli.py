@@ -1,4 +1,4 @@
-"""The ``npusim`` command: demo, chips, plot (and the operator commands as operators land)."""
+"""The ``npusim`` command: demo, predict, check (the sanitizer), chips, plot."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +32,17 @@ def _cmd_predict(args) -> int:
     return 0
 
 
+def _cmd_check(args) -> int:
+    from npusim.predict import predict
+    from npusim.sanitizer import sanitizing
+
+    with sanitizing() as found:
+        res = predict(args.op, args.params, mode="timing")
+    print(f"{args.op}: {res.cycles:,} cycles, {len(res.trace):,} instructions checked")
+    print(found.summary())
+    return 1 if len(found) else 0
+
+
 def _cmd_demo(args) -> int:
     from npusim.demo import run_demo
 
@@ -54,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("op", choices=["pfa", "fa", "spkc"])
     pr.add_argument("params", nargs="*", help="KEY=VALUE shape parameters, e.g. B=1 N=20 S=2097152 D=256 N_kv=1")
     pr.set_defaults(func=_cmd_predict)
+    ck = sub.add_parser("check", help="run an operator's kernel sanitized in timing mode: missing flags, races, "
+                                      "bad accesses (docs/sanitizer.md); exit status 1 if anything is reported",
+                        description="Shape keys as for `npusim predict` (below).\n\n"
+                                    + __import__("npusim.predict", fromlist=["x"]).__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ck.add_argument("op", choices=["pfa", "fa", "spkc"])
+    ck.add_argument("params", nargs="*", help="KEY=VALUE shape parameters, e.g. B=1 N=2 S=1024 D=128 sparse_mode=2")
+    ck.set_defaults(func=_cmd_check)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
     pl = sub.add_parser("plot", help="Gantt figure of a Chrome trace JSON written by npusim")

@@ -47,8 +47,9 @@ def _dtype(kv: dict):
     return DTYPES[name]
 
 
-def predict(op: str, params: list[str]):
-    """Run *op* in estimate mode for the shape in *params*; return the OpResult."""
+def predict(op: str, params: list[str], mode: str = "estimate"):
+    """Run *op* in estimate mode (or *mode*: ``npusim check`` runs timing mode) for the shape in *params*;
+    return the OpResult."""
     kv = parse(params)
     spec = op_execute_timeout(get_chip(kv.pop("chip", "Ascend910B2")), kv.pop("timeout", 0))
     if op == "pfa":
@@ -64,7 +65,7 @@ def predict(op: str, params: list[str]):
         return prompt_flash_attention_v2(TensorSpec((b, n, s, d), dt), TensorSpec((b, nkv, s2, d), dt),
                                          TensorSpec((b, nkv, s2, d), dt), num_heads=n, num_key_value_heads=nkv,
                                          input_layout="BNSD", scale_value=1 / np.sqrt(d), sparse_mode=sparse,
-                                         chip=spec, mode="estimate", **extra)
+                                         chip=spec, mode=mode, **extra)
     if op == "fa":
         from ops import flash_attention_var_len_score
         from ops.common.masks import compressed_causal_mask
@@ -78,7 +79,7 @@ def predict(op: str, params: list[str]):
         return flash_attention_var_len_score(TensorSpec((t, n, d), dt), TensorSpec((t, nkv, d), dt),
                                              TensorSpec((t, nkv, d), dt), actual_seq_qlen=cum, actual_seq_kvlen=cum,
                                              head_num=n, scale_value=1 / np.sqrt(d), sparse_mode=sparse,
-                                             input_layout="TND", chip=spec, mode="estimate", **extra)
+                                             input_layout="TND", chip=spec, mode=mode, **extra)
     if op == "spkc":
         from ops import scatter_pa_kv_cache
 
@@ -95,7 +96,7 @@ def predict(op: str, params: list[str]):
         else:
             cache = TensorSpec((blocks, block, heads, d), dt)
         slots = np.arange(tokens, dtype=np.int32)
-        return scatter_pa_kv_cache(key, cache, slots, key, cache, cache_mode=cache_mode, chip=spec, mode="estimate")
+        return scatter_pa_kv_cache(key, cache, slots, key, cache, cache_mode=cache_mode, chip=spec, mode=mode)
     raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"predict: unknown operator {op!r} (pfa, fa, spkc)")
 
 

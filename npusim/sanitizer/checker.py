@@ -8,10 +8,10 @@ declares the bytes it touches, regions.py), updates the stream's clocks (clocks.
 range against the memory's shadow (shadow.py). Nothing here reads a simulated cycle except to label
 reports: happens-before comes only from the synchronisation the kernel issued.
 
-Uninitialised local bytes are reported when an instruction stores them to GM (MTE3, FixPipe): kernels
-routinely compute over the padding rows and lanes of a tile (vector repeats, cube fractals), whose
-results never leave the core, so reads inside the core are not checked (no taint propagation,
-docs/sanitizer.md). GM workspace bytes are checked on every read.
+Uninitialised bytes: kernels routinely read and compute over the padding rows, columns and lanes of a
+tile (vector repeats, cube fractals, workspace rows) whose results never leave the core, and the
+sanitizer does not propagate taint (docs/sanitizer.md). So a store to GM (MTE3, FixPipe) is reported
+if any byte it reads was never written; any other read (local buffers, the GM workspace) if none was.
 
 Same-pipe rule (``pipe-barrier``): pipes V and M start an instruction before the previous one's
 results are written; a dependent instruction is safe once a PipeBarrier on the pipe (or a flag from it)
@@ -30,8 +30,9 @@ from npusim.isa.cube import MMAD_SETTLE_FRACTALS
 from npusim.sanitizer.clocks import STRIDE, StreamClock
 from npusim.sanitizer.regions import accesses, end_of
 from npusim.sanitizer.report import SanitizerReport
+from npusim.memory.local import LocalBuffer
 from npusim.sanitizer.shadow import InitMap, Shadow
-from npusim.types import BufferKind, Pipe, SubCore
+from npusim.types import Pipe, SubCore
 
 _V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
 LATENT_PIPES = (_V, _M)
@@ -44,8 +45,8 @@ GM_BUCKET = 64 * 1024
 UNINITIALISED_GM = ("workspace",)
 #: Largest GM buffer whose written blocks are tracked (32 B per bit of a bool array).
 MAX_INIT_GM_BYTES = 4 << 30
-#: Required alignment (bytes) of an instruction's start address in each local buffer (hardware.md §3).
-ALIGN = {BufferKind.UB: 32, BufferKind.L1: 32, BufferKind.L0A: 512, BufferKind.L0B: 512, BufferKind.L0C: 64}
+#: Instructions whose local operands must start on the buffer's alignment (ChipSpec.*_align_bytes,
+#: hardware.md §5); vector instructions address UB in 32-byte blocks, which LocalTensor already enforces.
 _ALIGNED_NAMES = {"LoadData", "Mmad", "Fixpipe", "DataCopy", "DataCopyPad"}
 
 # record: (stream, pipe, epoch, occupancy issued to the pipe after it, exposure, source id, cycle, name id,
@@ -61,8 +62,7 @@ class Sanitizer:
         self.launch = None
         self.units: list = []
         self.clocks: list[StreamClock] = []
-        self.local: dict = {}  # (stream, BufferKind) -> Shadow
-        self.local_init: dict = {}  # (stream, BufferKind) -> InitMap
+        self.local: dict = {}  # id(LocalBuffer) -> (Shadow, InitMap, alignment, the buffer)
         self.gm: dict = {}  # id(GmBuffer) -> (GmBuffer, Shadow, InitMap or None)
         self.flags: list[dict] = []  # per stream: flag key -> deque of (message, explicit, source id, pipe)
         self.xflags: dict = {}  # launch.xflags key -> deque of remote clocks
@@ -181,32 +181,29 @@ class Sanitizer:
             return
         atomic = bool(unit.__dict__.get("atomic"))
         rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
-        for space, r, write in sorted(accesses(ins), key=_writes_last):
+        for space, r, write in accesses(ins, unit.buffers):
             if r[1] <= 0:
                 continue
-            if isinstance(space, BufferKind):
+            if space.__class__ is LocalBuffer:
                 self._local(unit, clock, pipe, occ_before, rec, space, r, write, ins)
             else:
                 self._global(unit, clock, pipe, rec, space, r, write, ins)
 
-    def _local(self, unit, clock, pipe, occ_before, rec, kind, r, write, ins) -> None:
-        key = (clock.idx, kind)
-        shadow = self.local.get(key)
-        if shadow is None:
-            shadow = self.local[key] = Shadow(f"{unit.label} {kind}", LOCAL_BUCKET)
-            self.local_init[key] = InitMap(unit.buffer(kind).capacity)
-        align = ALIGN.get(kind)
-        if align and r[0] % align and ins.name in _ALIGNED_NAMES:
+    def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
+        entry = self.local.get(id(buf))
+        if entry is None:
+            kind = buf.kind
+            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {kind}", LOCAL_BUCKET), InitMap(buf.capacity),
+                                           buf.align, buf)
+        shadow, init, align, _ = entry
+        if r[0] % align and ins.name in _ALIGNED_NAMES:
             self._report("misaligned", rec, None, shadow.name, r,
-                         f"{ins.name} at byte {r[0]} of {kind}: {kind} accesses must be {align}-byte aligned")
-        if end_of(r) > unit.buffer(kind).capacity:
-            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {kind} capacity")
+                         f"{ins.name} at byte {r[0]} of {buf.kind}: {buf.kind} accesses must be {align}-byte aligned")
+        if end_of(r) > buf.capacity:
+            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
         state = shadow.state
-        vc, epoch_q = clock.vc[pipe], None
-        for k in shadow.neighbours(r):
-            st = state.get(k)
-            if st is None:
-                continue
+        vc = clock.vc[pipe]
+        for k, st in shadow.live(r):
             for w in st[0]:
                 p = w[_PI]
                 if p != pipe:
@@ -225,7 +222,6 @@ class Sanitizer:
                     if p != pipe and vc[p] < rd[_EP]:
                         self._report("pipe-hazard", rec, rd, shadow.name, _common(r, k),
                                      f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
-        init = self.local_init[key]
         if write:
             for k in shadow.covered[r]:
                 state.pop(k, None)
@@ -236,7 +232,7 @@ class Sanitizer:
             if st is None:
                 st = state[r] = [(), {}]
             st[1][pipe] = rec
-            bad = init.first_unwritten(r) if pipe in OUT_PIPES and _stores_to_gm(ins) else None
+            bad = init.first_unwritten(r, pipe in OUT_PIPES and _stores_to_gm(ins))
             if bad is not None:
                 self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
                              f"{ins.name} reads {kind} bytes no instruction of this core has written")
@@ -255,10 +251,7 @@ class Sanitizer:
         vc, rc = clock.vc[pipe], clock.rc[pipe]
         state = shadow.state
         atomic = rec[_ATOM]
-        for k in shadow.neighbours(r):
-            st = state.get(k)
-            if st is None:
-                continue
+        for k, st in shadow.live(r):
             for w in st[0]:
                 if atomic and w[_ATOM]:
                     continue
@@ -284,7 +277,7 @@ class Sanitizer:
                 st = state[r] = [(), {}]
             st[1][me * STRIDE + pipe] = rec
             if init is not None:
-                bad = init.first_unwritten(r)
+                bad = init.first_unwritten(r, False)
                 if bad is not None:
                     self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
                                  f"{ins.name} reads {gm.name} bytes nothing has written in this launch")
@@ -358,9 +351,6 @@ def _stores_to_gm(ins) -> bool:
     return dst is not None and hasattr(dst, "gm")
 
 
-def _writes_last(access) -> bool:
-    """An instruction reads its operands before it writes its result (in-place operands included)."""
-    return access[2]
 
 
 def _common(a: tuple, b: tuple) -> tuple:

@@ -1,13 +1,13 @@
 """The bytes one instruction reads and writes, as strided byte ranges the sanitizer can compare.
 
-A *range* is ``(start, row_bytes, rows, pitch)``: ``rows`` runs of ``row_bytes`` bytes whose starts are
+*space* is the LocalBuffer or GmBuffer accessed. A *range* is ``(start, row_bytes, rows, pitch)``: ``rows`` runs of ``row_bytes`` bytes whose starts are
 ``pitch`` bytes apart (one contiguous run is ``(start, n, 1, 0)``). Instructions declare ``reads()`` /
 ``writes()`` as ``(BufferKind, byte address, nbytes)`` envelopes (npusim.isa.base); where an envelope
 would join bytes the instruction skips (row-strided DMA, repeat strides of vector instructions) this
 module gives the exact rows instead, so interleaved accesses are not mistaken for overlapping ones.
 
-:func:`accesses` returns ``[(space, range, is_write), ...]`` where *space* is a BufferKind (local) or a
-GmBuffer (global memory).
+:func:`accesses` returns ``[(space, range, is_write), ...]``, reads first, *space* being the LocalBuffer
+or GmBuffer accessed.
 """
 from __future__ import annotations
 
@@ -45,8 +45,20 @@ def overlap(a: tuple, b: tuple) -> bool:
         return True
     if a[2] > b[2]:
         a, b = b, a
+        b0, b1 = a0, a1
     start, row, rows, pitch = a
-    for i in range(rows if rows > 1 else 1):
+    if rows <= 1:
+        return _hits(start, start + row, b)
+    if pitch == b[3]:  # same pitch: rows of b lie at a fixed offset from rows of a
+        d = b[0] - start
+        for k in range((-b[1] - d) // pitch - 1, (row - d) // pitch + 2):
+            if -b[1] < d + k * pitch < row and max(0, -k) < min(rows, b[2] - k):
+                return True
+        return False
+    # only the rows of a inside b's envelope can meet it
+    lo = max(0, (b0 - start - row) // pitch)
+    hi = min(rows - 1, (b1 - start) // pitch + 1)
+    for i in range(lo, hi + 1):
         x = start + i * pitch
         if _hits(x, x + row, b):
             return True
@@ -73,22 +85,23 @@ def covers(outer: tuple, inner: tuple) -> bool:
 
 
 # -- per instruction -------------------------------------------------------------------------------
-def accesses(ins) -> list:
-    """[(space, range, is_write)] of instruction *ins* (exact rows where the instruction has them)."""
-    fn = _EXACT.get(type(ins).__name__)
+def accesses(ins, buffers: dict) -> list:
+    """[(space, range, is_write)] of instruction *ins*, reads first (exact rows where the instruction has
+    them); *buffers*: the core's BufferKind -> LocalBuffer, for instructions that declare kinds."""
+    fn = _EXACT.get(ins.__class__.__name__)
     if fn is not None:
         out = fn(ins)
         if out is not None:
             return out
-    return ([(k, contiguous(a, n), False) for k, a, n in ins.reads() if n > 0]
-            + [(k, contiguous(a, n), True) for k, a, n in ins.writes() if n > 0])
+    return ([(buffers[k], contiguous(a, n), False) for k, a, n in ins.reads() if n > 0]
+            + [(buffers[k], contiguous(a, n), True) for k, a, n in ins.writes() if n > 0])
 
 
 def _side(t, r: tuple, write: bool):
     """(space, range shifted to the tensor's address, write) of a GlobalTensor or LocalTensor."""
-    if isinstance(t, GlobalTensor):
+    if t.__class__ is GlobalTensor:
         return (t.gm, (t.byte_offset + r[0],) + r[1:], write)
-    return (t.buffer.kind, (t.addr + r[0],) + r[1:], write)
+    return (t.buffer, (t.addr + r[0],) + r[1:], write)
 
 
 def _elementwise(ins):
@@ -96,15 +109,17 @@ def _elementwise(ins):
     tensors = (ins.dst,) + tuple(ins.srcs)
     if ins.geometry is None:
         n = ins.count * item
-        return [_side(t, contiguous(0, n), i == 0) for i, t in enumerate(tensors) if n]
+        return [_side(t, contiguous(0, n), False) for t in tensors[1:]] + [_side(ins.dst, contiguous(0, n), True)] \
+            if n else []
     key, strides = ins.geometry
     rep = ins.repeats
     if not rep:
         return []
     lanes = key if isinstance(key, int) else _top_lane(key, item)
-    out = []
-    for i, (t, (blk, rs)) in enumerate(zip(tensors, strides)):
-        out.append(_side(t, _repeat_range(lanes, item, rep, int(blk), int(rs)), i == 0))
+    out = [_side(t, _repeat_range(lanes, item, rep, int(blk), int(rs)), False)
+           for t, (blk, rs) in zip(tensors[1:], strides[1:])]
+    blk, rs = strides[0]
+    out.append(_side(tensors[0], _repeat_range(lanes, item, rep, int(blk), int(rs)), True))
     return out
 
 

@@ -21,21 +21,28 @@ BLOCK = 32
 class Shadow:
     """Accesses of one memory, per range."""
 
-    __slots__ = ("name", "bucket", "state", "near", "covered", "buckets")
+    __slots__ = ("name", "bucket", "state", "near", "nearset", "covered", "buckets")
 
     def __init__(self, name: str, bucket_bytes: int):
         self.name = name
         self.bucket = bucket_bytes
         self.state: dict = {}  # range -> [tuple of write records, {stream*8+pipe: read record}]
         self.near: dict = {}  # range -> ranges sharing a byte with it (itself first)
+        self.nearset: dict = {}  # range -> the same, as a set
         self.covered: dict = {}  # range -> ranges it covers (state dropped on a write)
         self.buckets: dict = {}
 
-    def neighbours(self, r: tuple) -> list:
-        n = self.near.get(r)
-        if n is None:
-            n = self._register(r)
-        return n
+    def live(self, r: tuple) -> list:
+        """[(range, state)] of the ranges sharing a byte with *r* that have state."""
+        near = self.near.get(r)
+        if near is None:
+            near = self._register(r)
+        state = self.state
+        if len(near) <= len(state):
+            get = state.get
+            return [(k, st) for k in near if (st := get(k)) is not None]
+        nears = self.nearset[r]
+        return [(k, st) for k, st in state.items() if k in nears]
 
     def _register(self, r: tuple) -> list:
         b = self.bucket
@@ -52,18 +59,21 @@ class Shadow:
                 if overlap(c, r):
                     near.append(c)
                     self.near[c].append(r)
+                    self.nearset[c].add(r)
                     if covers(r, c):
                         cov.append(c)
                     if covers(c, r):
                         self.covered[c].append(r)
             lst.append(r)
         self.near[r] = near
+        self.nearset[r] = set(near)
         self.covered[r] = cov
         return near
 
 
 class InitMap:
-    """Which 32-byte blocks of a memory have been written (a write marks the blocks it fills whole)."""
+    """Which 32-byte blocks of a memory have been written (a write marks every block it touches, so a block
+    written in part counts as written: no false report, at the price of missing some)."""
 
     __slots__ = ("blocks", "marked", "verified")
 
@@ -92,12 +102,14 @@ class InitMap:
         if r in self.marked:
             return
         self.marked.add(r)
-        idx = self._index(r, True)
+        idx = self._index(r, False)
         if idx is not None:
             self.blocks[idx] = True
 
-    def first_unwritten(self, r: tuple):
-        """None if every whole block *r* reads has been written, else the byte address of the first one not."""
+    def first_unwritten(self, r: tuple, every: bool = True):
+        """The byte address of the first whole block of *r* never written, or None. *every*: every block must
+        have been written; otherwise only a range none of whose blocks was written counts (a read of a
+        tile's padding next to written data is not reported)."""
         if r in self.verified:
             return None
         idx = self._index(r, True)
@@ -105,7 +117,7 @@ class InitMap:
             self.verified.add(r)
             return None
         vals = self.blocks[idx]
-        if vals.all():
+        if vals.all() or (not every and vals.any()):
             self.verified.add(r)
             return None
         pos = int(np.argmin(vals))

@@ -63,3 +63,12 @@ def test_predict_fa_and_spkc(capsys):
     assert main(["predict", "spkc", "tokens=4096", "heads=8", "D=128", "cache_mode=PA_NZ"]) == 0
     out = capsys.readouterr().out
     assert "within the limit" in out and "us =" in out
+
+
+@pytest.mark.parametrize("op,params", [("pfa", ["B=1", "N=2", "S=256", "D=64", "sparse_mode=2"]),
+                                       ("fa", ["T=256", "N=2", "D=64", "B=2", "sparse_mode=3"]),
+                                       ("spkc", ["tokens=32", "heads=2", "D=64"])])
+def test_check_runs_each_operator_sanitized_and_finds_nothing(op, params, capsys):
+    assert main(["check", op, *params]) == 0
+    out = capsys.readouterr().out
+    assert "instructions checked" in out and "sanitizer: no reports" in out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from npusim.examples.broken import KERNELS, fault_line, run_broken
-from npusim.kernel import (Adds, DataCopy, HardEvent, Muls, Pipe, PipeBarrier, SetFlag, TBuf, TPipe, TPosition,
+from npusim.kernel import (Adds, DataCopy, Duplicate, HardEvent, Pipe, PipeBarrier, SetFlag, TBuf, TPipe, TPosition,
                            WaitFlag)
 from npusim.launch import GmArg, launch
 from npusim.sanitizer import COLUMNS, FAULTS
@@ -79,7 +79,7 @@ def _late_consumer(x, wait_before_read):
     ua, ub = a.Get(np.float16), b.Get(np.float16)
     DataCopy(ua, x, 256)
     for _ in range(200):
-        Muls(ub, ub, 1.0, 256)
+        Duplicate(ub, 1.0, 256)
         PipeBarrier(Pipe.V)
     if wait_before_read:
         SetFlag(HardEvent.MTE2_V, 0)
