@@ -116,14 +116,14 @@ class Sanitizer:
         self.sync_count.append(0)
         flags = self.flags[idx]
         slot_uses = self.slot_uses
-        src_id = unit.launch.src_id
         orig_issue, orig_transfer = unit.issue, unit.transfer
         orig_set, orig_wait, orig_barrier = unit.set_flag, unit.wait_flag, unit.barrier
         instr = self._instruction
 
         def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
             start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            # the source id the engine just recorded (the last field of its record), for speed
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, unit.records[-1], depth)
             return start
 
         def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
@@ -131,7 +131,7 @@ class Sanitizer:
             start = orig_transfer(name_id, pipe, path, nbytes, gm, gm_byte, gm_write, depth + 1)
             occupancy = unit.pipe_free[pipe] - max(start, free)
             latency = unit.path_costs[(path, nbytes)][1]
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, unit.records[-1], depth)
             return start
 
         def set_flag(src, key, label_id, depth=2):
@@ -140,7 +140,7 @@ class Sanitizer:
             if q is None:
                 q = flags[key] = deque()
             explicit = sys._getframe(1).f_code.co_name == "SetFlag"
-            line = src_id(depth + 1)
+            line = unit.records[-1]  # the source id the engine just recorded
             q.append((clock.set_msg(src), explicit, line, src, fire))
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's EnQue / FreeTensor: its last use
                 slot_uses[(id(key[0]), key[1])] = (line, src, fire)
@@ -150,7 +150,7 @@ class Sanitizer:
             release = orig_wait(dst, key, label_id, what, depth + 1)
             msg = flags[key].popleft()[0]
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's DeQue / AllocTensor
-                slot_uses[(id(key[0]), key[1])] = (src_id(depth + 1), dst, release)
+                slot_uses[(id(key[0]), key[1])] = (unit.records[-1], dst, release)
             clock.join(dst, msg)
             return release
 
@@ -190,52 +190,61 @@ class Sanitizer:
                 self._global(unit, clock, pipe, rec, space, r, write, ins)
 
     def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
+        # NOTE: the shadow look-ups inlined (Shadow.live), for performance reasons: this runs for every
+        # local operand of every instruction (benchmarks/sanitizer.py)
         entry = self.local.get(id(buf))
         if entry is None:
-            kind = buf.kind
-            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {kind}", LOCAL_BUCKET), InitMap(buf.capacity),
+            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {buf.kind}", LOCAL_BUCKET), InitMap(buf.capacity),
                                            buf.align, buf)
         shadow, init, align, _ = entry
-        if r[0] % align and ins.name in _ALIGNED_NAMES:
+        start, row, rows, pitch = r
+        if start % align and ins.name in _ALIGNED_NAMES:
             self._report("misaligned", rec, None, shadow.name, r,
-                         f"{ins.name} at byte {r[0]} of {buf.kind}: {buf.kind} accesses must be {align}-byte aligned")
-        if end_of(r) > buf.capacity:
+                         f"{ins.name} at byte {start} of {buf.kind}: {buf.kind} accesses must be {align}-byte aligned")
+        if start + (rows - 1) * pitch + row > buf.capacity:
             self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
         state = shadow.state
+        near = shadow.near.get(r)
+        if near is None:
+            near = shadow._register(r)
         vc = clock.vc[pipe]
-        for k, st in shadow.live(r):
+        for k in near:
+            st = state.get(k)
+            if st is None:
+                continue
             for w in st[0]:
-                p = w[_PI]
+                p = w[1]
                 if p != pipe:
-                    if vc[p] < w[_EP]:
+                    if vc[p] < w[2]:
                         self._report("pipe-hazard", rec, w, shadow.name, _common(r, k),
                                      f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
                                      f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
-                elif not write and pipe in LATENT_PIPES and vc[pipe] < w[_EP] \
-                        and occ_before - w[_OCC] < w[_EXP]:
+                elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
                     self._report("pipe-barrier", rec, w, shadow.name, _common(r, k),
-                                 f"read of {Pipe(pipe)} results {occ_before - w[_OCC]:.0f} cycles of issue after "
-                                 f"their producer, whose latency is {w[_EXP]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
+                                 f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
+                                 f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
             if write and st[1]:
                 for rd in st[1].values():
-                    p = rd[_PI]
-                    if p != pipe and vc[p] < rd[_EP]:
+                    p = rd[1]
+                    if p != pipe and vc[p] < rd[2]:
                         self._report("pipe-hazard", rec, rd, shadow.name, _common(r, k),
                                      f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
         if write:
             for k in shadow.covered[r]:
                 state.pop(k, None)
             state[r] = [(rec,), {}]
-            init.write(r)
-        else:
-            st = state.get(r)
-            if st is None:
-                st = state[r] = [(), {}]
-            st[1][pipe] = rec
+            if r not in init.marked:
+                init.write(r)
+            return
+        st = state.get(r)
+        if st is None:
+            st = state[r] = [(), {}]
+        st[1][pipe] = rec
+        if r not in init.verified:
             bad = init.first_unwritten(r, pipe in OUT_PIPES and _stores_to_gm(ins))
             if bad is not None:
                 self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
-                             f"{ins.name} reads {kind} bytes no instruction of this core has written")
+                             f"{ins.name} reads {buf.kind} bytes no instruction of this core has written")
                 init.verified.add(r)
 
     def _global(self, unit, clock, pipe, rec, gm, r, write, ins) -> None:
