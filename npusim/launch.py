@@ -248,7 +248,7 @@ class Launch:
             except (KernelHangError, NpuBufferError) as exc:
                 if self.sanitizer is None:
                     raise
-                self.sanitizer.fault(unit, exc, _kernel_line(exc, fn))  # reported; this stream stops here
+                self.sanitizer.fault(unit, exc, _kernel_line(exc))  # reported; this stream stops here
             except (AclnnError, NpusimError):
                 raise
             except Exception as exc:  # noqa: BLE001 - re-raised with the core that raised it
@@ -417,7 +417,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, report)
 
 
-def _kernel_line(exc: Exception, fn) -> str:
+def _kernel_line(exc: Exception) -> str:
     """'file:line' of the innermost traceback frame outside npusim (its examples excepted): the kernel
     line that faulted."""
     import os

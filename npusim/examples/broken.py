@@ -11,8 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.kernel import (Adds, DataCopy, Duplicate, GetBlockIdx, HardEvent, Muls, Pipe, PipeBarrier, SetFlag,
-                           SyncAll, TBuf, TPipe, TPosition, TQue, WaitFlag)
+from npusim.kernel import (
+    Adds,
+    DataCopy,
+    Duplicate,
+    GetBlockIdx,
+    HardEvent,
+    Muls,
+    Pipe,
+    PipeBarrier,
+    SetFlag,
+    SyncAll,
+    TBuf,
+    TPipe,
+    TPosition,
+    TQue,
+    WaitFlag,
+)
 
 N = 256  # elements per core
 

@@ -27,10 +27,10 @@ from collections import deque
 
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.isa.cube import MMAD_SETTLE_FRACTALS
-from npusim.sanitizer.clocks import STRIDE, StreamClock
+from npusim.memory.local import LocalBuffer
+from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
 from npusim.sanitizer.regions import accesses, end_of
 from npusim.sanitizer.report import SanitizerReport
-from npusim.memory.local import LocalBuffer
 from npusim.sanitizer.shadow import InitMap, Shadow
 from npusim.types import Pipe, SubCore
 
@@ -97,8 +97,6 @@ class Sanitizer:
             if gen == len(gens):
                 gens.append({})
             clock = self.clocks[unit.san_idx]
-            from npusim.sanitizer.clocks import merge
-
             gens[gen] = merge(gens[gen], clock.export_all())
             orig_sync(unit, label_id, depth + 1)
             clock.drain()
@@ -307,7 +305,7 @@ class Sanitizer:
     # -- reports -----------------------------------------------------------------------------------
     def _where(self, rec) -> tuple:
         unit = self.units[rec[_ST]]
-        return (unit.block_idx, int(unit.sub), rec[_PI], self.launch.names[rec[_NAME]], int(round(rec[_CYC])),
+        return (unit.block_idx, int(unit.sub), rec[_PI], self.launch.names[rec[_NAME]], round(rec[_CYC]),
                 self._source(rec[_SRC]))
 
     def _source(self, src_id) -> str:
@@ -327,14 +325,14 @@ class Sanitizer:
             for key, q in flags.items():
                 for msg, explicit, src, pipe, fire in q:
                     if explicit:
-                        where = (unit.block_idx, int(unit.sub), pipe, "SetFlag", int(round(fire)), self._source(src))
+                        where = (unit.block_idx, int(unit.sub), pipe, "SetFlag", round(fire), self._source(src))
                         self.report.add("unbalanced-flag", where, None, message=f"SetFlag {_flag(key)} is never "
                                         "waited for before the kernel ends")
             for que in getattr(unit, "queues", ()):
                 for slot in que.slots:
                     if slot.state != "free":
                         src, pipe, cyc = self.slot_uses.get((id(que), slot.index), (None, int(que.producer), None))
-                        where = (unit.block_idx, int(unit.sub), pipe, "TQue", None if cyc is None else int(round(cyc)),
+                        where = (unit.block_idx, int(unit.sub), pipe, "TQue", None if cyc is None else round(cyc),
                                  self._source(src))
                         self.report.add("queue-leak", where, None, f"{unit.label} TQue({que.position})",
                                         slot.addr, slot.addr + que.nbytes,

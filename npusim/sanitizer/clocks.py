@@ -42,7 +42,7 @@ def merge(a: dict, b: dict) -> dict:
 class StreamClock:
     """Epochs and vector clocks of one stream (one CoreUnit)."""
 
-    __slots__ = ("idx", "epoch", "vc", "rc", "occ")
+    __slots__ = ("epoch", "idx", "occ", "rc", "vc")
 
     def __init__(self, idx: int):
         self.idx = idx

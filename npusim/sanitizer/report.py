@@ -61,7 +61,7 @@ class SanitizerReport:
                            "other_instruction": other[3], "other_cycle": other[4], "other_source": other[5],
                            "memory": memory, "byte_start": byte_start, "byte_end": byte_end, "message": message}
 
-    def extend(self, other: "SanitizerReport") -> None:
+    def extend(self, other: SanitizerReport) -> None:
         """Add another launch's reports (an operator made of several launches)."""
         for key, row in other._rows.items():
             mine = self._rows.get(key)

@@ -21,7 +21,7 @@ BLOCK = 32
 class Shadow:
     """Accesses of one memory, per range."""
 
-    __slots__ = ("name", "bucket", "state", "near", "nearset", "covered", "buckets")
+    __slots__ = ("bucket", "buckets", "covered", "name", "near", "nearset", "state")
 
     def __init__(self, name: str, bucket_bytes: int):
         self.name = name

@@ -9,8 +9,19 @@ import numpy as np
 import pytest
 
 from npusim.examples.broken import KERNELS, fault_line, run_broken
-from npusim.kernel import (Adds, DataCopy, Duplicate, HardEvent, Pipe, PipeBarrier, SetFlag, TBuf, TPipe, TPosition,
-                           WaitFlag)
+from npusim.kernel import (
+    Adds,
+    DataCopy,
+    Duplicate,
+    HardEvent,
+    Pipe,
+    PipeBarrier,
+    SetFlag,
+    TBuf,
+    TPipe,
+    TPosition,
+    WaitFlag,
+)
 from npusim.launch import GmArg, launch
 from npusim.sanitizer import COLUMNS, FAULTS
 
