@@ -414,7 +414,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             collector.extend(report)
         run.sanitizer = None
     run.release()
-    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, report)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, sanitizer=report)
 
 
 def _kernel_line(exc: Exception) -> str:

@@ -177,7 +177,7 @@ class Sanitizer:
         clock.occ[pipe] = occ_before + occupancy
         if ins is None:
             return
-        atomic = bool(unit.__dict__.get("atomic"))
+        atomic = unit.__dict__.get("atomic") is not None  # SetAtomicAdd in force (unit.atomic: its dtype)
         rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
         for space, r, write in accesses(ins, unit.buffers):
             if r[1] <= 0:
