@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full: data and timing (default); timing: the same instruction stream without data")
     cases = demo_cases()
     d.add_argument("--case", default="pfa", choices=list(cases),
-                   help="pfa: causal PromptFlashAttentionV2 (default); matmul: the tiled matmul reference kernel")
+                   help="; ".join(f"{name}: {case.title}" for name, case in cases.items()) + " (default %(default)s)")
     d.set_defaults(func=_cmd_demo)
     pr = sub.add_parser("predict", help="estimate mode: predicted time, AI Core timeout verdict and split advice",
                         description=predict_doc, epilog=_operator_keys(), formatter_class=raw)

@@ -49,7 +49,8 @@ def _matmul(spec, mode: str) -> DemoRun:
     return DemoRun(res, f"matmul {m}x{n}x{k} on {spec.name}", lines)
 
 
-BUILTIN = {"matmul": DemoCase(run=_matmul, chips=_matmul_chips)}
+BUILTIN = {"matmul": DemoCase(run=_matmul, chips=_matmul_chips,
+                              title="the tiled matmul reference kernel, fp16 1024x512 @ 512x1024")}
 
 
 def demo_cases() -> dict[str, DemoCase]:

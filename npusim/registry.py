@@ -79,11 +79,12 @@ class DemoCase:
     """What ``npusim demo --case NAME`` runs: ``run(chip_spec, mode)`` -> :class:`DemoRun`.
 
     *chips*: ``chips(chip_spec)`` returns None when the demo runs on that chip, else the reason (said
-    before anything runs or is written).
+    before anything runs or is written). *title*: the case in a few words, for ``npusim demo --help``.
     """
 
     run: Callable
     chips: Callable | None = None
+    title: str = ""
 
 
 @dataclass

@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from npusim.memory.gm import TensorSpec
-from npusim.registry import OperatorEntry, ProblemParam
+from npusim.registry import DemoCase, OperatorEntry, ProblemParam
 from ops.common.masks import compressed_causal_mask
 from ops.common.problem_params import dtype_of, dtype_param, sparse_mode_param, token_params
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score
 from ops.flash_attention_var_len_score.contract import DEFAULTS
+from ops.flash_attention_var_len_score.demo import demo_chips, run_demo
 
 PARAMS = (
     ProblemParam("T", int, help="total tokens of the packed batch"),
@@ -37,5 +38,8 @@ def build_call(p: dict) -> tuple[tuple, dict]:
     return (q, k, v), kwargs
 
 
+DEMO = DemoCase(run=run_demo, chips=demo_chips, title="varlen FlashAttentionVarLenScore, sequences 1536 + 512, "
+                                                      "N=4 D=128 fp16, causal")
+
 ENTRY = OperatorEntry(name="fa", title="FlashAttentionVarLenScore", api=flash_attention_var_len_score,
-                      params=PARAMS, build_call=build_call)
+                      params=PARAMS, build_call=build_call, demo=DEMO)

@@ -6,7 +6,7 @@ import numpy as np
 from npusim.memory.gm import TensorSpec
 from npusim.registry import DemoCase, OperatorEntry, ProblemParam
 from ops.common.masks import compressed_causal_mask
-from ops.common.problem_params import dtype_of, dtype_param, sparse_mode_param, token_params
+from ops.common.problem_params import dtype_of, sparse_mode_param, token_params
 from ops.prompt_flash_attention_v2.api import prompt_flash_attention_v2
 from ops.prompt_flash_attention_v2.demo import run_demo
 
@@ -19,7 +19,8 @@ PARAMS = (
     ProblemParam("D", int, help="head dim"),
     ProblemParam("N_kv", int, 0, help="key/value heads (0: N)"),
     ProblemParam("S_kv", int, 0, help="key/value sequence length (0: S)"),
-    dtype_param(("fp16", "bf16", "int8")),
+    ProblemParam("dtype", str, "fp16", ("fp16", "bf16", "int8"),
+                 "data type of the inputs (int8: per-tensor quantisation scales 1.0, int8 output)"),
     sparse_mode_param(),
     *token_params(),
     ProblemParam("layout", str, "BNSD", LAYOUTS, "input layout"),
@@ -40,8 +41,13 @@ def build_call(p: dict) -> tuple[tuple, dict]:
                   sparse_mode=p["sparse_mode"], pre_tokens=p["pre_tokens"], next_tokens=p["next_tokens"])
     if p["sparse_mode"] in (2, 3, 4):
         kwargs["atten_mask"] = compressed_causal_mask().astype(bool)
+    if dt == np.int8:  # the int8 path: per-tensor scales (their values do not change the timing), int8 output
+        one = np.ones(1, np.float32)
+        kwargs.update(deq_scale1=one, quant_scale1=one, deq_scale2=one, quant_scale2=one)
     return (q, k, v), kwargs
 
 
+DEMO = DemoCase(run=run_demo, title="causal PromptFlashAttentionV2 B=1 N=4 S=2048 D=128 fp16")
+
 ENTRY = OperatorEntry(name="pfa", title="PromptFlashAttentionV2", api=prompt_flash_attention_v2, params=PARAMS,
-                      build_call=build_call, demo=DemoCase(run=run_demo))
+                      build_call=build_call, demo=DEMO)

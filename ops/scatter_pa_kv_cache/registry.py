@@ -15,7 +15,7 @@ PARAMS = (
     ProblemParam("D", int, help="head size"),
     ProblemParam("block_size", int, 128, help="cache block size in tokens"),
     ProblemParam("blocks", int, 0, help="cache blocks (0: just enough for the tokens)"),
-    dtype_param(("fp16", "bf16", "fp32", "int8")),
+    dtype_param(("fp16", "bf16", "int8")),
     ProblemParam("cache_mode", str, "Norm", CACHE_MODES, "cache layout"),
 )
 

@@ -146,10 +146,27 @@ def test_parse_reports_every_problem_at_once():
 def test_build_call_gives_shapes_the_operator_accepts(name):
     """Every shipped entry's default problem runs in estimate mode through the registry alone."""
     entry = registry.get(name)
-    small = {"pfa": ["B=1", "N=2", "S=256", "D=64"], "fa": ["T=512", "N=2", "D=64", "B=2"],
-             "spkc": ["tokens=64", "heads=2", "D=64"]}[name]
-    res = entry.call(entry.parse(small), chip="Ascend910B2", mode="estimate")
+    res = entry.call(entry.parse(SMALL[name]), chip="Ascend910B2", mode="estimate")
     assert res.mode == "estimate" and res.cycles > 0 and not res.timeout.exceeded
+
+
+SMALL = {"pfa": ["B=1", "N=2", "S=256", "D=64"], "fa": ["T=512", "N=2", "D=64", "B=2"],
+         "spkc": ["tokens=64", "heads=2", "D=64"]}
+
+
+@pytest.mark.parametrize("name", ["pfa", "fa", "spkc"])
+def test_every_offered_choice_is_accepted_by_the_operator(name):
+    """Each value a ProblemParam offers (dtypes, sparse modes, layouts, cache modes) gives a call the
+    operator accepts: the command line never offers what the operator refuses."""
+    entry = registry.get(name)
+    tried = 0
+    for param in entry.params:
+        values = param.choices.keys() if isinstance(param.choices, dict) else (param.choices or ())
+        for value in values:
+            res = entry.call(entry.parse(SMALL[name] + [f"{param.name}={value}"]), mode="estimate")
+            assert res.cycles > 0, (param.name, value)
+            tried += 1
+    assert tried >= 5
 
 
 def test_sparse_mode_name_is_the_number():
