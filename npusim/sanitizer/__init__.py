@@ -8,10 +8,11 @@ simulated time, so a race that the timing model happens to hide is still found.
 from npusim.sanitizer.checker import Sanitizer
 from npusim.sanitizer.report import COLUMNS, FAULTS, SanitizerReport
 
-__all__ = ["COLUMNS", "FAULTS", "Sanitizer", "SanitizerReport", "ambient", "sanitizing"]
+__all__ = ["COLUMNS", "FAULTS", "Sanitizer", "SanitizerReport", "ambient", "sanitizing", "unsanitized"]
 
 import contextlib
 import contextvars
+import functools
 
 _AMBIENT: contextvars.ContextVar = contextvars.ContextVar("npusim_sanitize", default=None)
 
@@ -31,3 +32,18 @@ def sanitizing():
 def ambient():
     """The report of the enclosing :func:`sanitizing` block, or None."""
     return _AMBIENT.get()
+
+
+def unsanitized(fn):
+    """Decorator: launches inside *fn* ignore an enclosing :func:`sanitizing` block. For estimate mode,
+    whose sample launches are partial slices of a launch (some replicated over cores), not a kernel run."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        token = _AMBIENT.set(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _AMBIENT.reset(token)
+
+    return wrapper

@@ -40,14 +40,15 @@ class OpResult:
 
 
 def run_checked(run, sanitize: bool) -> OpResult:
-    """``run()``, every launch in it sanitized when *sanitize* (docs/sanitizer.md): reports in ``.sanitizer``."""
+    """``run()``, every launch in it sanitized when *sanitize* (docs/sanitizer.md): reports in ``.sanitizer``
+    (None in estimate mode, whose sample launches are not sanitized)."""
     if not sanitize:
         return run()
     from npusim.sanitizer import sanitizing
 
     with sanitizing() as report:
         res = run()
-    res.sanitizer = report
+    res.sanitizer = report if res.mode != "estimate" else None  # estimate mode runs no whole kernel
     return res
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import TimeoutVerdict
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip, run_checked
 from ops.flash_attention_var_len_score.contract import DEFAULTS
@@ -56,6 +57,7 @@ def _run(problem, til, spec, mode, inputs, softmax_layout) -> OpResult:
                     extra={"problem": problem, "softmax_layout": softmax_layout})
 
 
+@unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
 def _estimate(problem, spec, overrides, inputs, softmax_layout) -> OpResult:
     """Estimate mode: work counted from the tiling, the busiest core simulated or sampled (estimate.py)."""
     est, til, work = estimate_fa(problem, spec, overrides, inputs, softmax_layout)

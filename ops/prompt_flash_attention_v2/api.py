@@ -12,6 +12,7 @@ import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import TimeoutVerdict
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip, run_checked
 from ops.prompt_flash_attention_v2.estimate import estimate_pfa, split_advice, total_tiles
@@ -87,6 +88,7 @@ def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, qu
     return _result(problem, til, res.trace, result, res.cycles, res.time_us, res.timeout, spec, mode)
 
 
+@unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
 def _estimate(problem, spec, overrides, *tensors) -> OpResult:
     """Estimate mode: work counted from the tiling, the slowest core sampled in timing mode (estimate.py)."""
     est, (s_outer, s_inner, sm, block_dim) = estimate_pfa(problem, spec, overrides, tensors)

@@ -30,6 +30,7 @@ import numpy as np
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg
 from npusim.memory.gm import TensorSpec
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
 from ops.common.result import OpResult, check_mode, resolve_chip, run_checked
 from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, OP_NAME
@@ -99,6 +100,7 @@ class PreparedScatter:
                         res.timeout, self.mode, extra={"plan": plan, "template": TEMPLATE_NAMES[tl.templateType]})
 
 
+    @unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
     def _estimate(self) -> OpResult:
         """Estimate mode: work counted from the control tensors, the busiest core sampled (estimate.py)."""
         tl = self.tiling
