@@ -211,10 +211,9 @@ def _fixpipe(ins):
         return []
     si, di = ins.src.dtype.itemsize, ins.dst.dtype.itemsize
     n1 = -(-p.nSize // 16)
-    m16 = -(-p.mSize // 16) * 16
     if p.ndNum != 1:
         return None
-    out = [_side(ins.src, strided(0, m16 * 16 * si, n1, p.srcStride * 16 * si), False)]
+    out = [_side(ins.src, strided(0, p.mSize * 16 * si, n1, p.srcStride * 16 * si), False)]  # mSize rows of 16
     if ins.config is CFG_ROW_MAJOR:
         out.append(_side(ins.dst, strided(0, p.nSize * di, p.mSize, p.dstStride * di), True))
     else:
