@@ -93,8 +93,11 @@ def accesses(ins, buffers: dict) -> list:
         out = fn(ins)
         if out is not None:
             return out
+    if not hasattr(ins, "reads"):  # a form no rule above covers and the class declares nothing for
+        return []
+    writes = ins.writes() if hasattr(ins, "writes") else ()
     return ([(buffers[k], contiguous(a, n), False) for k, a, n in ins.reads() if n > 0]
-            + [(buffers[k], contiguous(a, n), True) for k, a, n in ins.writes() if n > 0])
+            + [(buffers[k], contiguous(a, n), True) for k, a, n in writes if n > 0])
 
 
 def _side(t, r: tuple, write: bool):
@@ -161,8 +164,11 @@ def _data_copy(ins):
             return []
         c0 = BLOCK // item
         cols = -(-p.dValue // c0)
-        if p.ndNum != 1 or p.dstNzNStride != 1:
-            return None
+        if p.ndNum != 1 or p.dstNzNStride != 1:  # several matrices or spread rows: the envelopes
+            src_n = ((p.ndNum - 1) * p.srcNdMatrixStride + (p.nValue - 1) * p.srcDValue + p.dValue) * item
+            dst_n = ((p.ndNum - 1) * p.dstNzMatrixStride + (p.nValue - 1) * p.dstNzNStride * c0
+                     + (cols - 1) * p.dstNzC0Stride * c0 + c0) * item
+            return [_side(src, contiguous(0, src_n), False), _side(dst, contiguous(0, dst_n), True)]
         return [_side(src, strided(0, p.dValue * item, p.nValue, p.srcDValue * item), False),
                 _side(dst, strided(0, p.nValue * BLOCK, cols, p.dstNzC0Stride * BLOCK), True)]
     if isinstance(p, DataCopyCO12DstParams):
