@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +26,9 @@ from npusim.core import FLOWCTRL, CoreUnit
 from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpuBufferError, NpusimError
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
+from npusim.progress import LaunchProgress
 from npusim.trace import Trace
+from npusim.trace_sink import FullSink, check_trace_level, make_sink
 from npusim.types import Pipe, SubCore
 
 KERNEL_TYPES = ("mix", "vector", "cube")
@@ -89,9 +93,11 @@ class LaunchResult:
 class Launch:
     """Shared state of one kernel launch: environment, GM, bandwidth, flags, trace tables."""
 
-    def __init__(self, chip, full: bool, timeout_s: float | None = None):
+    def __init__(self, chip, full: bool, timeout_s: float | None = None, sink=None, progress=None):
         self.chip = chip
         self.full = full
+        self.sink = FullSink() if sink is None else sink  # where the streams' records go (trace_sink.py)
+        self.progress = progress  # a progress.LaunchProgress, or None
         self.env = simpy.Environment()
         self.timeout_s = float(chip.aicore_timeout_s if timeout_s is None else timeout_s)
         self.timeout_cycles = self.timeout_s * chip.clock_hz
@@ -232,7 +238,7 @@ class Launch:
             if fire > release:
                 release = fire
             src_unit = self.unit_of(unit.block_idx, key[3])
-            unit.flows.append((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
+            unit.flows.extend((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
         release += unit.flag_cycles
         unit.wait_until(pipe, release)
         unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
@@ -334,46 +340,34 @@ class Launch:
         self.units = []
         self._unit_index = {}
 
-    def build_trace(self, meta: dict) -> Trace:
-        cols = {k: [] for k in ("core", "sub_core", "pipe", "name_id", "start", "end", "bytes", "flops",
-                                "src_id")}
-        flows = {k: [] for k in ("src_core", "src_sub", "src_pipe", "set_cycle", "dst_core", "dst_sub",
-                                 "dst_pipe", "wait_cycle", "label_id")}
+    def build_trace(self, meta: dict):
+        """Hand the streams' last records to the sink; its trace object (Trace, SummaryTrace, None)."""
         for u in self.units:
-            n = len(u.records) // 7
-            if n:
-                rec = np.fromiter(u.records, np.float64, 7 * n).reshape(n, 7)
-                cols["core"].append(np.full(n, u.block_idx, np.int32))
-                cols["sub_core"].append(np.full(n, int(u.sub), np.int8))
-                cols["pipe"].append(rec[:, 0].astype(np.int8))
-                cols["name_id"].append(rec[:, 1].astype(np.int32))
-                cols["start"].append(np.rint(rec[:, 2]).astype(np.int64))
-                cols["end"].append(np.rint(rec[:, 3]).astype(np.int64))
-                cols["bytes"].append(rec[:, 4].astype(np.int64))
-                cols["flops"].append(rec[:, 5].astype(np.int64))
-                cols["src_id"].append(rec[:, 6].astype(np.int32))
-            if u.flows:
-                sp, sc, dp, wc, lab, score, ssub = zip(*u.flows)
-                flows["src_core"] += score
-                flows["src_sub"] += ssub
-                flows["src_pipe"] += sp
-                flows["set_cycle"] += sc
-                flows["dst_core"] += [u.block_idx] * len(sp)
-                flows["dst_sub"] += [int(u.sub)] * len(sp)
-                flows["dst_pipe"] += dp
-                flows["wait_cycle"] += wc
-                flows["label_id"] += lab
-        dtypes = {"core": np.int32, "sub_core": np.int8, "pipe": np.int8, "name_id": np.int32,
-                  "start": np.int64, "end": np.int64, "bytes": np.int64, "flops": np.int64, "src_id": np.int32}
-        columns = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()}
-        fdt = {"set_cycle": np.int64, "wait_cycle": np.int64}
-        flow_cols = {k: np.rint(np.asarray(v, np.float64)).astype(fdt.get(k, np.int32)) for k, v in flows.items()}
-        return Trace(columns, list(self.names), list(self.sources), flow_cols, self.chip.clock_hz, meta)
+            u.flush(final=True)
+        return self.sink.finish(self.names, self.sources, self.chip.clock_hz, meta)
+
+
+#: Trace level and progress of the launches of an operator call (operators set them from their keywords;
+#: estimate mode's sample launches run outside, with full traces and no bar).
+_CALL_OPTIONS: ContextVar[dict] = ContextVar("npusim_call_options", default={})
+_UNSET = object()
+
+
+@contextmanager
+def call_options(trace=None, progress=None, expected_cycles=None):
+    """Within the block, :func:`launch` defaults to these ``trace`` / ``progress`` / ``expected_cycles``
+    (an operator's ``trace=`` and ``progress=`` keywords reach its kernel launch this way)."""
+    token = _CALL_OPTIONS.set({"trace": check_trace_level(trace), "progress": progress,
+                               "expected_cycles": expected_cycles})
+    try:
+        yield
+    finally:
+        _CALL_OPTIONS.reset(token)
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
-           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None,
-           sanitize: bool | None = None) -> LaunchResult:
+           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None, trace=_UNSET, progress=_UNSET,
+           expected_cycles=_UNSET, sanitize: bool | None = None) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -385,7 +379,10 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *sanitize*: check the schedule (npusim.sanitizer, docs/sanitizer.md); the result's ``sanitizer`` holds
     the reports, and a hang or bad access becomes a report instead of an error. None: sanitize when
     called inside ``npusim.sanitizer.sanitizing()`` (how operators pass ``sanitize=True`` on).
-    Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
+    *trace*: the trace level (npusim.trace_sink: None = full up to FULL_TRACE_MAX_ROWS rows, "full",
+    "summary", "none", "file:PATH"). *progress*: a progress bar on stderr (None: when stderr is a terminal;
+    it shows after PROGRESS_DELAY_S of wall time), with an ETA if *expected_cycles* (e.g. estimate mode's) is
+    given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None). Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
     """
     from npusim.chip import chip as get_chip
 
@@ -394,7 +391,12 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
         raise ValueError(f"launch mode must be 'full' or 'timing', not {mode!r}")
     if kernel_type not in KERNEL_TYPES:
         raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
-    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s)
+    opts = _CALL_OPTIONS.get()
+    trace = check_trace_level(opts.get("trace") if trace is _UNSET else trace)
+    progress = opts.get("progress") if progress is _UNSET else progress
+    expected_cycles = opts.get("expected_cycles") if expected_cycles is _UNSET else expected_cycles
+    bar = LaunchProgress.maybe(progress, chip, expected_cycles)
+    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar)
     collector = None
     if sanitize is not False:
         from npusim.sanitizer import Sanitizer, ambient
@@ -427,7 +429,18 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             run.add_unit(b, SubCore.AIC, kernel, args)
     run.kernel_type = kernel_type
     run.block_dim = block_dim
-    run.run()
+    try:
+        run.run()
+        return _result(run, chip, mode, block_dim, kernel_type, meta)
+    except BaseException:
+        run.sink.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta: dict | None) -> LaunchResult:
     cycles = int(np.ceil(max(u.end_cycle for u in run.units) + chip.launch_overhead_cycles))
     seconds = cycles / chip.clock_hz
     verdict = TimeoutVerdict(seconds, run.timeout_s, seconds > run.timeout_s)
@@ -441,7 +454,8 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     report = None
     if run.sanitizer is not None:
         report = run.sanitizer.finish()
-        trace.marks = report.marks()
+        if trace is not None and hasattr(trace, "marks"):
+            trace.marks = report.marks()
         if collector is not None:
             collector.extend(report)
         run.sanitizer = None

@@ -114,14 +114,14 @@ class Sanitizer:
         self.sync_count.append(0)
         flags = self.flags[idx]
         slot_uses = self.slot_uses
+        src_id = unit.launch.src_id
         orig_issue, orig_transfer = unit.issue, unit.transfer
         orig_set, orig_wait, orig_barrier = unit.set_flag, unit.wait_flag, unit.barrier
         instr = self._instruction
 
         def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
             start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
-            # the source id the engine just recorded (the last field of its record), for speed
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, unit.records[-1], depth)
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
             return start
 
         def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
@@ -129,7 +129,7 @@ class Sanitizer:
             start = orig_transfer(name_id, pipe, path, nbytes, gm, gm_byte, gm_write, depth + 1)
             occupancy = unit.pipe_free[pipe] - max(start, free)
             latency = unit.path_costs[(path, nbytes)][1]
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, unit.records[-1], depth)
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
             return start
 
         def set_flag(src, key, label_id, depth=2):
@@ -138,7 +138,7 @@ class Sanitizer:
             if q is None:
                 q = flags[key] = deque()
             explicit = sys._getframe(1).f_code.co_name == "SetFlag"
-            line = unit.records[-1]  # the source id the engine just recorded
+            line = src_id(depth + 1)
             q.append((clock.set_msg(src), explicit, line, src, fire))
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's EnQue / FreeTensor: its last use
                 slot_uses[(id(key[0]), key[1])] = (line, src, fire)
@@ -148,7 +148,7 @@ class Sanitizer:
             release = orig_wait(dst, key, label_id, what, depth + 1)
             msg = flags[key].popleft()[0]
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's DeQue / AllocTensor
-                slot_uses[(id(key[0]), key[1])] = (unit.records[-1], dst, release)
+                slot_uses[(id(key[0]), key[1])] = (src_id(depth + 1), dst, release)
             clock.join(dst, msg)
             return release
 
