@@ -397,13 +397,12 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     expected_cycles = opts.get("expected_cycles") if expected_cycles is _UNSET else expected_cycles
     bar = LaunchProgress.maybe(progress, chip, expected_cycles)
     run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar)
-    collector = None
     if sanitize is not False:
         from npusim.sanitizer import Sanitizer, ambient
 
         collector = ambient()
         if sanitize or collector is not None:
-            Sanitizer().attach(run)
+            Sanitizer(collector).attach(run)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
@@ -456,6 +455,7 @@ def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta
         report = run.sanitizer.finish()
         if trace is not None and hasattr(trace, "marks"):
             trace.marks = report.marks()
+        collector = run.sanitizer.collector
         if collector is not None:
             collector.extend(report)
         run.sanitizer = None

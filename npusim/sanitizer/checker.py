@@ -11,7 +11,7 @@ reports: happens-before comes only from the synchronisation the kernel issued.
 Uninitialised bytes: kernels routinely read and compute over the padding rows, columns and lanes of a
 tile (vector repeats, cube fractals, workspace rows) whose results never leave the core, and the
 sanitizer does not propagate taint (docs/sanitizer.md). So a store to GM (MTE3, FixPipe) is reported
-if any byte it reads was never written; any other read (local buffers, the GM workspace) if none was.
+if any local byte it reads was never written; a read of the GM workspace if none of its bytes was.
 
 Same-pipe rule (``pipe-barrier``): pipes V and M start an instruction before the previous one's
 results are written; a dependent instruction is safe once a PipeBarrier on the pipe (or a flag from it)
@@ -57,7 +57,8 @@ _ST, _PI, _EP, _OCC, _EXP, _SRC, _CYC, _NAME, _ATOM = range(9)
 class Sanitizer:
     """Checks one launch; :attr:`report` holds what it found."""
 
-    def __init__(self):
+    def __init__(self, collector=None):
+        self.collector = collector  # the enclosing sanitizing() block's report, which gathers this one's
         self.report = SanitizerReport()
         self.launch = None
         self.units: list = []
@@ -239,7 +240,7 @@ class Sanitizer:
             st = state[r] = [(), {}]
         st[1][pipe] = rec
         if r not in init.verified:
-            bad = init.first_unwritten(r, pipe in OUT_PIPES and _stores_to_gm(ins))
+            bad = init.first_unwritten(r) if pipe in OUT_PIPES and _stores_to_gm(ins) else None
             if bad is not None:
                 self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
                              f"{ins.name} reads {buf.kind} bytes no instruction of this core has written")

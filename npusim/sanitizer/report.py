@@ -19,8 +19,7 @@ FAULTS = {
                     "PipeBarrier missing",
     "gm-race": "two cores touch the same GM bytes (one writes, not both atomic adds) with no cross-core flag or "
                "SyncAll between",
-    "uninitialised-read": "bytes read before anything wrote them (stored to GM; or a whole read of a local "
-                          "buffer or the workspace)",
+    "uninitialised-read": "bytes read before anything wrote them (stored to GM, or a whole workspace read)",
     "out-of-bounds": "an access outside its buffer or allocation",
     "misaligned": "an address or length the hardware requires aligned is not",
     "unbalanced-flag": "a flag set and never waited for, or waited for and never set, at kernel end",
