@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from sys import _getframe
 
-from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelHangError, NpuBufferError
+from npusim.errors import AicoreTimeoutError, KernelHangError, NpuBufferError
 from npusim.memory.local import LocalBuffer
 from npusim.types import BufferKind, N_PIPES, Pipe, SubCore
 
@@ -258,11 +258,8 @@ class CoreUnit:
         """Let the other streams reach this stream's clock before going on."""
         launch = self.launch
         if self.scalar_t > launch.timeout_cycles:
-            raise AclnnError(
-                AICORE_TIMEOUT,
-                f"{self.label} runs past the chip's AI Core timeout of {launch.timeout_s:g} s "
-                f"(at least {self.scalar_t / self.chip.clock_hz:.1f} s predicted); split the launch "
-                "(see `npusim predict`)")
+            raise AicoreTimeoutError(self.scalar_t / self.chip.clock_hz, launch.timeout_s, f"{self.label} runs past "
+                                     "the chip's AI Core timeout: ", at_least=True)
         env = launch.env
         self.suspend(env.timeout(self.scalar_t - env.now))
         self.horizon = env.now + QUANTUM_CYCLES

@@ -11,6 +11,7 @@ a run longer than the chip's AI Core timeout raises AclnnError(507014) with the 
 """
 from __future__ import annotations
 
+import numbers
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -21,13 +22,20 @@ from greenlet import greenlet
 
 from npusim import __version__
 from npusim.core import FLOWCTRL, CoreUnit
-from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpusimError
+from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutError, KernelError, KernelHangError,
+                           NpusimError)
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
 from npusim.trace import Trace
 from npusim.types import Pipe, SubCore
 
 KERNEL_TYPES = ("mix", "vector", "cube")
+#: Instructions one launch may simulate (all streams) before it is stopped with AclnnError 161002: a
+#: backstop above every operator's up-front guard (ops/common/guard.py: 162M in timing mode), for kernels
+#: launched directly. About 20 minutes at 170,000 instructions/s; the trace then holds some 20 GB.
+MAX_INSTRUCTIONS = 200_000_000
+#: Suspensions of the streams between two checks of the instruction count (the check walks all streams).
+_BUDGET_CHECK_EVERY = 256
 
 
 class _NameTable(dict):
@@ -87,9 +95,11 @@ class LaunchResult:
 class Launch:
     """Shared state of one kernel launch: environment, GM, bandwidth, flags, trace tables."""
 
-    def __init__(self, chip, full: bool, timeout_s: float | None = None):
+    def __init__(self, chip, full: bool, timeout_s: float | None = None, max_instructions: int = MAX_INSTRUCTIONS):
         self.chip = chip
         self.full = full
+        self.max_instructions = max_instructions
+        self._suspensions = 0
         self.env = simpy.Environment()
         self.timeout_s = float(chip.aicore_timeout_s if timeout_s is None else timeout_s)
         self.timeout_cycles = self.timeout_s * chip.clock_hz
@@ -258,7 +268,19 @@ class Launch:
         event = unit.greenlet.switch()
         while not unit.finished:
             yield event
+            self._suspensions += 1
+            if self._suspensions % _BUDGET_CHECK_EVERY == 0:
+                self._check_budget()
             event = unit.greenlet.switch()
+
+    def _check_budget(self) -> None:
+        """Stop a launch past its instruction budget (AclnnError 161002 naming ``mode``)."""
+        issued = sum(len(u.records) for u in self.units if u.records is not None) // 7
+        if issued > self.max_instructions:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID,
+                             f"mode: the launch has simulated {issued:,} instructions, past the budget of "
+                             f"{self.max_instructions:,} (npusim.launch max_instructions); use the "
+                             "operator's mode='estimate' for a shape this large")
 
     def run(self) -> None:
         for unit in self.units:  # cores start in block-index order (STYLE §6)
@@ -328,7 +350,8 @@ class Launch:
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
-           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None) -> LaunchResult:
+           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None,
+           max_instructions: int = MAX_INSTRUCTIONS) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -337,16 +360,18 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
     *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way).
+    *max_instructions*: the run stops with AclnnError 161002 once its streams have simulated more
+    (checked every few hundred suspensions, so a run may overshoot slightly).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
     """
     from npusim.chip import chip as get_chip
 
     chip = get_chip(chip)
     if mode not in ("full", "timing"):
-        raise ValueError(f"launch mode must be 'full' or 'timing', not {mode!r}")
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: launch runs 'full' or 'timing', not {mode!r}")
     if kernel_type not in KERNEL_TYPES:
-        raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
-    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s)
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"kernel_type: must be one of {KERNEL_TYPES}, got {kernel_type!r}")
+    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, max_instructions=max_instructions)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
@@ -356,9 +381,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             if gm is not None and gm.name in names:
                 gm.warm(names[gm.name] if isinstance(names, dict) else 1.0)
     max_blocks = chip.aiv_count if (kernel_type == "vector" and chip.core_split) else chip.aic_count
-    if not 1 <= block_dim <= max_blocks:
-        raise ValueError(f"block_dim {block_dim} out of range [1, {max_blocks}] for a {kernel_type} kernel on "
-                         f"{chip.name}")
+    if isinstance(block_dim, bool) or not isinstance(block_dim, numbers.Integral) or not 1 <= block_dim <= max_blocks:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"block_dim: {block_dim!r} out of range [1, {max_blocks}] for a "
+                                                  f"{kernel_type} kernel on {chip.name}")
     for b in range(block_dim):
         if not chip.core_split:
             run.add_unit(b, SubCore.COMBINED, kernel, args)
@@ -377,8 +402,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     seconds = cycles / chip.clock_hz
     verdict = TimeoutVerdict(seconds, run.timeout_s, seconds > run.timeout_s)
     if verdict.exceeded:
-        raise AclnnError(AICORE_TIMEOUT, f"predicted run time {seconds:.1f} s exceeds the AI Core timeout of "
-                                         f"{run.timeout_s:g} s on {chip.name}")
+        raise AicoreTimeoutError(seconds, run.timeout_s, f"{chip.name}: ")
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
     trace = run.build_trace(info)

@@ -14,7 +14,7 @@ import numpy as np
 from npusim.chip import chip as get_chip
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.memory.gm import TensorSpec
-from npusim.timeouts import op_execute_timeout
+from npusim.timeouts import describe_limit, op_execute_timeout
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
 
@@ -108,7 +108,7 @@ def report(res) -> str:
     """The text `npusim predict` prints."""
     t = res.timeout
     lines = [f"predicted time: {res.time_us:,.1f} us = {t.predicted_s:.4g} s ({res.cycles:,} cycles, launch included)",
-             f"AI Core timeout: {t.limit_s:g} s -> {'EXCEEDED' if t.exceeded else 'within the limit'}",
+             f"AI Core timeout: {describe_limit(t.limit_s)} -> {'EXCEEDED' if t.exceeded else 'within the limit'}",
              f"advice: {t.advice}"]
     est = res.extra.get("estimate")
     if est is not None and est.classes:

@@ -172,7 +172,8 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     micro = min(COMPANIONS, block_dim)
     # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
-    share = contention_chip(spec, active / micro)
+    # no timeout in a sample: estimate mode reports the whole launch's verdict instead (split_advice)
+    share = contention_chip(spec, active / micro).replace(aicore_timeout_s=float("inf"))
     cores = micro
     # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
     # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
