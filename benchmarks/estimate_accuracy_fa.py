@@ -134,7 +134,7 @@ def proxy() -> None:
     from npusim.estimate import contention_chip
     from ops.common.result import resolve_chip
     from ops.flash_attention_var_len_score import estimate as est_mod
-    from ops.flash_attention_var_len_score.api import kernel_inputs, launch_kernel
+    from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
     from ops.flash_attention_var_len_score.tiling import assemble, base_sizes
     from ops.flash_attention_var_len_score.validate import validate
 

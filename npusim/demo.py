@@ -1,72 +1,35 @@
-"""``npusim demo``: the main job on a default case.
+"""``npusim demo``: the main job on a small case.
 
-Runs PromptFlashAttentionV2 (B=1, N=4, S=2048, D=128, fp16, causal) on Ascend910B2 in full mode,
-checks the output against the float64 formula, prints the summary (modeled time, bound pipe,
-utilisation per core and pipe), and writes the Chrome trace (msprof op simulator layout), the trace CSV
-and a Gantt figure into the output directory. ``--case matmul`` runs the tiled matmul reference kernel.
+The cases are the registered operators' demos (npusim.registry; the default ``pfa``: causal
+PromptFlashAttentionV2 B=1 N=4 S=2048 D=128 fp16) and ``matmul``, npusim's tiled matmul reference
+kernel. A demo runs the case, prints the modeled time split into kernel and launch overhead and the
+trace summary, and only then writes the Chrome trace (msprof op simulator layout), the trace CSV and a
+Gantt figure into the output directory: a case the chip cannot run is refused before anything is
+written.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 
+from npusim import registry
 from npusim.chip import chip as get_chip
-
-PFA_CASE = dict(B=1, N=4, S=2048, D=128)
-
-
-def run_demo(out_dir: Path, chip: str = "Ascend910B2", mode: str = "full", case: str = "pfa") -> int:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    spec = get_chip(chip)
-    res, title = (_pfa if case == "pfa" else _matmul)(spec, mode)
-    print(res.trace.summary().to_text(8))
-    json_path = res.trace.to_chrome_json(out_dir / "trace.json")
-    csv_path = res.trace.to_csv(out_dir / "trace.csv")
-    png_path = res.trace.plot_gantt(out_dir / "gantt.png", max_cores=2, title=title)
-    print(f"wrote {json_path} (chrome://tracing, Perfetto or MindStudio Insight), {csv_path}, {png_path}")
-    return 0
+from npusim.chip import chips
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from npusim.registry import DemoCase, DemoRun
 
 
-def _pfa(spec, mode):
-    from npusim.memory.gm import TensorSpec
-    from ops import prompt_flash_attention_v2
-    from ops.common.masks import compressed_causal_mask
-
-    b, n, s, d = (PFA_CASE[k] for k in "BNSD")
-    rng = np.random.default_rng(0)
-    if mode == "full":
-        q, k, v = (rng.uniform(-1, 1, (b, n, s, d)).astype(np.float16) for _ in range(3))
-    else:
-        q = k = v = TensorSpec((b, n, s, d), np.float16)
-    t0 = time.perf_counter()
-    res = prompt_flash_attention_v2(q, k, v, atten_mask=compressed_causal_mask().astype(bool), num_heads=n,
-                                    input_layout="BNSD", scale_value=1 / np.sqrt(d), sparse_mode=2, chip=spec,
-                                    mode=mode)
-    wall = time.perf_counter() - t0
-    t = res.tiling
-    flops = 4 * b * n * s * s * d / 2
-    print(f"npusim demo: PromptFlashAttentionV2 B={b} N={n} S={s} D={d} fp16 causal (BNSD) on {spec.name}, "
-          f"{mode} mode")
-    print(f"  tiling: sOuter={t.sOuterFactor} sInner={t.sInnerFactor} softmaxSOuter={t.softmaxSOuterFactor}, "
-          f"{t.blockDim} AI Cores, {t.tasks} tiles, workspace {t.workspaceSize / 2**20:.1f} MiB")
-    print(f"  modeled time {res.time_us:.1f} us ({res.cycles} cycles, launch included), "
-          f"{flops / res.time_us / 1e6:.1f} TFLOPS of {spec.cube_tflops_fp16:.1f} peak; "
-          f"AI Core timeout {res.timeout.limit_s:g} s: {'EXCEEDED' if res.timeout.exceeded else 'ok'}; "
-          f"simulated in {wall:.1f} s wall")
-    if mode == "full":
-        q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
-        sc = np.einsum("bnqd,bnkd->bnqk", q64, k64) / np.sqrt(d)
-        sc = np.where(np.tril(np.ones((s, s), bool)), sc, -np.inf)
-        p = np.exp(sc - sc.max(-1, keepdims=True))
-        ref = np.einsum("bnqk,bnkd->bnqd", p / p.sum(-1, keepdims=True), v64)
-        err = np.abs(res.attention_out.astype(np.float64) - ref).max()
-        print(f"  attention_out vs the float64 formula: max |diff| = {err:.2e}")
-    return res, f"PromptFlashAttentionV2 B{b} N{n} S{s} D{d} causal on {spec.name}"
+def _matmul_chips(spec) -> str | None:
+    """The matmul example writes C through FixPipe (L0C -> GM), which only split-core chips have."""
+    if spec.l0c_to_gm_bytes_per_cycle > 0:
+        return None
+    able = [n for n in chips() if get_chip(n).l0c_to_gm_bytes_per_cycle > 0]
+    return (f"the matmul example kernel writes C from L0C to GM through FixPipe, which {spec.name} does not have "
+            f"(it runs on {', '.join(able)}); try --case pfa")
 
 
-def _matmul(spec, mode):
+def _matmul(spec, mode: str) -> DemoRun:
     from npusim.examples.matmul import matmul_custom, matmul_tiling
     from npusim.launch import GmArg, launch
     from npusim.memory.gm import TensorSpec
@@ -82,5 +45,49 @@ def _matmul(spec, mode):
     tiling = matmul_tiling(m, n, k, spec.aic_count)
     res = launch(matmul_custom, (GmArg("a", a), GmArg("b", b), GmArg("c", c), tiling), block_dim=tiling.usedCoreNum,
                  chip=spec, mode=mode, kernel_type="cube", meta={"tiling": tiling.__dict__})
-    print(f"npusim demo: fp16 matmul {m}x{k} @ {k}x{n} on {spec.name}: {res.time_us:.1f} us modeled")
-    return res, f"matmul {m}x{n}x{k} on {spec.name}"
+    lines = [f"npusim demo: fp16 matmul {m}x{k} @ {k}x{n} on {spec.name}, {mode} mode, {tiling.usedCoreNum} AI Cores"]
+    return DemoRun(res, f"matmul {m}x{n}x{k} on {spec.name}", lines)
+
+
+BUILTIN = {"matmul": DemoCase(run=_matmul, chips=_matmul_chips,
+                              title="the tiled matmul reference kernel, fp16 1024x512 @ 512x1024")}
+
+
+def demo_cases() -> dict[str, DemoCase]:
+    """Case name -> DemoCase: every registered operator with a demo, then the built-in ones."""
+    return {name: e.demo for name, e in registry.operators().items() if e.demo is not None} | BUILTIN
+
+
+def time_lines(res, spec) -> list[str]:
+    """The modeled time as kernel + launch overhead, and what the trace below spans."""
+    overhead_us = spec.launch_overhead_cycles / spec.clock_hz * 1e6
+    lines = [f"  modeled time {res.time_us:.1f} us ({res.cycles:,} cycles) = kernel {res.time_us - overhead_us:.1f} us"
+             f" + launch overhead {overhead_us:.1f} us (fixed cost of one launch, fitted: npusim/calibration.py)"]
+    if res.trace is not None:
+        lines.append(f"  the trace below is the kernel alone: {res.trace.time_us:.2f} us from its first to its last "
+                     "instruction (no launch overhead)")
+    return lines
+
+
+def run_demo(out_dir: Path, chip: str = "Ascend910B2", mode: str = "full", case: str = "pfa") -> int:
+    cases = demo_cases()
+    if case not in cases:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"demo: unknown case {case!r}; cases: {', '.join(cases)}")
+    spec = get_chip(chip)
+    demo = cases[case]
+    why_not = demo.chips(spec) if demo.chips is not None else None
+    if why_not:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"demo {case} on {spec.name}: {why_not}")
+    done = demo.run(spec, mode)
+    res = done.result
+    print("\n".join(done.lines + time_lines(res, spec)))
+    t = res.timeout
+    if t is not None:
+        print(f"  AI Core timeout {t.limit_s:g} s: {'EXCEEDED' if t.exceeded else 'ok'}")
+    print(res.trace.summary().to_text(8))
+    out_dir.mkdir(parents=True, exist_ok=True)  # only now: nothing is left behind by a failed run
+    json_path = res.trace.to_chrome_json(out_dir / "trace.json")
+    csv_path = res.trace.to_csv(out_dir / "trace.csv")
+    png_path = res.trace.plot_gantt(out_dir / "gantt.png", max_cores=2, title=done.title)
+    print(f"wrote {json_path} (chrome://tracing, Perfetto or MindStudio Insight), {csv_path}, {png_path}")
+    return 0

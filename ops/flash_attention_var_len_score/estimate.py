@@ -33,6 +33,7 @@ import numpy as np
 from npusim.estimate import Estimate, contention_chip, timeout_verdict
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
+from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
 from ops.flash_attention_var_len_score.tiling import (SYSTEM_WORKSPACE_BYTES, assemble, base_sizes, block_table,
                                                       core_split, item_blocks)
 
@@ -226,8 +227,6 @@ def _prepass_share(problem, til, comp: int, block_dim: int) -> tuple[int, int, i
 def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     """Estimate one validated call; *tensors* are the call's (query, key, value, real_shift, drop_mask,
     atten_mask), of which only shapes and dtypes are read. Returns (Estimate, FaVarLenEstimateTiling, Work)."""
-    from ops.flash_attention_var_len_score.api import kernel_inputs
-
     work = Work(problem, spec, overrides)
     sizes, w, bd = work.sizes, work.sizes["s2BaseNratioSize"], work.block_dim
     full_til = assemble(problem, sizes, work.kind, np.zeros((0, 7), np.int64), (0,) * (bd + 1), bd)
@@ -275,8 +274,6 @@ class _Runner:
         """Core c runs the items lists[c] (tuples of Work.item) with the chip's HBM and L2 bandwidth
         divided by *share* (launch cores per simulated core); each core also runs one core's share of
         the launch's AIV pre-passes. Samples never time out: the verdict is on the estimate."""
-        from ops.flash_attention_var_len_score.api import launch_kernel
-
         p, work, comp = self.problem, self.work, len(lists)
         t2, bits, _, _ = _prepass_share(p, self.full_til, comp, work.block_dim)
         arr = np.array([it for lst in lists for it in lst], np.int64).reshape(-1, 7)

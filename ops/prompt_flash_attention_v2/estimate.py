@@ -21,6 +21,7 @@ import numpy as np
 
 from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
 from ops.prompt_flash_attention_v2.contract import MaskKind
+from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
 from ops.prompt_flash_attention_v2.tiling import PfaTilingData, fit_base_sizes
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
@@ -141,8 +142,6 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     """Estimate one validated call; *tensors* are the call's (query, key, value, atten_mask, deq_scale1,
     quant_scale1, deq_scale2, quant_scale2, quant_offset2), of which only shapes and dtypes are read.
     Returns the Estimate and (sOuter, sInner, softmaxSOuter, blockDim)."""
-    from ops.prompt_flash_attention_v2.api import kernel_inputs, launch_kernel
-
     inputs = kernel_inputs(problem, "timing", *tensors)
     from ops.prompt_flash_attention_v2.tiling import l1_bytes, p_type_bytes, pv_type_bytes, ub_bytes
 

@@ -28,14 +28,15 @@ from typing import Any
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from npusim.launch import GmArg, launch
+from npusim.launch import GmArg
 from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
 from ops.common.guard import check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
 from ops.common.result import OpResult, check_mode, resolve_chip
-from ops.scatter_pa_kv_cache import kernel as K
 from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, INPUTS, OP_NAME
+from ops.scatter_pa_kv_cache.estimate import estimate_spkc, split_advice
+from ops.scatter_pa_kv_cache.launch import launch_kernel, source
 from ops.scatter_pa_kv_cache.tiling import (COMPRESS_TEMPLATES, TEMPLATE_NAMES, TilingData,
                                             scatter_pa_kv_cache_tiling)
 from ops.scatter_pa_kv_cache.validate import ScatterPlan, validate
@@ -77,8 +78,8 @@ class PreparedScatter:
             caches["value_cache"] = x["value_cache"]
         work = {n: (np.array(c, order="C", copy=True) if full else TensorSpec(c.shape, c.dtype))
                 for n, c in caches.items()}
-        key_src = _source(x["key"], plan.key_stride, plan.key_offset, full)
-        value_src = _source(x["value"], plan.value_stride, plan.value_offset, full) if plan.has_value else None
+        key_src = source(x["key"], plan.key_stride, plan.key_offset, full)
+        value_src = source(x["value"], plan.value_stride, plan.value_offset, full) if plan.has_value else None
 
         def gm(name, array):
             return None if array is None else GmArg(name, array)
@@ -91,8 +92,7 @@ class PreparedScatter:
                 gm("value", value_src), gm("value_cache", work.get("value_cache")), control("compress_lens"),
                 control("compress_seq_offset"), control("seq_lens"), tl)
         meta = {"op": "ScatterPaKvCache", "template": TEMPLATE_NAMES[tl.templateType], "tiling": tl.asdict()}
-        res = launch(_entry, args, block_dim=tl.block_dim, chip=self.chip, mode=self.mode, kernel_type="vector",
-                     meta=meta)
+        res = launch_kernel(args, tl.block_dim, self.chip, self.mode, meta=meta)
         outputs = None
         if full:  # the launch succeeded: now, and only now, write the caller's caches
             for name, dst in caches.items():
@@ -104,36 +104,12 @@ class PreparedScatter:
 
     def _estimate(self) -> OpResult:
         """Estimate mode: work counted from the control tensors, the busiest core sampled (estimate.py)."""
-        from ops.scatter_pa_kv_cache.estimate import estimate_spkc, split_advice
-
         tl = self.tiling
         est, work = estimate_spkc(self.plan, tl, self.chip, self.tensors)
         verdict = split_advice(self.chip, est, work, limit_s=self.chip.aicore_timeout_s)
         return OpResult(None, est.cycles, est.time_us, None, tl, tl.workspace_size, tl.block_dim, verdict,
                         self.mode, extra={"plan": self.plan, "template": TEMPLATE_NAMES[tl.templateType],
                                           "estimate": est})
-
-
-def _entry(key, keyCache, slotMapping, value, valueCache, compressLens, compressSeqOffset, seqLens, tiling):
-    """Launch adapter: the caches are Ref tensors, so the kernel's in and out caches are one buffer."""
-    K.scatter_pa_kv_cache(key, keyCache, slotMapping, value, valueCache, compressLens, compressSeqOffset,
-                          seqLens, keyCache, valueCache, None, tiling)
-
-
-def _source(x, stride: int | None, offset: int | None, full: bool):
-    """The GM image of key or value: the array itself, or (Nct) its storage rebuilt from strides."""
-    if stride is None:
-        if not full:
-            return TensorSpec(x.shape, x.dtype)
-        return np.ascontiguousarray(x)
-    t, row = x.shape[0], int(np.prod(x.shape[1:]))
-    size = (t - 1) * stride + offset + row
-    if not full:
-        return TensorSpec((size,), x.dtype)
-    storage = np.zeros(size, x.dtype)
-    where = np.arange(t)[:, None] * stride + offset + np.arange(row)[None, :]
-    storage[where] = np.asarray(x).reshape(t, row)
-    return storage
 
 
 def _check_data(plan: ScatterPlan, tensors: dict, full: bool, spec) -> None:

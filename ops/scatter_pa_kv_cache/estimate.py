@@ -36,10 +36,11 @@ import itertools
 import numpy as np
 
 from npusim.estimate import Estimate, contention_chip, timeout_verdict
-from npusim.launch import GmArg, launch
+from npusim.launch import GmArg
 from npusim.memory.gm import L2_PAGE_BYTES as PAGE
 from npusim.memory.gm import TensorSpec
 from ops.scatter_pa_kv_cache import tiling as T
+from ops.scatter_pa_kv_cache.launch import launch_kernel
 
 # Sample sizes, in trace records (each ~5 us of timing mode on the reference machine of the benchmark):
 SAMPLE_RECORDS = 48_000  # token templates, both samples together (~0.35 s)
@@ -100,12 +101,8 @@ def _l2_chip(chip, spec, sample_bytes: float, launch_bytes: float):
 def _launch(tl, chip, args: tuple) -> np.ndarray:
     """Cycles of every core of a timing-mode launch, launch overhead included (the slowest core's is
     the launch's own figure)."""
-    # the launch adapter, imported here because api imports this module
-    from ops.scatter_pa_kv_cache.api import _entry
-
     # no timeout in a sample: estimate mode reports the launch's verdict instead (split_advice)
-    res = launch(_entry, args + (tl,), block_dim=tl.usedCoreNum, chip=chip, mode="timing", kernel_type="vector",
-                 timeout_s=float("inf"))
+    res = launch_kernel(args + (tl,), tl.usedCoreNum, chip, "timing", timeout_s=float("inf"))
     cols = res.trace.columns
     ends = np.zeros(tl.usedCoreNum)
     np.maximum.at(ends, cols["core"], cols["end"])
