@@ -295,3 +295,16 @@ def test_bad_input_ends_in_result_or_aclnn_error_naming_the_parameter(row, chang
         f"message does not name {about} first: {error.message}"
     for name, (arr, bits) in before.items():
         assert np.array_equal(_bits(arr), bits), f"{name} changed by a failed call"
+
+
+def test_every_operator_of_the_project_has_a_catalogue_row():
+    """An operator declared in pyproject.toml (the registry's entry points) without a row here fails: the
+    catalogue is every operator's, present and future."""
+    import tomllib
+    from pathlib import Path
+
+    meta = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    declared = set(meta["project"].get("entry-points", {}).get("npusim.operators", {}))
+    assert declared, "no operators declared in pyproject.toml"
+    missing = declared - {row.name for row in OPERATORS}
+    assert not missing, f"add an OperatorRow to tests/ops/test_bad_input_catalogue.py for {sorted(missing)}"
