@@ -3,8 +3,8 @@
 Table-driven: OPERATORS holds one row per operator (its Python API, a small valid call, its input
 contract from ops/common/inputs.py, and its own enum/index faults). Every generic fault below is applied
 to every tensor the contract declares, plus each operator's own rows, in full mode (the mode that reads
-data). Each case must end, within WATCHDOG_S (a SIGALRM timer raising a BaseException the simulator
-cannot swallow), in either a result or an AclnnError with a documented status whose message names the
+data). Each case must end, within WATCHDOG_S (a repeating SIGALRM timer raising a BaseException the
+simulator cannot swallow; checked to stop a simulation whose bandwidth calendar never returns), in either a result or an AclnnError with a documented status whose message names the
 parameter the case is about (before any other parameter of the call); on error every array of the call,
 caches included, must be bit-identical to before.
 
@@ -271,7 +271,9 @@ def test_bad_input_ends_in_result_or_aclnn_error_naming_the_parameter(row, chang
             call[name] = value
     before = _snapshot(call)
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, WATCHDOG_S)
+    # repeating: the first _Hang ends one simulated core, but simpy lets the other cores run (and hang)
+    # until it processes the failed one; each later tick ends the next, until the call unwinds
+    signal.setitimer(signal.ITIMER_REAL, WATCHDOG_S, 0.05)
     t0 = time.perf_counter()
     try:
         result = row.api(**call)
@@ -308,3 +310,25 @@ def test_every_operator_of_the_project_has_a_catalogue_row():
     assert declared, "no operators declared in pyproject.toml"
     missing = declared - {row.name for row in OPERATORS}
     assert not missing, f"add an OperatorRow to tests/ops/test_bad_input_catalogue.py for {sorted(missing)}"
+
+
+def test_watchdog_stops_a_simulation_that_never_returns(monkeypatch):
+    """The watchdog itself: a bandwidth calendar that never returns (issue 16 class 2 as it was) ends in
+    _Hang within a second of the bound instead of hanging the test run."""
+    from npusim.memory.bandwidth import BandwidthCalendar
+
+    def never_returns(self, start, nbytes, rate):
+        while True:
+            pass
+    monkeypatch.setattr(BandwidthCalendar, "book", never_returns)
+    row = next(r for r in OPERATORS if r.name == "spkc")
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 0.05)
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(_Hang):
+            row.api(**row.base())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.perf_counter() - t0 < 30
