@@ -53,9 +53,9 @@ _PATHS = {
 _CURVE_OF_RATE = {rate: curve for rate, _, curve in _PATHS.values() if curve}
 #: Fields that must be > 0: counts, clocks, buffers every kernel allocates in, the paths every chip has,
 #: the shared bandwidths (a zero one never finishes a transfer), throughputs and the timeout. Fields
-#: whose help says "0: absent" (and latencies, overheads) may be 0.
+#: whose help says "0: absent" (and latencies, overheads, l2_bytes: a chip without L2) may be 0.
 _POSITIVE = ("aic_count", "clock_hz", "vector_clock_hz", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
-             "ub_bytes", "hbm_bytes", "l2_bytes", "hbm_bw_bytes_per_s", "l2_bw_bytes_per_s",
+             "ub_bytes", "hbm_bytes", "hbm_bw_bytes_per_s", "l2_bw_bytes_per_s",
              "gm_to_l1_bytes_per_cycle", "gm_to_ub_bytes_per_cycle", "ub_to_gm_bytes_per_cycle",
              "l1_to_l0a_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "pipe_queue_depth",
              "vector_bytes_per_cycle", "ub_read_bytes_per_cycle", "aicore_timeout_s", "timer_hz")

@@ -287,7 +287,10 @@ class Launch:
             self.env.process(self._drive(unit))
         try:
             self.env.run()
-        except Exception as exc:
+        except BaseException as exc:
+            # a failed run's suspended streams would keep the launch alive (a greenlet with frames in a
+            # reference cycle is never collected): drop them now
+            self.release()
             # simpy re-raises a failed process's exception as a copy caused by the original: give the
             # caller the original (AclnnError, KernelError with the kernel's exception as its cause...)
             orig = exc.__cause__

@@ -119,7 +119,7 @@ def _check_full(contract: InputContract, values: dict) -> None:
         x = values.get(name)
         if x is not None and not isinstance(x, np.ndarray):
             raise invalid(name, f"a {type(x).__name__} has no data; full mode needs a numpy array "
-                                "(use mode='timing' or mode='estimate' for data-less inputs)")
+                                "(for data-less inputs use mode='estimate' or mode='timing')")
     for name in contract.contiguous:
         x = values.get(name)
         if isinstance(x, np.ndarray) and x.size > 1 and not x.flags["C_CONTIGUOUS"]:

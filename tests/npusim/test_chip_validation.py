@@ -19,7 +19,7 @@ BAD = [
     ("hbm_bw_bytes_per_s", math.inf), ("l2_bw_bytes_per_s", -1.0), ("clock_hz", 0), ("clock_hz", math.inf),
     ("gm_to_ub_bytes_per_cycle", 0.0), ("gm_to_l1_bytes_per_cycle", math.nan), ("ub_to_gm_bytes_per_cycle", 0),
     ("l1_to_l0a_bytes_per_cycle", 0.0), ("vector_bytes_per_cycle", 0), ("ub_read_bytes_per_cycle", 0),
-    ("ub_bytes", 0), ("l1_bytes", 0), ("l2_bytes", 0), ("hbm_bytes", 0), ("aic_count", 2.5),
+    ("ub_bytes", 0), ("l1_bytes", 0), ("l2_bytes", -1), ("hbm_bytes", 0), ("aic_count", 2.5),
     ("aic_count", 2.0), ("aic_count", True), ("aic_count", "24"), ("pipe_queue_depth", 0),
     ("aicore_timeout_s", 0.0), ("aicore_timeout_s", math.nan), ("timer_hz", 0.0),
     ("mte2_latency_cycles", math.inf), ("launch_overhead_cycles", -1.0), ("ub_align_bytes", 3),
