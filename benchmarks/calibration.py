@@ -1,14 +1,21 @@
-"""Calibration: fit the launch overhead to the board data, print modeled vs measured and the MAPE.
+"""Calibration: fit the launch overhead to both board files, print every point old/new and the MAPE per file.
 
-Data: ../shared/calibration/fa_forward_910B2.csv, rows with kernel == torch_npu (the CANN
-FlashAttentionScore family; B=1, N=1, D=128, fp16, no mask, Sq = Skv). The model runs
-FlashAttentionVarLenScore (TND, one batch) in timing mode on Ascend910B2 with the launch overhead set
-to 0; the launch overhead enters the model additively, so the least-squares fit of the relative error
-has a closed form. The fitted value lives in npusim/calibration.py (LAUNCH_OVERHEAD_S); this script
-prints the fit, the error of the shipped parameter set, and the hand-written PTO kernel's points for
-reference (a different schedule, not fitted).
+Data (../shared/calibration/):
+- fa_forward_910B2.csv, rows with kernel == torch_npu (the CANN FlashAttentionScore family; B=1, N=1,
+  D=128, fp16, no mask, Sq = Skv): modeled by FlashAttentionVarLenScore (TND, one batch);
+- pfa_infer_910B2.csv (PromptFlashAttention family; B=1, one head, BSH H=D=128, fp16, no mask,
+  Sq=3072, Skv as given; the file treats the unnamed A2-class board as Ascend910B2, an assumption):
+  modeled by PromptFlashAttentionV2.
+Every point runs in timing mode on its chip with no launch overhead; the launch overhead enters the
+model additively, so its least-squares fit of the relative error has a closed form. Two values are fitted,
+one per operator family, each on its own file (docs/calibration.md says why one value cannot serve both):
+LAUNCH_OVERHEAD_S (every operator; FA file) and OPERATOR_LAUNCH_EXTRA_S["PromptFlashAttentionV2"] (what
+the PFA family's launch costs above it; PFA file), both in npusim/calibration.py. The script prints both
+fits, every point with the model before issue 13 ("old", recorded below with its commit) and now ("new",
+the shipped parameters), the MAPE per file, and the hand-written PTO kernel's points for reference (a
+different schedule, not fitted).
 
-    python benchmarks/calibration.py
+    python benchmarks/calibration.py          # about 2 minutes (the FA S=16384 point dominates)
 """
 from __future__ import annotations
 
@@ -20,25 +27,37 @@ from pathlib import Path
 import numpy as np
 
 from npusim import TensorSpec
-from npusim.calibration import LAUNCH_OVERHEAD_S
+from npusim.calibration import LAUNCH_OVERHEAD_S, OPERATOR_LAUNCH_EXTRA_S
 from npusim.chip import chip as get_chip
-from ops import flash_attention_var_len_score
+from ops import flash_attention_var_len_score, prompt_flash_attention_v2
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "fa_forward_910B2.csv"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "calibration"
+FA_FILE, PFA_FILE = SHARED / "fa_forward_910B2.csv", SHARED / "pfa_infer_910B2.csv"
+# The model before issue 13 (commit 91dd883, launch overhead 22.0 us): docs/calibration.md of that commit
+# for the FA points, the issue's table for the PFA points (timing mode on Ascend910B2).
+OLD_US = {("fa", 1024, 1024): 58.9, ("fa", 4096, 4096): 116.5, ("fa", 16384, 16384): 1124.0,
+          ("pfa", 3072, 8192): 193.6, ("pfa", 3072, 16384): 350.6}
 
 
-def load_points(path: Path = DATA) -> list[dict]:
+def load_points(path: Path) -> list[dict]:
     text = "".join(line for line in path.read_text().splitlines(keepends=True) if not line.startswith("#"))
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def modeled_us_without_launch(chip_name: str, s: int, d: int, n: int) -> float:
-    spec = get_chip(chip_name)
-    spec = spec.replace(launch_overhead_cycles=0)
+def fa_us_without_launch(chip_name: str, s: int, d: int, n: int) -> float:
+    spec = get_chip(chip_name).replace(launch_overhead_cycles=0)
     q = TensorSpec((s, n, d), np.float16)
     res = flash_attention_var_len_score(q, q, q, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n,
                                         scale_value=1 / np.sqrt(d), input_layout="TND", chip=spec, mode="timing")
     return res.time_us
+
+
+def pfa_us_without_launch(chip_name: str, sq: int, skv: int, d: int, n: int) -> float:
+    spec = get_chip(chip_name).replace(launch_overhead_cycles=0)
+    q, kv = TensorSpec((1, sq, n * d), np.float16), TensorSpec((1, skv, n * d), np.float16)
+    res = prompt_flash_attention_v2(q, kv, kv, num_heads=n, input_layout="BSH", scale_value=1 / np.sqrt(d),
+                                    chip=spec, mode="timing")
+    return res.time_us - OPERATOR_LAUNCH_EXTRA_S["PromptFlashAttentionV2"] * 1e6
 
 
 def fit_launch_overhead_us(measured: np.ndarray, base: np.ndarray) -> float:
@@ -47,29 +66,47 @@ def fit_launch_overhead_us(measured: np.ndarray, base: np.ndarray) -> float:
     return float(np.sum((measured - base) * w) / np.sum(w))
 
 
-def main() -> None:
-    print(f"machine: {platform.machine()}, Python {platform.python_version()}; data: {DATA}")
-    points = load_points()
+def modeled_points() -> list[tuple]:
+    """(file, kernel, Sq, Skv, measured us, model us without launch or None for reference-only rows)."""
     rows = []
-    for p in points:
+    for p in load_points(FA_FILE):
         s, d, n = int(p["seq_len"]), int(p["head_dim"]), int(p["heads"])
-        rows.append((p["kernel"], s, float(p["time_us"]), modeled_us_without_launch(p["chip"], s, d, n)))
-    fit_rows = [r for r in rows if r[0] == "torch_npu"]
-    measured = np.array([r[2] for r in fit_rows])
-    base = np.array([r[3] for r in fit_rows])
-    fitted = fit_launch_overhead_us(measured, base)
-    print(f"fitted launch overhead: {fitted:.2f} us (shipped: npusim.calibration.LAUNCH_OVERHEAD_S = "
-          f"{LAUNCH_OVERHEAD_S * 1e6:.2f} us)")
-    print(f"{'kernel':10s} {'S':>6s} {'measured us':>12s} {'model no-launch':>16s} {'model (shipped)':>16s} {'error':>8s}")
-    errors = []
-    for kernel, s, meas, b in rows:
-        model = b + LAUNCH_OVERHEAD_S * 1e6
-        err = model / meas - 1
-        if kernel == "torch_npu":
-            errors.append(abs(err))
-        print(f"{kernel:10s} {s:6d} {meas:12.1f} {b:16.1f} {model:16.1f} {100 * err:+7.1f}%")
-    print(f"torch_npu points: MAPE {100 * np.mean(errors):.1f}%, max {100 * np.max(errors):.1f}% (target: every point "
-          f"within 15%)")
+        base = fa_us_without_launch(p["chip"], s, d, n) if p["kernel"] == "torch_npu" else None
+        rows.append(("fa", p["kernel"], s, s, float(p["time_us"]), base))
+    for p in load_points(PFA_FILE):
+        sq, skv, d, n = int(p["q_len"]), int(p["kv_len"]), int(p["head_dim"]), int(p["heads"])
+        rows.append(("pfa", p["kernel"], sq, skv, float(p["time_us"]), pfa_us_without_launch(p["chip"], sq, skv, d, n)))
+    return rows
+
+
+def main() -> None:
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}; data: {FA_FILE.name}, {PFA_FILE.name}")
+    rows = modeled_points()
+    fitted = {}
+    for file in ("fa", "pfa"):
+        fit = [r for r in rows if r[0] == file and r[5] is not None]
+        fitted[file] = fit_launch_overhead_us(np.array([r[4] for r in fit]), np.array([r[5] for r in fit]))
+    extra = OPERATOR_LAUNCH_EXTRA_S["PromptFlashAttentionV2"] * 1e6
+    launch = {"fa": LAUNCH_OVERHEAD_S * 1e6, "pfa": LAUNCH_OVERHEAD_S * 1e6 + extra}
+    print(f"fitted launch overhead, FA file: {fitted['fa']:.2f} us (shipped LAUNCH_OVERHEAD_S = {launch['fa']:.2f} us)")
+    print(f"fitted launch overhead, PFA file: {fitted['pfa']:.2f} us = {fitted['fa']:.2f} + {fitted['pfa'] - fitted['fa']:.2f} "
+          f"(shipped OPERATOR_LAUNCH_EXTRA_S['PromptFlashAttentionV2'] = {extra:.2f} us)")
+    print(f"{'file':4s} {'kernel':16s} {'Sq':>6s} {'Skv':>6s} {'board us':>9s} {'old us':>8s} {'old err':>8s} "
+          f"{'no-launch':>10s} {'new us':>8s} {'new err':>8s}")
+    errs: dict = {}
+    for file, kernel, sq, skv, meas, base in rows:
+        if base is None:
+            print(f"{file:4s} {kernel:16s} {sq:6d} {skv:6d} {meas:9.1f}   (reference only, a different schedule)")
+            continue
+        old = OLD_US[(file, sq, skv)]
+        new = base + launch[file]
+        errs.setdefault(file, []).append((old / meas - 1, new / meas - 1))
+        print(f"{file:4s} {kernel:16s} {sq:6d} {skv:6d} {meas:9.1f} {old:8.1f} {100 * (old / meas - 1):+7.1f}% "
+              f"{base:10.1f} {new:8.1f} {100 * (new / meas - 1):+7.1f}%")
+    for file, e in errs.items():
+        e = np.abs(np.array(e))
+        print(f"{file}: MAPE old {100 * e[:, 0].mean():.1f}% (max {100 * e[:, 0].max():.1f}%), "
+              f"new {100 * e[:, 1].mean():.1f}% (max {100 * e[:, 1].max():.1f}%)")
 
 
 if __name__ == "__main__":

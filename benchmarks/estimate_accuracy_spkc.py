@@ -12,6 +12,10 @@ wall time and peak Python memory (tracemalloc, in a second run: tracing slows nu
 
     python benchmarks/estimate_accuracy_spkc.py            # the whole grid (about 5 minutes)
     python benchmarks/estimate_accuracy_spkc.py norm nz    # only the cases whose name contains a word
+    python benchmarks/estimate_accuracy_spkc.py check      # only the checking half (benchmarks/halves.py)
+
+The grid is split into a tuning half and a checking half (seeded, benchmarks/halves.py); tune only on
+the first, quote the second.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
+from halves import SEED, split_halves, summary
 from npusim.memory.gm import TensorSpec
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
 
@@ -195,17 +200,20 @@ def main(words: list[str]) -> None:
           f"{platform.python_version()}, numpy {np.__version__}")
     print(f"{'case':24s} {'template':9s} {'timing':>10s} {'estimate':>10s} {'error':>8s} {'timing s':>8s} "
           f"{'est. s':>6s}  sample")
+    names = list(GRID)
+    tune, check = split_halves(len(names))
+    print(f"halves (seed {SEED}): tuning {tune}, checking {check}")
+    half_of = {names[i]: "tune" for i in tune} | {names[i]: "check" for i in check}
     errors = []
     for name, (build, args) in GRID.items():
-        if words and not any(w in name for w in words):
+        if words and not any(w in name or w == half_of[name] for w in words):
             continue
         r = run_case(build, args)
-        errors.append(abs(r["error_pct"]))
-        print(f"{name:24s} {r['template']:9s} {r['timing']:10d} {r['estimate']:10d} {r['error_pct']:+7.2f}% "
+        errors.append((half_of[name], r["error_pct"]))
+        print(f"{half_of[name]:5s} {name:24s} {r['template']:9s} {r['timing']:10d} {r['estimate']:10d} {r['error_pct']:+7.2f}% "
               f"{r['wall_timing_s']:8.1f} {r['wall_estimate_s']:6.2f}  {r['sample']}",
               flush=True)
-    if errors:
-        print(f"{len(errors)} cases: max |error| {max(errors):.2f}%, mean |error| {np.mean(errors):.2f}%")
+    summary(errors)
     for name, (build, args) in HUGE.items():
         if words and not any(w in name for w in words):
             continue

@@ -66,6 +66,8 @@ class CoreUnit:
         self.waiting_for = None  # description while suspended on a flag
         self.buffers = self._make_buffers(chip, sub, full)
         self.tpipe = None
+        self.atomic = None  # SetAtomicAdd dtype: GM stores of this stream accumulate (launch.atomic_add)
+        self.atomic_seq = 0
         self.name_ids = launch.name_ids  # name -> name id (Launch.name_id without the call)
         self.src_id = launch.src_id
         self.src_at = launch.src_at

@@ -59,14 +59,22 @@ def demo_cases() -> dict[str, DemoCase]:
 
 
 def time_lines(res, spec) -> list[str]:
-    """The modeled time as kernel + launch overhead, and what the trace below spans."""
-    overhead_us = spec.launch_overhead_cycles / spec.clock_hz * 1e6
-    lines = [f"  modeled time {res.time_us:.1f} us ({res.cycles:,} cycles) = kernel {res.time_us - overhead_us:.1f} us"
-             f" + launch overhead {overhead_us:.1f} us (fixed cost of one launch, fitted: npusim/calibration.py)"]
-    if res.trace is not None:
-        lines.append(f"  the trace below is the kernel alone: {res.trace.time_us:.2f} us from its first to its last "
-                     "instruction (no launch overhead)")
-    return lines
+    """The modeled time as kernel + launch overhead (the overhead the launch itself added, from the
+    trace's metadata), and what the trace spans; without a trace, the total alone."""
+    meta = getattr(res.trace, "meta", None) or {}
+    head = f"  modeled time {res.time_us:.1f} us ({res.cycles:,} cycles)"
+    if "launch_overhead_cycles" not in meta:
+        return [head + ", launch included"] + _timeout_line(res)
+    overhead_us = meta["launch_overhead_cycles"] / spec.clock_hz * 1e6
+    return [head + f" = kernel {res.time_us - overhead_us:.1f} us + launch overhead {overhead_us:.1f} us (the fixed "
+            "cost of the launch, fitted: npusim/calibration.py)",
+            f"  the trace below is the kernel alone: {res.trace.time_us:.2f} us from its first to its last instruction "
+            "(no launch overhead)"] + _timeout_line(res)
+
+
+def _timeout_line(res) -> list[str]:
+    t = res.timeout
+    return [] if t is None else [f"  AI Core timeout {t.limit_s:g} s: {'EXCEEDED' if t.exceeded else 'ok'}"]
 
 
 def run_demo(out_dir: Path, chip: str = "Ascend910B2", mode: str = "full", case: str = "pfa") -> int:
@@ -81,9 +89,6 @@ def run_demo(out_dir: Path, chip: str = "Ascend910B2", mode: str = "full", case:
     done = demo.run(spec, mode)
     res = done.result
     print("\n".join(done.lines + time_lines(res, spec)))
-    t = res.timeout
-    if t is not None:
-        print(f"  AI Core timeout {t.limit_s:g} s: {'EXCEEDED' if t.exceeded else 'ok'}")
     print(res.trace.summary().to_text(8))
     out_dir.mkdir(parents=True, exist_ok=True)  # only now: nothing is left behind by a failed run
     json_path = res.trace.to_chrome_json(out_dir / "trace.json")

@@ -288,7 +288,7 @@ class TPipe:
 
 
 from npusim.isa.sync import (  # noqa: E402,F401 - the kernel vocabulary re-exported in one place
-    CrossCoreSetFlag, CrossCoreWaitFlag, PipeBarrier, SetFlag, SyncAll, WaitFlag)
+    CrossCoreSetFlag, CrossCoreWaitFlag, PipeBarrier, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, WaitFlag)
 from npusim.isa.dma import *  # noqa: E402,F401,F403
 from npusim.isa.vector import *  # noqa: E402,F401,F403
 from npusim.isa.cube import *  # noqa: E402,F401,F403

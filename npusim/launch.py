@@ -90,6 +90,7 @@ class LaunchResult:
     timeout: TimeoutVerdict
     block_dim: int
     meta: dict = field(default_factory=dict)
+    atomic_log: list = field(default_factory=list)  # (gm name, block, sub, seq) per committed atomic add
 
 
 class Launch:
@@ -119,6 +120,34 @@ class Launch:
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
+        self.atomic_pending: list = []  # (start cycle, block, sub, seq, gm name, flat array, index, values)
+        self.atomic_log: list = []  # (gm name, block, sub, seq) of each committed atomic write, in order
+
+    # -- atomic accumulation into GM (SetAtomicAdd) ---------------------------------------------
+    def atomic_add(self, unit: CoreUnit, gm_name: str, flat: np.ndarray, index: np.ndarray, values: np.ndarray,
+                   start: float) -> None:
+        """Queue ``flat[index] += values`` (full mode) issued by *unit* at cycle *start* (*flat* may be a view
+        of the GM array and *index* Ellipsis).
+
+        Why deferred: streams run a quantum apart in Python, so applying at issue would follow the
+        interpreter's order. Queued writes are committed at the next SyncAll release and at the end of
+        the launch, in simulated-time order (start cycle, then block, sub-core and the unit's issue
+        order break ties), which makes a non-deterministic kernel's result reproducible per input.
+        """
+        unit.atomic_seq += 1
+        self.atomic_pending.append((start, unit.block_idx, int(unit.sub), unit.atomic_seq, gm_name, flat, index,
+                                    values))
+
+    def commit_atomics(self) -> None:
+        """Apply the queued atomic adds in simulated-time order (fp32 adds, round to nearest even)."""
+        if not self.atomic_pending:
+            return
+        pending = sorted(self.atomic_pending, key=lambda w: w[:4])
+        self.atomic_pending = []
+        with np.errstate(all="ignore"):
+            for start, block, sub, seq, name, flat, index, values in pending:
+                flat[index] = flat[index] + values
+                self.atomic_log.append((name, block, sub, seq))
 
     # -- tables for the trace ----------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -235,6 +264,7 @@ class Launch:
         ev = state["event"]
         if len(state["arrived"]) == len(members):
             self._barrier[group] = None
+            self.commit_atomics()
             ev.succeed(max(state["arrived"]))
         else:
             unit.suspend(ev, "SyncAll")
@@ -297,6 +327,7 @@ class Launch:
             if orig is not None and type(orig) is type(exc):
                 raise orig from orig.__cause__
             raise
+        self.commit_atomics()
         stuck = [u for u in self.units if not u.finished]
         if stuck:
             lines = [f"{u.label} waits for {u.waiting_for or 'nothing (suspended)'}" for u in stuck]
@@ -408,9 +439,10 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
         raise AicoreTimeoutError(seconds, run.timeout_s, f"{chip.name}: ")
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
+    info["launch_overhead_cycles"] = chip.launch_overhead_cycles  # in `cycles`, not in the trace
     trace = run.build_trace(info)
     run.release()
-    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, run.atomic_log)
 
 
 class GmArg:

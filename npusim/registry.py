@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,6 +231,10 @@ def _discover() -> dict[str, OperatorEntry]:
 def _checkout_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """The group as declared by the pyproject.toml of the source tree npusim runs from (if any)."""
     path = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        import tomllib  # Python 3.11+; on 3.10 an installed npusim's metadata is the only source
+    except ImportError:
+        return {}
     if not path.is_file():
         return {}
     with path.open("rb") as f:

@@ -10,6 +10,9 @@ from ops.flash_attention_var_len_score.api import (aclnnFlashAttentionVarLenScor
 from ops.prompt_flash_attention_v2.api import (aclnnPromptFlashAttentionV2,
                                                aclnnPromptFlashAttentionV2GetWorkspaceSize)
 from ops.scatter_pa_kv_cache.api import aclnnScatterPaKvCache, aclnnScatterPaKvCacheGetWorkspaceSize
+from ops.sparse_flash_attention_grad.api import (aclnnSparseFlashAttentionGrad,
+                                                 aclnnSparseFlashAttentionGradGetWorkspaceSize)
 
 __all__ = ["aclnnFlashAttentionVarLenScore", "aclnnFlashAttentionVarLenScoreGetWorkspaceSize", "aclnnPromptFlashAttentionV2", "aclnnPromptFlashAttentionV2GetWorkspaceSize", "aclnnScatterPaKvCache",
-           "aclnnScatterPaKvCacheGetWorkspaceSize", "aclGetRecentErrMsg"]
+           "aclnnScatterPaKvCacheGetWorkspaceSize", "aclnnSparseFlashAttentionGrad",
+           "aclnnSparseFlashAttentionGradGetWorkspaceSize", "aclGetRecentErrMsg"]

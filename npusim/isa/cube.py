@@ -291,12 +291,17 @@ class Fixpipe:
                 _check(dst, (n1 - 1) * p.dstStride * BLOCK // item + p.mSize * L0C_C0)
             if workspace is not None:
                 workspace.check(p.nSize)
-            if unit.full:
+            if unit.atomic is not None and not to_l1:
+                self._check_atomic(unit)
+            elif unit.full:
                 self.execute()
         if to_l1:
             _send(unit, self.name, Pipe.FIX, "l0c_to_l1", self.nbytes)
         else:
-            _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
+            start = _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
+            if unit.atomic is not None and unit.full and self.nbytes:
+                index, values, target = self._placement()
+                unit.launch.atomic_add(unit, dst.gm.name, target, index, values, start)
 
     @staticmethod
     def _mode(src_dtype, dst_dtype, quant: QuantMode_t, workspace) -> QuantMode_t:
@@ -327,10 +332,40 @@ class Fixpipe:
             return np.float32(deq)
         return decode_deq_scale_u64(np.uint64(deq))
 
+    def _check_atomic(self, unit) -> None:
+        """SetAtomicAdd: fp32 accumulation of a row-major fp32 result (the only atomic form modelled)."""
+        if unit.atomic != np.float32 or self.dst.dtype != np.float32 or self.config is not CFG_ROW_MAJOR \
+                or self.mode is not _Q.NoQuant or self.params.reluEn:
+            raise NotImplementedError("Fixpipe with SetAtomicAdd: only fp32 L0C -> fp32 GM, row-major, NoQuant, "
+                                      "no ReLU is modelled")
+
     def execute(self) -> None:
+        index, values, target = self._placement()
+        target[index] = values
+
+    def _placement(self) -> tuple:
+        """(destination, converted values) of the read-out (docs/numerics_cube.md): ``(flat array of dst,
+        element indices)`` in general; for one row-major ND matrix whose rows do not overlap, a strided
+        (mSize, nSize) view of dst and Ellipsis, which costs no index arrays (NOTE: for performance reasons:
+        the sparse backward's scatter issues one Fixpipe per selected block)."""
         p = self.params
         n1 = _ceil(p.nSize, L0C_C0)
         src = _data(self.src)
+        if p.ndNum == 1 and self.config is CFG_ROW_MAJOR and p.dstStride >= p.nSize and p.mSize and p.nSize:
+            step, rows = p.srcStride * L0C_C0, p.mSize * L0C_C0
+            vals = np.concatenate([src[j * step:j * step + rows].reshape(p.mSize, L0C_C0) for j in range(n1)], axis=1)
+            out = self._convert(vals[None, :, :p.nSize])[0]
+            dst = _data(self.dst)
+            if dst.size >= p.mSize * p.dstStride:
+                view = dst[:p.mSize * p.dstStride].reshape(p.mSize, p.dstStride)[:, :p.nSize]
+            else:
+                view = np.lib.stride_tricks.as_strided(dst, (p.mSize, p.nSize), (p.dstStride * dst.itemsize,
+                                                                                 dst.itemsize))
+            return Ellipsis, out, view
+        return self._placement_indexed(src, n1)
+
+    def _placement_indexed(self, src, n1: int) -> tuple:
+        p = self.params
         # one NZ matrix: block j (16 columns) starts at j * srcStride * 16 elements, rows of 16
         blk = (np.arange(p.ndNum, dtype=np.int64)[:, None, None, None] * (p.srcNdStride * 256)
                + np.arange(n1, dtype=np.int64)[None, :, None, None] * (p.srcStride * L0C_C0)
@@ -341,19 +376,17 @@ class Fixpipe:
         if self.config is CFG_ROW_MAJOR:
             vals = vals[:, :, :p.nSize]
         out = self._convert(vals)
-        dst = _data(self.dst)
         if self.config is CFG_ROW_MAJOR:
             idx = (np.arange(p.ndNum, dtype=np.int64)[:, None, None] * p.dstNdStride
                    + np.arange(p.mSize, dtype=np.int64)[None, :, None] * p.dstStride
                    + np.arange(p.nSize, dtype=np.int64)[None, None, :])
-            dst[idx] = out
-        else:
-            pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
-            blocks = out[0].reshape(p.mSize, n1, L0C_C0).transpose(1, 0, 2)
-            idx = (np.arange(n1, dtype=np.int64)[:, None, None] * pitch
-                   + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
-                   + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
-            dst[idx] = blocks
+            return idx, out, _data(self.dst)
+        pitch = p.dstStride * BLOCK // self.dst.dtype.itemsize
+        blocks = out[0].reshape(p.mSize, n1, L0C_C0).transpose(1, 0, 2)
+        idx = (np.arange(n1, dtype=np.int64)[:, None, None] * pitch
+               + np.arange(p.mSize, dtype=np.int64)[None, :, None] * L0C_C0
+               + np.arange(L0C_C0, dtype=np.int64)[None, None, :])
+        return idx, blocks, _data(self.dst)
 
     def _convert(self, vals: np.ndarray) -> np.ndarray:
         """L0C values -> destination values: dequant / cast, then ReLU (docs/numerics_cube.md)."""

@@ -150,10 +150,10 @@ def _data(t) -> np.ndarray:
 
 
 def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte: int = 0,
-          gm_write: bool = False, depth: int = 3) -> None:
-    """Schedule a transfer. *depth*: frames from unit.transfer up to the kernel line (transfer ->
-    _send -> instruction __init__ -> kernel line = 3, one more per helper method in between)."""
-    unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
+          gm_write: bool = False, depth: int = 3) -> float:
+    """Schedule a transfer; return its start cycle. *depth*: frames from unit.transfer up to the kernel
+    line (transfer -> _send -> instruction __init__ -> kernel line = 3, one more per helper in between)."""
+    return unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
 
 
 def _nonneg(what: str, **values) -> None:
@@ -227,6 +227,8 @@ class DataCopy:
             path = _STORE_PATHS.get(src.buffer.kind)
             if path is None:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> GM is not modelled (L0C leaves by Fixpipe)")
+            if unit.atomic is not None:
+                raise NotImplementedError("DataCopy to GM under SetAtomicAdd is not modelled (Fixpipe only)")
             if unit.full:
                 self.execute()
             _send(unit, self.name, Pipe.MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
@@ -362,6 +364,8 @@ class DataCopyPad:
         if p.blockLen % item or gm_stride % item:
             raise NotImplementedError(f"DataCopyPad: blockLen {p.blockLen} and GM stride {gm_stride} bytes must be "
                                       f"whole {item}-byte elements")
+        if store and _unit_of(dst, src).atomic is not None:
+            raise NotImplementedError("DataCopyPad to GM under SetAtomicAdd is not modelled (Fixpipe only)")
         if store and (pad.leftPadding or pad.rightPadding or pad.isPad):
             raise NotImplementedError("DataCopyPad UB -> GM with padding is not modelled")
         self.left = pad.leftPadding * item

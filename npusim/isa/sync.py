@@ -7,6 +7,8 @@ AIC wait needs a set from each AIV.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from npusim.launch import current_unit
 from npusim.types import HardEvent, Pipe
 
@@ -51,6 +53,21 @@ def SyncAll() -> None:
     """Ascend C ``SyncAll()``: barrier over all cores of this kind (all AIVs, or all AICs)."""
     unit = current_unit()
     unit.launch.sync_all(unit, unit.name_ids["SyncAll"], depth=2)
+
+
+def SetAtomicAdd(dtype=np.float32) -> None:
+    """Ascend C ``SetAtomicAdd<T>()``: this stream's later Fixpipe writes to GM add to the destination
+    (fp32), committed in simulated-time order (launch.Launch.atomic_add) until SetAtomicNone()."""
+    unit = current_unit()
+    unit.atomic = np.dtype(dtype)
+    unit.issue(unit.name_ids["SetAtomicAdd"], int(Pipe.S), 1.0, 0.0, depth=2)
+
+
+def SetAtomicNone() -> None:
+    """Ascend C ``SetAtomicNone()``: GM writes overwrite again."""
+    unit = current_unit()
+    unit.atomic = None
+    unit.issue(unit.name_ids["SetAtomicNone"], int(Pipe.S), 1.0, 0.0, depth=2)
 
 
 def _check_mode(mode: int) -> None:

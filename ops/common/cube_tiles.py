@@ -5,7 +5,7 @@ in L1 as NZ (Q or P) by a second operand in L1 (K as NZ of K, i.e. of B^T; V as 
 B), with the same fractal bookkeeping. :class:`CubeTiles` owns the L0A/L0B queues of one AIC and
 issues the LoadData / Mmad sequences; the caller owns L1, L0C and Fixpipe.
 
-Contents: :func:`c16`, :data:`L0_BUFFER_BYTES`, :class:`CubeTiles` (``SplitA``,
+Contents: :func:`c16`, :data:`L0_BUFFER_BYTES`, :class:`CubeTiles` (``SplitA``, ``SplitATransposed``,
 ``SplitBTransposed``, ``SplitB``, ``Compute``).
 """
 from __future__ import annotations
@@ -48,6 +48,18 @@ class CubeTiles:
         kb0, mb0 = kc // self.c0, mc // 16
         for mb in range(c16(mrows) // 16):
             LoadData(aL0[mb * kBlocks * self.fractal], srcL1[(kb0 * mBlocksAll + mb0 + mb) * self.fractal], params)
+        self.aQue.EnQue(aL0)
+
+    def SplitATransposed(self, srcL1, kBlocksAll: int, mrows: int, kcols: int) -> None:
+        """A = X^T with X in L1 as NZ (k x m, kBlocksAll row blocks) -> L0A (ZZ) with a transposing load per
+        m block (b16): the backward's P^T dO and dS^T Q take P and dS as they are stored (G x rows)."""
+        if self.inDt.itemsize != 2:
+            raise NotImplementedError("CubeTiles.SplitATransposed: only b16 transposing loads are modelled")
+        aL0 = self.aQue.AllocTensor(srcL1.dtype)
+        kBlocks = c16(kcols) // 16
+        params = LoadData2DParams(repeatTimes=kBlocks, srcStride=1, ifTranspose=True)
+        for mb in range(c16(mrows) // 16):
+            LoadData(aL0[mb * kBlocks * self.fractal], srcL1[mb * kBlocksAll * self.fractal], params)
         self.aQue.EnQue(aL0)
 
     def SplitBTransposed(self, bTL1, nBlocks: int, kc: int, kcols: int) -> None:

@@ -1,6 +1,6 @@
 """Estimate mode of PromptFlashAttentionV2: count the work from the tiling, sample the slowest core.
 
-1. Work, counted without enumerating tiles: the items (n, b, block of 2*sOuter rows) with their tile
+1. Work, counted without enumerating tiles: the items (n, b, block of sOuter rows per vector core, 2*sOuter in the cube view) with their tile
    ranges, per distinct batch (batches with equal lengths and tokens share one profile); tile classes
    over the launch (full, edge = the last partial tile of a batch, masked = cut by the band or a user
    mask, skipped = outside the band).
@@ -22,7 +22,8 @@ import numpy as np
 from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
 from ops.prompt_flash_attention_v2.contract import MaskKind
 from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
-from ops.prompt_flash_attention_v2.tiling import PfaTilingData, fit_base_sizes
+from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, balance_path, fit_base_sizes,
+                                                  kv_chunk, pfa_tiling, split_core_mode)
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
 COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
@@ -33,12 +34,11 @@ SAMPLE_TILES = 4  # tiles kept per sampled item (its last ones)
 SAMPLE_ITEMS = 3  # items in a sample of a large core, spread over its range
 
 
-def _profiles(problem, s_outer: int, s_inner: int):
+def _profiles(problem, block: int, s_inner: int):
     """Per distinct batch: dict(row0, rows, t0, t1 arrays of its blocks; kv); and batch -> profile index."""
     keys = np.stack([problem.computed_seq_lengths, problem.actual_seq_lengths_kv, problem.pre_tokens_lu,
                      problem.next_tokens_lu], axis=1).astype(np.int64)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    block = 2 * s_outer
     out = []
     for act_q, act_kv, pre, nxt in uniq:
         if act_q <= 0 or act_kv <= 0:
@@ -130,10 +130,23 @@ def _overlap(t0, t1, jlo, jhi) -> np.ndarray:
     return np.clip(np.minimum(t1 - 1, jhi) - np.maximum(t0, jlo) + 1, 0, None)
 
 
-def _sample_tiling(base: dict, items: list, cores: int) -> PfaTilingData:
-    """A tiling that gives each of *cores* AI Cores the same *items* (n, b, row0, rows, t0, t1)."""
+def _sample_tiling(base: dict, items, cores: int, both_subs: bool) -> PfaTilingData:
+    """A tiling that gives each of *cores* AI Cores the same *items* (n, b, row0, rows, t0, t1): in the
+    vector split on its first vector core, and on the second too when *both_subs* (more workers than
+    AI Cores); *items* as a pair of lists gives each vector core its own."""
+    pair = isinstance(items, tuple)
+    if pair:
+        first, second = items
+        items = list(first) + list(second)
     cols = list(zip(*items)) if items else [()] * 6
-    return PfaTilingData(**base, blockDim=cores, coreItemStart=(0,) * cores, coreItemEnd=(len(items),) * cores,
+    mine = tuple(range(len(items)))
+    if pair:
+        workers = (tuple(range(len(first))), tuple(range(len(first), len(items)))) * cores
+    elif base["splitCoreMode"] == SPLIT_VECTOR:
+        workers = (mine, mine if both_subs else ()) * cores
+    else:
+        workers = (mine,) * cores
+    return PfaTilingData(**base, blockDim=cores, workerItems=workers,
                          itemN=tuple(cols[0]), itemB=tuple(cols[1]), itemRow0=tuple(cols[2]), itemRows=tuple(cols[3]),
                          itemTile0=tuple(cols[4]), itemTile1=tuple(cols[5]))
 
@@ -147,32 +160,53 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
 
     overrides = dict(overrides or {})
     s_outer, s_inner, sm = fit_base_sizes(problem, spec, {k: v for k, v in overrides.items() if k != "blockDim"})
-    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    mode = split_core_mode(problem, spec, s_outer)
+    vector = mode == SPLIT_VECTOR
+    tail_first = vector and balance_path(problem)
+    profiles, inverse = _profiles(problem, s_outer if vector else 2 * s_outer, s_inner)
     work = _Work(problem, profiles, inverse)
     n_items = work.period_items * work.repeats
-    block_dim = int(overrides.get("blockDim", min(spec.aic_count, max(n_items, 1))))
+    aics = int(overrides.get("blockDim", spec.aic_count))
+    workers_max = 2 * aics if vector else aics
+    block_dim = min(aics, max(-(-n_items // 2) if vector and n_items > aics else n_items, 1))
+    n_workers = min(workers_max, max(n_items, 1))
     classes = _tile_classes(problem, profiles, inverse, s_inner)
     t, d = problem.softmax_dtype.itemsize, problem.head_dim_padded
     per_core_ws = 2 * (2 * s_outer * s_inner * (t + p_type_bytes(problem)) + 2 * s_outer * d * pv_type_bytes(problem))
     base = dict(batchSize=problem.batch, headNumSize=problem.num_heads, kvHeadNumSize=problem.num_kv_heads,
                 headSize=d, seqSize=problem.s1, seqInnerSize=problem.s2, sOuterFactor=s_outer, sInnerFactor=s_inner,
-                softmaxSOuterFactor=sm, scaleValue=problem.scale_value_fp32, sparseMode=problem.sparse_mode,
-                softmaxTypeBytes=t, pTypeBytes=p_type_bytes(problem), pvTypeBytes=pv_type_bytes(problem),
-                workspaceSize=0, ubBytes=ub_bytes(problem, s_outer, s_inner, sm), l1Bytes=l1_bytes(problem, s_outer))
+                softmaxSOuterFactor=sm, kvChunk=kv_chunk(problem, spec, s_outer), scaleValue=problem.scale_value_fp32,
+                sparseMode=problem.sparse_mode, splitCoreMode=mode, tailFirst=tail_first, softmaxTypeBytes=t, pTypeBytes=p_type_bytes(problem), pvTypeBytes=pv_type_bytes(problem),
+                workspaceSize=0, ubBytes=ub_bytes(problem, s_outer, s_inner, sm), l1Bytes=l1_bytes(problem, s_outer, kv_chunk(problem, spec, s_outer)))
     if n_items == 0:
         return Estimate(0, 0.0, np.zeros(block_dim), 0.0, classes), (s_outer, s_inner, sm, block_dim)
+    if vector and n_items <= EXACT_SPLIT_ITEMS:
+        return _estimate_exact_pairs(problem, spec, overrides, inputs, base, classes, per_core_ws), \
+            (s_outer, s_inner, sm, block_dim)
     seq = PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats)  # cost proxy: a tile, and half a tile per item
-    starts, ends = seq.split(block_dim)
-    proxy = seq.core_costs(block_dim)
+    both_subs = vector and n_workers > aics  # the skip-core remap puts <= aic + 1 workers one per AI Core
+    if tail_first:  # the kernel's balance path: its own snake order over the workers (tiling.vector_workers)
+        members, proxy = _snake_split(work, problem.num_heads, workers_max)
+    else:
+        starts, ends = seq.split(n_workers)
+        proxy = seq.core_costs(n_workers)
 
-    def cum_w(i: int) -> float:  # cumulative tiles up to global item i (inclusive)
-        return float(seq._cum(seq.cum_w, seq.total_w, np.array([i]))[0])
+        def members(c: int) -> np.ndarray:
+            return np.arange(int(starts[c]), int(ends[c]), dtype=np.int64)
+
+    def core_tiles(c: int) -> int:
+        if tail_first:
+            return int(work.tiles[members(c) % work.period_items].sum())
+        s, e = int(starts[c]), int(ends[c])
+        cum = seq._cum(seq.cum_w, seq.total_w, np.array([s - 1, e - 1]))
+        return int(cum[1] - cum[0])
 
     micro = min(COMPANIONS, block_dim)
     # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
-    # no timeout in a sample: estimate mode reports the whole launch's verdict instead (split_advice)
-    share = contention_chip(spec, active / micro).replace(aicore_timeout_s=float("inf"))
+    # workers sampled side by side; no timeout in a sample: estimate mode reports the whole launch's verdict
+    # instead (split_advice)
+    share = contention_chip(spec, active / (micro * (2 if both_subs else 1))).replace(aicore_timeout_s=float("inf"))
     cores = micro
     # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
     # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
@@ -180,57 +214,144 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     working_set += block_dim * per_core_ws
 
     def simulate(items: list, warm: bool = True) -> int:
-        til = _sample_tiling(base, items, cores)
+        til = _sample_tiling(base, items, cores, both_subs)
         til = dataclasses.replace(til, workspaceSize=SYSTEM_WORKSPACE + cores * per_core_ws)
         l2_warm = (working_set, {"key", "value", "atten_mask"}) if warm else None
         return launch_kernel(inputs, til, share, "timing", l2_warm).cycles
 
     def core_cycles(core: int) -> tuple[float, float, bool]:
-        s, e = int(starts[core]), int(ends[core])
-        n_core, tiles_core = e - s, int(cum_w(e - 1) - cum_w(s - 1))
+        idx = members(core)
+        n_core, tiles_core = len(idx), core_tiles(core)
         if tiles_core <= SAMPLE_TASKS and n_core <= SAMPLE_WHOLE_ITEMS:
-            return float(simulate([work.item(i) for i in range(s, e)], warm=False)), 0.0, True
-        picks = np.unique(np.linspace(s, e - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
-        chosen = [work.item(int(i)) for i in picks]
+            return float(simulate([work.item(int(i)) for i in idx], warm=False)), 0.0, True
+        picks = np.unique(np.linspace(0, n_core - 1, min(SAMPLE_ITEMS, n_core)).round().astype(np.int64))
+        chosen = [work.item(int(idx[i])) for i in picks]
         items_a = [_cut(it, SAMPLE_TILES) for it in chosen]
         items_b = [_cut(it, SAMPLE_TILES // 2) for it in chosen]
         items_c = items_a[:max(1, len(items_a) // 2)]
         ta, tb, tc = simulate(items_a), simulate(items_b), simulate(items_c)
         na, nb, nc = (sum(it[5] - it[4] for it in x) for x in (items_a, items_b, items_c))
-        per_tile = (ta - tb) / (na - nb) if na != nb else (ta - tc) / max(na - nc, 1)
-        per_item = ((ta - tc) - per_tile * (na - nc)) / (len(items_a) - len(items_c)) \
-            if len(items_a) > len(items_c) else 0.0
-        fixed = ta - per_item * len(items_a) - per_tile * na
-        return fixed + per_item * n_core + per_tile * tiles_core, fixed, False
+        return _extrapolate((ta, tb, tc), (na, nb, nc), (len(items_a), len(items_c)), n_core, tiles_core)
 
     # the busiest cores by the proxy, one per distinct work pattern
-    order = np.argsort(-proxy, kind="stable")
-    picked, seen = [], set()
-    for c in order:
-        if proxy[c] < 0.85 * proxy[order[0]] or len(picked) == CANDIDATES:
-            break
-        s, e = int(starts[c]), int(ends[c])
-        sig = (e - s, round(float(proxy[c]), 3), tuple(work.item(i)[3:] for i in range(s, min(e, s + 8))))
-        if sig not in seen:
-            seen.add(sig)
-            picked.append(int(c))
+    picked = _candidates(proxy, lambda c: (len(members(c)), round(float(proxy[c]), 3),
+                                           tuple(work.item(int(i))[3:] for i in members(c)[:8])))
+
     def small(c) -> bool:
-        s, e = int(starts[c]), int(ends[c])
-        return e - s <= SAMPLE_WHOLE_ITEMS and cum_w(e - 1) - cum_w(s - 1) <= SAMPLE_TASKS
+        return len(members(c)) <= SAMPLE_WHOLE_ITEMS and core_tiles(c) <= SAMPLE_TASKS
 
     if not small(picked[0]):  # large cores: per-item effects average out, the proxy's busiest core stands
         picked = picked[:1]
-    results = {c: core_cycles(c) for c in picked}
+    return _slowest({c: core_cycles(c) for c in picked}, proxy, spec, classes), (s_outer, s_inner, sm, block_dim)
+
+
+SYSTEM_WORKSPACE = 16 * 1024 * 1024
+
+
+def _extrapolate(cycles: tuple, tiles: tuple, items: tuple, n_core: int, tiles_core: int) -> tuple:
+    """fixed + a * items + b * tiles through three samples: (a) items[0] items with tiles[0] tiles,
+    (b) the same items cut to tiles[1] tiles, (c) items[1] items with tiles[2] tiles; evaluated at the
+    core's items and tiles. Returns (cycles, fixed, False)."""
+    (ta, tb, tc), (na, nb, nc), (ia, ic) = cycles, tiles, items
+    per_tile = (ta - tb) / (na - nb) if na != nb else (ta - tc) / max(na - nc, 1)
+    per_item = ((ta - tc) - per_tile * (na - nc)) / (ia - ic) if ia > ic else 0.0
+    fixed = ta - per_item * ia - per_tile * na
+    return fixed + per_item * n_core + per_tile * tiles_core, fixed, False
+
+
+def _slowest(results: dict, proxy: np.ndarray, spec, classes: dict) -> Estimate:
+    """The Estimate of the slowest simulated candidate (results: core -> (cycles, fixed, whole))."""
     core = max(results, key=lambda c: results[c][0])
     cycles, fixed, whole = results[core]
     est = Estimate(int(round(cycles)), cycles / spec.clock_hz * 1e6, proxy, fixed,
                    {k: (v, None) for k, v in classes.items()})
     est.sampled_core = core
     est.sampled_whole = whole
-    return est, (s_outer, s_inner, sm, block_dim)
+    return est
 
 
-SYSTEM_WORKSPACE = 16 * 1024 * 1024
+def _candidates(proxy: np.ndarray, signature) -> list:
+    """The busiest cores by the proxy (within 85% of the busiest), one per distinct *signature(c)*."""
+    order = np.argsort(-proxy, kind="stable")
+    picked, seen = [], set()
+    for c in order:
+        if proxy[c] < 0.85 * proxy[order[0]] or len(picked) == CANDIDATES:
+            break
+        sig = signature(int(c))
+        if sig not in seen:
+            seen.add(sig)
+            picked.append(int(c))
+    return picked
+EXACT_SPLIT_ITEMS = 50_000  # vector split: up to this many items the tiling's own worker lists are used
+
+
+def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes: dict, per_core_ws: int) -> Estimate:
+    """Vector split with the tiling's own worker lists: the AI Cores whose two vector cores carry the
+    most work (tiles + half a tile per item) are run, each vector core on its real items, next to
+    COMPANIONS copies; a large pair is sampled (SAMPLE_ITEMS items per vector core cut to their last
+    SAMPLE_TILES and SAMPLE_TILES / 2 tiles) and extrapolated with fixed + a * items + b * tiles."""
+    til = pfa_tiling(problem, spec, overrides)
+    item = lambda i: (til.itemN[i], til.itemB[i], til.itemRow0[i], til.itemRows[i], til.itemTile0[i],  # noqa: E731
+                      til.itemTile1[i])
+    tiles = np.asarray(til.itemTile1, np.int64) - np.asarray(til.itemTile0, np.int64)
+    pairs = [(til.workerItems[2 * c], til.workerItems[2 * c + 1]) for c in range(til.blockDim)]
+    proxy = np.array([sum(float(tiles[i]) + 0.5 for i in a + b) for a, b in pairs])
+    micro = min(COMPANIONS, til.blockDim)
+    active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
+    share = contention_chip(spec, active / micro)
+    working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
+    working_set += til.blockDim * per_core_ws
+
+    def simulate(pair, warm: bool = True) -> int:
+        t = _sample_tiling(base, ([item(i) for i in pair[0]], [item(i) for i in pair[1]]), micro, True)
+        t = dataclasses.replace(t, workspaceSize=SYSTEM_WORKSPACE + micro * per_core_ws)
+        l2_warm = (working_set, {"key", "value", "atten_mask"}) if warm else None
+        return launch_kernel(inputs, t, share, "timing", l2_warm).cycles
+
+    def simulate_cut(pair, keep: int) -> tuple[int, int, int]:
+        """Cycles, items and tiles of the pair's picked items cut to their last *keep* tiles."""
+        cut = [[_cut(item(i), keep) for i in sub] for sub in pair]
+        t = _sample_tiling(base, (cut[0], cut[1]), micro, True)
+        t = dataclasses.replace(t, workspaceSize=SYSTEM_WORKSPACE + micro * per_core_ws)
+        cyc = launch_kernel(inputs, t, share, "timing", (working_set, {"key", "value", "atten_mask"})).cycles
+        return cyc, sum(map(len, cut)), sum(it[5] - it[4] for sub in cut for it in sub)
+
+    def core_cycles(c: int) -> tuple[float, float, bool]:
+        a, b = pairs[c]
+        n_core, tiles_core = len(a) + len(b), int(tiles[list(a + b)].sum())
+        if tiles_core <= 2 * SAMPLE_TASKS and n_core <= 2 * SAMPLE_WHOLE_ITEMS:
+            return float(simulate((a, b), warm=False)), 0.0, True
+        pick = lambda sub: [sub[int(k)] for k in np.unique(np.linspace(0, len(sub) - 1,  # noqa: E731
+                                                                       min(SAMPLE_ITEMS, len(sub))).round())] if sub else []
+        full = (pick(a), pick(b))
+        half = (full[0][:max(1, len(full[0]) // 2)] if full[0] else [], full[1][:max(1, len(full[1]) // 2)] if full[1] else [])
+        ta, na_items, na = simulate_cut(full, SAMPLE_TILES)
+        tb, _, nb = simulate_cut(full, SAMPLE_TILES // 2)
+        tc, nc_items, nc = simulate_cut(half, SAMPLE_TILES)
+        return _extrapolate((ta, tb, tc), (na, nb, nc), (na_items, nc_items), n_core, tiles_core)
+
+    picked = _candidates(proxy, lambda c: tuple(tuple(item(i)[3:] for i in sub[:8]) for sub in pairs[c]))
+    return _slowest({c: core_cycles(c) for c in picked}, proxy, spec, classes)
+
+
+def _snake_split(work, n_heads: int, workers: int):
+    """(members(worker) -> global item indices, work proxy per worker) of ``ComputeEachCoreBalance``
+    (B = 1): the blocks, last query block first and heads fastest, dealt over the workers in snake
+    order (0..W-1, then W-1..0), the order its index walk ``idx += (W - idx % W) * 2 - 1`` produces."""
+    total = work.period_items * work.repeats
+    t = np.arange(total, dtype=np.int64)
+    r = t % (2 * workers)
+    worker = np.where(r < workers, r, 2 * workers - 1 - r)
+    nb = work.period_items
+    gidx = (t % n_heads) * nb + (nb - 1 - t // n_heads)
+    proxy = np.bincount(worker, weights=work.tiles[gidx % nb] + 0.5, minlength=workers)
+    order = np.argsort(worker, kind="stable")
+    bounds = np.searchsorted(worker[order], np.arange(workers + 1))
+
+    def members(c: int) -> np.ndarray:
+        return gidx[order[bounds[c]:bounds[c + 1]]]
+
+    return members, proxy
 
 
 def _cut(item: tuple, keep: int) -> tuple:
@@ -253,31 +374,40 @@ def _last_chunk(problem, rows: int):
 
 def _max_core_work(problem, spec, overrides) -> float:
     """The work proxy (tiles + half a tile per item) of the busiest core: counting only, no simulation."""
-    s_outer, s_inner, _ = fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})
-    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    block, s_inner, workers = _blocking(problem, spec, overrides)
+    profiles, inverse = _profiles(problem, block, s_inner)
     work = _Work(problem, profiles, inverse)
     n_items = work.period_items * work.repeats
     if n_items == 0:
         return 0.0
-    block_dim = int((overrides or {}).get("blockDim", min(spec.aic_count, n_items)))
-    return float(PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats).core_costs(block_dim).max())
+    workers = min(workers, n_items)
+    return float(PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats).core_costs(workers).max())
+
+
+def _blocking(problem, spec, overrides) -> tuple[int, int, int]:
+    """(query rows per item, sInner, workers) of the tiling's core split mode."""
+    s_outer, s_inner, _ = fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})
+    aics = int((overrides or {}).get("blockDim", spec.aic_count))
+    if split_core_mode(problem, spec, s_outer) == SPLIT_VECTOR:
+        return s_outer, s_inner, 2 * aics
+    return 2 * s_outer, s_inner, aics
 
 
 def total_tiles(problem, spec, overrides) -> int:
     """Score tiles the launch computes (counting only), to refuse simulations that would not finish."""
-    s_outer, s_inner, _ = fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})
-    profiles, inverse = _profiles(problem, s_outer, s_inner)
+    block, s_inner, _ = _blocking(problem, spec, overrides)
+    profiles, inverse = _profiles(problem, block, s_inner)
     return int(sum(int((profiles[g]["t1"] - profiles[g]["t0"]).sum()) for g in inverse if profiles[g] is not None)
                * problem.num_heads)
 
 
 def split_advice(problem, spec, overrides, est: Estimate, tensors: tuple, limit_s: float):
-    """Timeout verdict, and the largest split of the query sequence S (in whole 2*sOuter blocks) whose
+    """Timeout verdict, and the largest split of the query sequence S (in whole query blocks) whose
     heaviest launch stays under ADVICE_MARGIN of the limit (npusim.estimate.timeout_verdict). A chunk's
     time is the estimate scaled by its busiest core's work (the last chunk of a causal or band mask is
     the heaviest), so the search costs no further simulation."""
     seconds = est.time_us * 1e-6
-    block = 2 * fit_base_sizes(problem, spec, {k: v for k, v in (overrides or {}).items() if k != "blockDim"})[0]
+    block = _blocking(problem, spec, overrides)[0]
     s1 = int(np.max(problem.computed_seq_lengths)) if len(problem.computed_seq_lengths) else 0
     n_blocks = max(-(-s1 // block), 1)
     full_work = _max_core_work(problem, spec, overrides)

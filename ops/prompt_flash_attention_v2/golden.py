@@ -7,8 +7,10 @@ codecs of ``npusim.dtypes`` (``cast``, ``quantize_int8``, ``decode_deq_scale_u64
 
 Work split (docs/pfa.md "Tiling"), per batch b with ``act_q = computed_seq_lengths[b]`` and
 ``act_kv = actual_seq_lengths_kv[b]``:
-- items are blocks of ``2 * s_outer`` query rows ``[r0, r1)``, ``r1 = min(r0 + 2 s_outer, act_q)``;
-  rows ``>= act_q`` are never computed and stay +0;
+- items are blocks of ``block_rows`` query rows ``[r0, r1)`` (the tiling's blockRows: s_outer when every
+  vector core is a worker, 2 * s_outer in the cube view), ``r1 = min(r0 + block_rows, act_q)``; with
+  ``tail_first`` (the kernel's balance path) the partial block ``[0, act_q % block_rows)`` comes first
+  and the others follow it; rows ``>= act_q`` are never computed and stay +0;
 - an item's key columns are its band ``[s2First, s2Last)`` with ``s2First = clip(r0 - pre_lu, 0,
   act_kv)`` and ``s2Last = clip(r0 + next_lu + (r1 - r0), 0, act_kv)``. Derivation: row r keeps
   column c iff ``-pre_lu <= c - r <= next_lu``, so the union over r in [r0, r1) is
@@ -275,9 +277,21 @@ def _out_stage(problem, o: np.ndarray, quant_scale2, quant_offset2) -> np.ndarra
     return quantize_int8(o, per_head(quant_scale2), per_head(quant_offset2) if has_off else 0.0)
 
 
+def block_bounds(act_q: int, block: int, tail_first: bool) -> list:
+    """[r0, r1) of the query blocks of a batch with *act_q* rows (module docstring, "Work split")."""
+    if act_q <= 0:
+        return []
+    edges = list(range(0, act_q, block)) + [act_q]
+    if tail_first and act_q % block:
+        edges = [0] + list(range(act_q % block, act_q + 1, block))
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def pfa_golden(problem, query, key, value, atten_mask=None, *, s_outer: int, s_inner: int, deq_scale1=None,
-               quant_scale1=None, deq_scale2=None, quant_scale2=None, quant_offset2=None) -> np.ndarray:
-    """The output of one validated call, as the kernel computes it with tiles (*s_outer*, *s_inner*).
+               quant_scale1=None, deq_scale2=None, quant_scale2=None, quant_offset2=None, block_rows: int | None = None,
+               tail_first: bool = False) -> np.ndarray:
+    """The output of one validated call, as the kernel computes it with tiles (*s_outer*, *s_inner*) on
+    query blocks of *block_rows* (default 2 * s_outer) rows, the partial one first if *tail_first*.
 
     *problem*: the :class:`~ops.prompt_flash_attention_v2.validate.PfaProblem` of the call; the arrays
     are those given to ``validate`` (layout ``problem.layout``; *atten_mask* full [.., S1, S2] for
@@ -312,8 +326,7 @@ def pfa_golden(problem, query, key, value, atten_mask=None, *, s_outer: int, s_i
             act_q, act_kv = int(problem.computed_seq_lengths[b]), int(problem.actual_seq_lengths_kv[b])
             pre, nxt = int(problem.pre_tokens_lu[b]), int(problem.next_tokens_lu[b])
             mask2d = _user_mask_2d(problem, atten_mask, b)
-            for r0 in range(0, act_q, 2 * s_outer):
-                r1 = min(r0 + 2 * s_outer, act_q)
+            for r0, r1 in block_bounds(act_q, block_rows or 2 * s_outer, tail_first):
                 tiles = _tiles(r0, r1, pre, nxt, act_kv, s_inner)
                 if tiles:
                     o = _item(cx, q[b, :, r0:r1], k[b], vt[b], tiles, _drop_fn(problem, mask2d, pre, nxt, r0, r1))

@@ -1,15 +1,18 @@
 """PromptFlashAttentionV2 device kernel, written like the CANN x910 kernel (docs/pfa.md).
 
 A mix kernel: on each AI Core the cube core (AIC) computes the score tiles (mm1 = Q K^T) and the
-probability-value products (mm2 = P V) into a GM workspace; the two vector cores (AIV) each own half
-the rows of the block and run scale, mask, online softmax and the output accumulation. They hand work to
-each other with cross-core flags, the cube running one score tile ahead ("CV preload"):
+probability-value products (mm2 = P V) into a GM workspace; the vector cores (AIV) run scale, mask,
+online softmax and the output accumulation. By default each vector core is a worker with its own items
+of sOuter rows and the cube core serves both in step (a step with no task for one of them is a flag-only
+"fake message"); in the cube-view split (tiling.SPLIT_CUBE) an item has 2 x sOuter rows and each vector
+core owns one half. They hand work to each other with cross-core flags, the cube running one score tile
+ahead ("CV preload"):
 
     AIC: mm1(0) mm1(1) mm2(0) mm1(2) mm2(1) ...         flags  MM1 -> AIV, P -> AIC, MM2 -> AIV, PVFREE -> AIC
     AIV: wait MM1(t); softmax(t); set P(t); wait MM2(t-1); update O with PV(t-1); set PVFREE(t-1)
 
 Workspace per AI Core: two slots each of the score tile (T), the probability tile (P dtype) and the
-PV tile; task t uses slot t % 2.
+PV tile, each 2 x sOuter rows (vector core s at row s x sOuter); step t uses slot t % 2.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, BinaryRep
                            QuantMode_t, RoundMode, Select, SetFlag, Sub, TBuf, TPipe, TPosition, TQue, WaitFlag)
 from ops.common.cube_tiles import CubeTiles
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
-from ops.prompt_flash_attention_v2.tiling import CMP_CHUNK, CUBE_BASE, PV_ROWS, PfaTilingData
+from ops.prompt_flash_attention_v2.tiling import CMP_CHUNK, CUBE_BASE, PV_ROWS, SPLIT_VECTOR, PfaTilingData
 
 FLAG_MM1, FLAG_P, FLAG_MM2, FLAG_PVFREE = 1, 2, 3, 4  # cross-core flag ids
 BUFFER_NUM = 2
@@ -78,11 +81,10 @@ class KernelPromptFlashAttention:
         self.q2Gm, self.off2Gm = quantScale2, quantOffset2
         self.core = GetBlockIdx()
         core = self.core if ASCEND_IS_AIC() else self.core // 2
-        self.tasks = []
-        for item in range(tiling.coreItemStart[core], tiling.coreItemEnd[core]):
-            t0, t1 = tiling.itemTile0[item], tiling.itemTile1[item]
-            for j in range(t0, t1):
-                self.tasks.append((item, j, j == t0, j == t1 - 1))
+        self.vectorSplit = tiling.splitCoreMode == SPLIT_VECTOR
+        self.taskLists = [self._tasks_of(tiling.core_items(core, h)) for h in range(2)]
+        self.tasks = self.taskLists[self.core % 2 if (self.vectorSplit and not ASCEND_IS_AIC()) else 0]
+        self.steps = max(map(len, self.taskLists)) if self.vectorSplit else len(self.tasks)
         self.D = tiling.headSize
         self.sOuter, self.sInner, self.sm = tiling.sOuterFactor, tiling.sInnerFactor, tiling.softmaxSOuterFactor
         t, p, pv = np.dtype(args.softmaxDtype), np.dtype(args.pDtype), self._pv_dtype()
@@ -95,6 +97,21 @@ class KernelPromptFlashAttention:
         self.wsP = [ws[base + 2 * slot_s + s * slot_p].ReinterpretCast(p) for s in range(2)]
         self.wsPV = [ws[base + 2 * (slot_s + slot_p) + s * slot_pv].ReinterpretCast(pv) for s in range(2)]
         self.pipe = TPipe()
+
+    def _tasks_of(self, items) -> list:
+        """(item, tile j, first tile, last tile) of every score tile of *items*, in order."""
+        t, tasks = self.t, []
+        for item in items:
+            t0, t1 = t.itemTile0[item], t.itemTile1[item]
+            tasks.extend((item, j, j == t0, j == t1 - 1) for j in range(t0, t1))
+        return tasks
+
+    def _cube_parts(self, t: int) -> list:
+        """(half, first workspace row, task list) the cube computes in step *t*: both vector cores'
+        tasks in the vector split, the one 2 x sOuter-row task in the cube view."""
+        if not self.vectorSplit:
+            return [(0, 0, self.tasks)]
+        return [(h, h * self.sOuter, tl) for h, tl in enumerate(self.taskLists) if t < len(tl)]
 
     def _pv_dtype(self) -> np.dtype:
         return F16 if np.dtype(self.a.inDtype) == np.int8 else F32
@@ -124,111 +141,151 @@ class KernelPromptFlashAttention:
         self.kChunk = CUBE_BASE if self.inDt.itemsize == 2 else 2 * CUBE_BASE  # 32 KiB of L0A per buffer
         rows2 = -(-2 * self.sOuter // 32) * 32
         q = self.inDt.itemsize
-        self.qQue = TQue(TPosition.A1, BUFFER_NUM)
+        # one Q queue per vector core served (a block of sOuter rows each), or one of 2 x sOuter rows
+        self.qQues = [TQue(TPosition.A1, BUFFER_NUM) for _ in range(2 if self.vectorSplit else 1)]
         self.kQue = TQue(TPosition.B1, BUFFER_NUM)
         self.pQue = TQue(TPosition.A1, BUFFER_NUM)
         self.vQue = TQue(TPosition.B1, BUFFER_NUM)
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
-        self.pipe.InitBuffer(self.qQue, BUFFER_NUM, rows2 * D * q)
-        self.pipe.InitBuffer(self.kQue, BUFFER_NUM, CUBE_BASE * D * q)
-        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, rows2 * CUBE_BASE * np.dtype(a.pDtype).itemsize)
-        self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_BASE * CUBE_BASE * q)
+        for que in self.qQues:
+            self.pipe.InitBuffer(que, BUFFER_NUM, (rows2 // 2 if self.vectorSplit else rows2) * D * q)
+        chunk = self.t.kvChunk  # keys per K/V/P copy: whole cube blocks of CUBE_BASE (tiling.kv_chunk)
+        pRows = rows2 if chunk == CUBE_BASE else min(rows2, CUBE_BASE)
+        self.pipe.InitBuffer(self.kQue, BUFFER_NUM, chunk * D * q)
+        self.pipe.InitBuffer(self.pQue, BUFFER_NUM, pRows * chunk * np.dtype(a.pDtype).itemsize)
+        self.pipe.InitBuffer(self.vQue, BUFFER_NUM, chunk * CUBE_BASE * q)
         self.cube = CubeTiles(self.pipe, self.inDt)  # L0A/L0B queues, LoadData and Mmad
         self.pipe.InitBuffer(self.cQue, BUFFER_NUM, 64 * 1024)
-        self.qL1 = None
+        self.qL1, self.qBlocks = [None, None], [0, 0]
         self.accDt = np.dtype(np.int32) if self.inDt == np.int8 else F32
 
     def ProcessCube(self):
-        n = len(self.tasks)
+        n = self.steps
         for t in range(n + 1):
             if t < n:
                 self.ComputeMm1(t)
             if t >= 1:
                 self.ComputeMm2(t - 1)
-        if self.qL1 is not None:
-            self.qQue.FreeTensor(self.qL1)
+        for que, q in zip(self.qQues, self.qL1):
+            if q is not None:
+                que.FreeTensor(q)
 
-    def CopyInQ(self, item: int):
+    def CopyInQ(self, h: int, item: int):
+        """Q rows of *item* to L1 for half *h* (one resident block per vector core served)."""
         a = self.a
         n, b, row0, rows = self._item(item)
-        if self.qL1 is not None:
-            self.qQue.FreeTensor(self.qL1)
-        qL1 = self.qQue.AllocTensor(self.inDt)
+        que = self.qQues[h]
+        if self.qL1[h] is not None:
+            que.FreeTensor(self.qL1[h])
+        qL1 = que.AllocTensor(self.inDt)
         off = b * a.qBatchStride + n * a.qHeadStride + row0 * a.qRowPitch
         DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, self.D, 0, a.qRowPitch, _c16(rows), 1, 0))
-        self.qQue.EnQue(qL1)
-        self.qL1 = self.qQue.DeQue(self.inDt)
-        self.qBlocks = _c16(rows) // 16
+        que.EnQue(qL1)
+        self.qL1[h] = que.DeQue(self.inDt)
+        self.qBlocks[h] = _c16(rows) // 16
 
     def ComputeMm1(self, t: int):
-        a, D = self.a, self.D
-        item, j, first, _ = self.tasks[t]
-        n, b, row0, rows = self._item(item)
-        if first:
-            self.CopyInQ(item)
-        c0, cols = self._tile_cols(b, j)
-        kvOff = b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
-        wsS = self.wsS[t % 2]
-        for nc in range(0, cols, CUBE_BASE):
-            ncols = min(CUBE_BASE, cols - nc)
-            kL1 = self.kQue.AllocTensor(self.inDt)
-            DataCopy(kL1, self.kGm[kvOff + (c0 + nc) * a.kvRowPitch],
-                     Nd2NzParams(1, ncols, D, 0, a.kvRowPitch, _c16(ncols), 1, 0))
-            self.kQue.EnQue(kL1)
-            kL1 = self.kQue.DeQue(self.inDt)
-            nBlocks = _c16(ncols) // 16
-            for mc in range(0, rows, CUBE_BASE):
-                mrows = min(CUBE_BASE, rows - mc)
-                cL0 = self.cQue.AllocTensor(self.accDt)
-                for kc in range(0, D, self.kChunk):
-                    kcols = min(self.kChunk, D - kc)
-                    self.cube.SplitA(self.qL1, self.qBlocks, mc, mrows, kc, kcols)
-                    self.cube.SplitBTransposed(kL1, nBlocks, kc, kcols)
-                    self.cube.Compute(cL0, mrows, ncols, kcols, kc == 0)
-                self.cQue.EnQue(cL0)
-                cL0 = self.cQue.DeQue(self.accDt)
-                params = FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=_c16(mrows), dstStride=self.sInner)
-                if self.inDt == np.int8:
-                    params.quantPre, params.deqScalar = QuantMode_t.DEQF16, a.deqScale1
-                elif np.dtype(a.softmaxDtype) == F16:
-                    params.quantPre = QuantMode_t.F322F16
-                Fixpipe(wsS[mc * self.sInner + nc], cL0, params)
-                self.cQue.FreeTensor(cL0)
-            self.kQue.FreeTensor(kL1)
+        for h, wsRow, tasks in self._cube_parts(t):
+            self.ComputeMm1Part(t, h, wsRow, tasks[t])
         CrossCoreSetFlag(FLAG_MM1, Pipe.FIX)
 
-    def ComputeMm2(self, t: int):
+    def ComputeMm1Part(self, t: int, h: int, wsRow: int, task):
+        """S = Q K^T of one task into workspace rows [wsRow, wsRow + rows) of slot t % 2."""
         a, D = self.a, self.D
-        item, j, _, _ = self.tasks[t]
+        item, j, first, _ = task
+        n, b, row0, rows = self._item(item)
+        if first:
+            self.CopyInQ(h, item)
+        c0, cols = self._tile_cols(b, j)
+        kvOff = b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
+        wsS = self.wsS[t % 2][wsRow * self.sInner]
+        chunk = self.t.kvChunk
+        for cc in range(0, cols, chunk):
+            kL1 = self.kQue.AllocTensor(self.inDt)
+            self.CopyInRowBlocks(kL1, self.kGm[kvOff + (c0 + cc) * a.kvRowPitch], min(chunk, cols - cc), D,
+                                 a.kvRowPitch, 16)
+            self.kQue.EnQue(kL1)
+            kL1 = self.kQue.DeQue(self.inDt)
+            for nc in range(cc, min(cc + chunk, cols), CUBE_BASE):
+                self.Mm1Block(kL1[(nc - cc) * -(-D // self.c0) * self.c0], wsS, h, rows, nc, min(CUBE_BASE, cols - nc))
+            self.kQue.FreeTensor(kL1)
+
+    def CopyInRowBlocks(self, dst, src: GlobalTensor, nrows: int, ncols: int, pitch: int, align: int):
+        """Rows [0, nrows) of an ND matrix (row pitch *pitch*) to L1 as one NZ matrix per CUBE_BASE rows
+        (each padded to *align* rows, CUBE_BASE * ncols elements apart): whole blocks in one copy."""
+        full, tail = divmod(nrows, CUBE_BASE)
+        block = CUBE_BASE * -(-ncols // self.c0) * self.c0
+        if full:
+            DataCopy(dst, src, Nd2NzParams(full, CUBE_BASE, ncols, CUBE_BASE * pitch, pitch, CUBE_BASE, 1, block))
+        if tail:
+            DataCopy(dst[full * block], src[full * CUBE_BASE * pitch],
+                     Nd2NzParams(1, tail, ncols, 0, pitch, -(-tail // align) * align, 1, 0))
+
+    def Mm1Block(self, kL1, wsS: GlobalTensor, h: int, rows: int, nc: int, ncols: int):
+        """Scores of columns [nc, nc + ncols) (K rows NZ in *kL1*) for the task's rows, to the workspace."""
+        a, D = self.a, self.D
+        nBlocks = _c16(ncols) // 16
+        for mc in range(0, rows, CUBE_BASE):
+            mrows = min(CUBE_BASE, rows - mc)
+            cL0 = self.cQue.AllocTensor(self.accDt)
+            for kc in range(0, D, self.kChunk):
+                kcols = min(self.kChunk, D - kc)
+                self.cube.SplitA(self.qL1[h], self.qBlocks[h], mc, mrows, kc, kcols)
+                self.cube.SplitBTransposed(kL1, nBlocks, kc, kcols)
+                self.cube.Compute(cL0, mrows, ncols, kcols, kc == 0)
+            self.cQue.EnQue(cL0)
+            cL0 = self.cQue.DeQue(self.accDt)
+            params = FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=_c16(mrows), dstStride=self.sInner)
+            if self.inDt == np.int8:
+                params.quantPre, params.deqScalar = QuantMode_t.DEQF16, a.deqScale1
+            elif np.dtype(a.softmaxDtype) == F16:
+                params.quantPre = QuantMode_t.F322F16
+            Fixpipe(wsS[mc * self.sInner + nc], cL0, params)
+            self.cQue.FreeTensor(cL0)
+
+    def ComputeMm2(self, t: int):
+        CrossCoreWaitFlag(FLAG_P)
+        if t >= 2:
+            CrossCoreWaitFlag(FLAG_PVFREE)  # the vector cores have read PV(t - 2) from this slot
+        for h, wsRow, tasks in self._cube_parts(t):
+            self.ComputeMm2Part(t, wsRow, tasks[t])
+        CrossCoreSetFlag(FLAG_MM2, Pipe.FIX)
+
+    def ComputeMm2Part(self, t: int, wsRow: int, task):
+        """PV = P V of one task from/to workspace rows [wsRow, wsRow + rows) of slot t % 2."""
+        a, D = self.a, self.D
+        item, j, _, _ = task
         n, b, row0, rows = self._item(item)
         c0, cols = self._tile_cols(b, j)
         kvOff = b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
         pDt = np.dtype(a.pDtype)
-        wsP, wsPV = self.wsP[t % 2], self.wsPV[t % 2]
-        CrossCoreWaitFlag(FLAG_P)
-        if t >= 2:
-            CrossCoreWaitFlag(FLAG_PVFREE)  # the vector cores have read PV(t - 2) from this slot
+        wsP, wsPV = self.wsP[t % 2][wsRow * self.sInner], self.wsPV[t % 2][wsRow * D]
+        chunk = self.t.kvChunk
         for dn in range(0, D, CUBE_BASE):
             dcols = min(CUBE_BASE, D - dn)
             for mc in range(0, rows, CUBE_BASE):
                 mrows = min(CUBE_BASE, rows - mc)
                 cL0 = self.cQue.AllocTensor(self.accDt)
-                for kc in range(0, cols, CUBE_BASE):
-                    kcols = min(CUBE_BASE, cols - kc)
+                align = 32 if self.inDt.itemsize == 1 else 16  # V rows per fractal column (k blocks)
+                vBlock = CUBE_BASE * -(-dcols // self.c0) * self.c0
+                for cc in range(0, cols, chunk):
+                    kch = min(chunk, cols - cc)
                     pL1 = self.pQue.AllocTensor(pDt)
-                    DataCopy(pL1, wsP[mc * self.sInner + kc],
-                             Nd2NzParams(1, mrows, kcols, 0, self.sInner, _c16(mrows), 1, 0))
+                    DataCopy(pL1, wsP[mc * self.sInner + cc],
+                             Nd2NzParams(1, mrows, kch, 0, self.sInner, _c16(mrows), 1, 0))
                     self.pQue.EnQue(pL1)
                     vL1 = self.vQue.AllocTensor(self.inDt)
-                    kRows = -(-kcols // 32) * 32 if self.inDt.itemsize == 1 else _c16(kcols)
-                    DataCopy(vL1, self.vGm[kvOff + (c0 + kc) * a.kvRowPitch + dn],
-                             Nd2NzParams(1, kcols, dcols, 0, a.kvRowPitch, kRows, 1, 0))
+                    self.CopyInRowBlocks(vL1, self.vGm[kvOff + (c0 + cc) * a.kvRowPitch + dn], kch, dcols,
+                                         a.kvRowPitch, align)
                     self.vQue.EnQue(vL1)
                     pL1 = self.pQue.DeQue(pDt)
                     vL1 = self.vQue.DeQue(self.inDt)
-                    self.cube.SplitA(pL1, _c16(mrows) // 16, 0, mrows, 0, kcols)
-                    self.cube.SplitB(vL1, kRows // 16, kcols, dcols)
-                    self.cube.Compute(cL0, mrows, dcols, kcols, kc == 0)
+                    for kc in range(cc, cc + kch, CUBE_BASE):
+                        kcols = min(CUBE_BASE, cols - kc)
+                        kRows = -(-kcols // align) * align
+                        self.cube.SplitA(pL1, _c16(mrows) // 16, 0, mrows, kc - cc, kcols)
+                        self.cube.SplitB(vL1[(kc - cc) // CUBE_BASE * vBlock], kRows // 16, kcols, dcols)
+                        self.cube.Compute(cL0, mrows, dcols, kcols, kc == 0)
                     self.pQue.FreeTensor(pL1)
                     self.vQue.FreeTensor(vL1)
                 self.cQue.EnQue(cL0)
@@ -238,7 +295,6 @@ class KernelPromptFlashAttention:
                     params.quantPre, params.deqScalar = QuantMode_t.DEQF16, a.deqScale2
                 Fixpipe(wsPV[mc * D + dn], cL0, params)
                 self.cQue.FreeTensor(cL0)
-        CrossCoreSetFlag(FLAG_MM2, Pipe.FIX)
 
     # -------------------------------------------------------------------------------- vector (AIV)
     def InitVector(self):
@@ -295,25 +351,43 @@ class KernelPromptFlashAttention:
             Duplicate(self.zeros.Get(F16), 0.0, CMP_CHUNK)
 
     def _my_rows(self, rows: int) -> tuple[int, int]:
+        """(first row within the item, rows) this vector core computes: all of its own item in the
+        vector split, its half of the 2 x sOuter rows in the cube view."""
+        if self.vectorSplit:
+            return 0, rows
         lo = min(rows, self.sub * self.sOuter)
         return lo, min(rows, lo + self.sOuter) - lo
 
+    @property
+    def wsRow(self) -> int:
+        """This vector core's first row in the workspace slots (the cube writes half s at s x sOuter)."""
+        return self.sub * self.sOuter
+
     def ProcessVector(self):
-        n = len(self.tasks)
+        n = self.steps
+        mine = len(self.tasks)
         itemPar = -1
         parOf = {}
         for t in range(n):
-            item, j, first, last = self.tasks[t]
-            if first:
-                itemPar += 1
-            parOf[t] = itemPar % 2
             CrossCoreWaitFlag(FLAG_MM1)
-            self.Softmax(t, parOf[t])
+            if t < mine:
+                if self.tasks[t][2]:
+                    itemPar += 1
+                parOf[t] = itemPar % 2
+                self.Softmax(t, parOf[t])
             CrossCoreSetFlag(FLAG_P, Pipe.MTE3)
             if t >= 1:
-                self.UpdateOutput(t - 1, parOf[t - 1])
+                self.UpdateOutputStep(t - 1, parOf)
         if n:
-            self.UpdateOutput(n - 1, parOf[n - 1])
+            self.UpdateOutputStep(n - 1, parOf)
+
+    def UpdateOutputStep(self, t: int, parOf: dict):
+        """Step t's output update, or only its flags when this vector core has no task in it."""
+        if t in parOf:
+            self.UpdateOutput(t, parOf[t])
+        else:
+            CrossCoreWaitFlag(FLAG_MM2)
+            CrossCoreSetFlag(FLAG_PVFREE, Pipe.MTE2)
 
     def Softmax(self, t: int, par: int):
         sInner = self.sInner
@@ -329,7 +403,7 @@ class KernelPromptFlashAttention:
             sr = min(self.sm, mine - r)
             gRow = row0 + lo + r  # first query row of the slice
             sLocal = self.inS.AllocTensor(T)
-            CopyRowsIn(sLocal, wsS[(lo + r) * sInner], sr, cols, sInner, sInner)
+            CopyRowsIn(sLocal, wsS[(self.wsRow + r) * sInner], sr, cols, sInner, sInner)
             self.inS.EnQue(sLocal)
             sLocal = self.inS.DeQue(T)
             Muls(sLocal, sLocal, self.t.scaleValue, sr * sInner)
@@ -383,7 +457,7 @@ class KernelPromptFlashAttention:
                 Mul(ll, ll, alphaAll[r:], sr)
                 PipeBarrier(Pipe.V)
                 Add(ll, ll, rs, sr)
-            self.CopyOutP(sLocal, wsP[(lo + r) * sInner], sr, cols)
+            self.CopyOutP(sLocal, wsP[(self.wsRow + r) * sInner], sr, cols)
 
     def _vec(self) -> int:
         return -(-self.sOuter * 4 // 32) * 8
@@ -481,7 +555,7 @@ class KernelPromptFlashAttention:
         for r in range(0, mine, PV_ROWS):
             pr = min(PV_ROWS, mine - r)
             pvLocal = self.inPV.AllocTensor(pvDt)
-            DataCopy(pvLocal, wsPV[(lo + r) * D], pr * D)
+            DataCopy(pvLocal, wsPV[(self.wsRow + r) * D], pr * D)
             self.inPV.EnQue(pvLocal)
             pvLocal = self.inPV.DeQue(pvDt)
             pv = pvLocal

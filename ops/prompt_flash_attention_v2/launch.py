@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npusim.calibration import OPERATOR_LAUNCH_EXTRA_S
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 from ops.prompt_flash_attention_v2.contract import MaskKind, ScaleMode
@@ -18,6 +19,8 @@ from ops.prompt_flash_attention_v2.tiling import SYSTEM_WORKSPACE_BYTES
 
 _BSH_LIKE = ("BSH", "BSND")
 
+
+OPERATOR = "PromptFlashAttentionV2"
 
 def _has_data(x) -> bool:
     return isinstance(x, np.ndarray)
@@ -150,8 +153,11 @@ def launch_kernel(inputs: KernelInputs, til, spec, mode: str, l2_warm=None):
                GmArg("workspace", ws), til, inputs.args)
     # split chips (910B/A3): AIC + 2 AIV per block; combined chips (310P): one core per block (kernel_combined.py)
     kernel = pfa_kernel if spec.core_split else pfa_combined_kernel
+    # the PFA family's launch costs more than the common launch overhead (npusim/calibration.py)
+    extra = OPERATOR_LAUNCH_EXTRA_S[OPERATOR] * spec.clock_hz
+    spec = spec.replace(launch_overhead_cycles=spec.launch_overhead_cycles + extra) if extra else spec
     return launch(kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
-                  meta={"operator": "PromptFlashAttentionV2", "tiling": _tiling_meta(til)}, l2_warm=l2_warm)
+                  meta={"operator": OPERATOR, "tiling": _tiling_meta(til)}, l2_warm=l2_warm)
 
 
 def _tiling_meta(til) -> dict:

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from npusim.calibration import LAUNCH_OVERHEAD_S, OPERATOR_LAUNCH_EXTRA_S
 from npusim.chip import chip
 from npusim.cli import main
 from npusim.errors import AclnnError
@@ -110,7 +111,8 @@ def test_demo_on_310p_runs_pfa_and_refuses_matmul_up_front(tmp_path, capsys, mon
     out = tmp_path / "pfa"
     assert main(["demo", "--chip", "Ascend310P3", "--mode", "timing", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "as sparse_mode 0 with a full 256x256 mask" in text and "launch overhead 22.0 us" in text
+    pfa_launch_us = (LAUNCH_OVERHEAD_S + OPERATOR_LAUNCH_EXTRA_S["PromptFlashAttentionV2"]) * 1e6
+    assert "as sparse_mode 0 with a full 256x256 mask" in text and f"launch overhead {pfa_launch_us:.1f} us" in text
     assert (out / "gantt.png").stat().st_size > 1000
 
 
@@ -119,6 +121,9 @@ def test_run_timing_writes_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ScatterPaKvCache tokens=256 heads=2 D=64" in out and "bound unit" in out
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert main(["run", "spkc", "tokens=256", "heads=2", "D=64", "--mode", "estimate"]) == 0
+    out = capsys.readouterr().out  # no trace: the total alone, and the verdict
+    assert "cycles), launch included" in out and "AI Core timeout 1091 s: ok" in out
 
 
 def test_op_execute_timeout_rounds_up_to_whole_credits():

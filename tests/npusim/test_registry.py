@@ -113,7 +113,7 @@ def test_get_unknown_operator_lists_the_known_ones():
     with pytest.raises(AclnnError) as e:
         registry.get("PFA")
     assert e.value.status == 161002
-    assert "did you mean pfa?" in e.value.message and "fa, pfa, spkc" in e.value.message
+    assert "did you mean pfa?" in e.value.message and "fa, pfa, sfag, spkc" in e.value.message
 
 
 PARAMS = (ProblemParam("B", int), ProblemParam("S", int), ProblemParam("dtype", str, "fp16", ("fp16", "bf16")),
@@ -142,7 +142,7 @@ def test_parse_reports_every_problem_at_once():
         parse_params(PARAMS, ["B=1", "B=2", "S=1"])
 
 
-@pytest.mark.parametrize("name", ["pfa", "fa", "spkc"])
+@pytest.mark.parametrize("name", ["pfa", "fa", "spkc", "sfag"])
 def test_build_call_gives_shapes_the_operator_accepts(name):
     """Every shipped entry's default problem runs in estimate mode through the registry alone."""
     entry = registry.get(name)
@@ -151,10 +151,10 @@ def test_build_call_gives_shapes_the_operator_accepts(name):
 
 
 SMALL = {"pfa": ["B=1", "N=2", "S=256", "D=64"], "fa": ["T=512", "N=2", "D=64", "B=2"],
-         "spkc": ["tokens=64", "heads=2", "D=64"]}
+         "spkc": ["tokens=64", "heads=2", "D=64"], "sfag": ["S1=8", "S2=256", "blocks=4"]}
 
 
-@pytest.mark.parametrize("name", ["pfa", "fa", "spkc"])
+@pytest.mark.parametrize("name", ["pfa", "fa", "spkc", "sfag"])
 def test_every_offered_choice_is_accepted_by_the_operator(name):
     """Each value a ProblemParam offers (dtypes, sparse modes, layouts, cache modes) gives a call the
     operator accepts: the command line never offers what the operator refuses."""
@@ -180,7 +180,8 @@ def test_sparse_mode_name_is_the_number():
     assert skipped[0] > 0 and skipped[1] == 0  # the causal mask skips the tiles above the diagonal
 
 
-@pytest.mark.parametrize("pkg", ["prompt_flash_attention_v2", "flash_attention_var_len_score", "scatter_pa_kv_cache"])
+@pytest.mark.parametrize("pkg", ["prompt_flash_attention_v2", "flash_attention_var_len_score", "scatter_pa_kv_cache",
+                                 "sparse_flash_attention_grad"])
 def test_launch_module_breaks_the_api_estimate_circle(pkg):
     """estimate.py and launch.py import no api; api.py imports estimate and launch at the top."""
     def imported(path):

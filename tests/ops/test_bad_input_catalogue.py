@@ -144,13 +144,38 @@ def _spkc_row() -> OperatorRow:
                        relations)
 
 
+def _sfag_row() -> OperatorRow:
+    from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
+    from ops.sparse_flash_attention_grad.contract import INPUTS
+    from tests.ops.sfag_cases import make_case
+
+    names = ("query", "key", "value", "sparse_indices", "d_out", "out", "softmax_max", "softmax_sum")
+
+    def base():
+        args, kw, _ = make_case(B=1, S1=2, S2=24, N1=2, bs=8)
+        return dict(zip(names, args)) | kw
+    faults = (
+        ("block_size-0", {"sparse_block_size": 0}, ("sparse_block_size",)),
+        ("block_size-float", {"sparse_block_size": 8.0}, ("sparse_block_size",)),
+        ("layout-bad", {"layout": "BNSD"}, ("layout",)), ("sparse_mode-9", {"sparse_mode": 9}, ("sparse_mode",)),
+        ("scale-nan", {"scale_value": float("nan")}, ("scale_value",)),
+        ("deterministic-str", {"deterministic": "yes"}, ("deterministic",)),
+        ("indices-out-of-range", {"sparse_indices": ("fill", 10 ** 6)}, ("sparse_indices",)),
+        ("indices-negative-2", {"sparse_indices": ("fill", -2)}, ("sparse_indices",)),
+    )
+    relations = (frozenset({"query", "query_rope", "d_out", "out", "softmax_max", "softmax_sum", "sparse_indices"}),
+                 frozenset({"key", "value", "key_rope"}))
+    return OperatorRow("sfag", sparse_flash_attention_grad, base, INPUTS,
+                       _param_names(sparse_flash_attention_grad), faults, relations)
+
+
 def _param_names(fn) -> tuple[str, ...]:
     import inspect
 
     return tuple(inspect.signature(fn).parameters)
 
 
-OPERATORS = [_pfa_row(), _fa_row(), _spkc_row()]
+OPERATORS = [_pfa_row(), _fa_row(), _spkc_row(), _sfag_row()]
 
 
 # --- the generic faults (applied to every tensor of the contract) -----------------------------------
@@ -267,6 +292,8 @@ def test_bad_input_ends_in_result_or_aclnn_error_naming_the_parameter(row, chang
             call[name] = TENSOR_FAULTS[value[1]](call[name])
         elif isinstance(value, tuple) and value and value[0] == "alias":
             call[name] = call[value[1]]
+        elif isinstance(value, tuple) and value and value[0] == "fill":
+            call[name] = np.full_like(call[name], value[1])
         else:
             call[name] = value
     before = _snapshot(call)

@@ -1,0 +1,108 @@
+"""``ops.sparse_flash_attention_grad`` and its aclnn facade: validate, tile, launch, return an OpResult.
+
+The host side of the operator (docs/sfag.md): validate.py describes the call, tiling.py plans it, and
+the mix kernel (kernel.py) runs on the chip model with the workspace and the zero-initialised outputs
+d_query, d_key, d_value (and d_query_rope, d_key_rope when the rope inputs are given), in the input
+dtype and shapes. Timing mode takes TensorSpec data inputs; sparse_indices and the sequence lengths
+stay real. An empty query returns zero gradients at once (seed '入参为空的场景处理').
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.launch import TimeoutVerdict
+from ops.common.facade import first_stage, second_stage
+from ops.common.inputs import normalized
+from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.sparse_flash_attention_grad.contract import DEFAULTS, INPUTS
+from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
+from ops.sparse_flash_attention_grad.launch import launch_kernel, zero_outputs
+from ops.sparse_flash_attention_grad.tiling import sfag_tiling, slot_counts
+from ops.sparse_flash_attention_grad.validate import validate
+
+@normalized(INPUTS)
+def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,
+            actual_seq_lengths_query=None, actual_seq_lengths_kv=None, query_rope=None, key_rope=None,
+            scale_value=DEFAULTS["scale_value"], sparse_block_size=DEFAULTS["sparse_block_size"],
+            layout=DEFAULTS["layout"], sparse_mode=DEFAULTS["sparse_mode"], pre_tokens=DEFAULTS["pre_tokens"],
+            next_tokens=DEFAULTS["next_tokens"], deterministic=DEFAULTS["deterministic"], *, chip="Ascend910B2",
+            mode="full", tiling=None):
+    """Validate and tile; return ``(run, workspace_size)`` where ``run()`` launches (aclnn stage 1)."""
+    spec = resolve_chip(chip)
+    mode = check_mode(mode)
+    problem = validate(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,
+                       actual_seq_lengths_query, actual_seq_lengths_kv, query_rope, key_rope, scale_value,
+                       sparse_block_size, layout, sparse_mode, pre_tokens, next_tokens, deterministic, chip_spec=spec)
+    if not spec.core_split:
+        raise NotImplementedError(f"sparse_flash_attention_grad on {spec.name}: only split AIC/AIV chips are modelled")
+    inputs = (query, key, value, d_out, out, softmax_max, softmax_sum, query_rope, key_rope)
+    if problem.empty:
+        return (lambda: _empty(problem, spec, mode)), 0
+    if mode == "estimate":
+        counts = estimate_counts(problem)
+        til = sfag_tiling(problem, spec, tiling, counts)
+        return (lambda: estimate_sfag(problem, spec, til, counts)), til.workspaceSize
+    counts = slot_counts(problem.indices)
+    til = sfag_tiling(problem, spec, tiling, counts)
+    return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize
+
+
+def _run(problem, til, spec, mode, inputs, counts) -> OpResult:
+    res, outs = launch_kernel(problem, til, spec, mode, inputs, counts)
+    outputs = outs if mode == "full" else None
+    timeout = res.timeout or TimeoutVerdict(res.time_us * 1e-6, spec.aicore_timeout_s, False)
+    return OpResult(outputs=outputs, cycles=int(res.cycles), time_us=float(res.time_us), trace=res.trace, tiling=til,
+                    workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=timeout, mode=mode,
+                    extra={"problem": problem, "atomic_log": res.atomic_log, "slots": counts})
+
+
+def _empty(problem, spec, mode) -> OpResult:
+    outputs = zero_outputs(problem, True) if mode == "full" else None
+    return OpResult(outputs=outputs, cycles=0, time_us=0.0, trace=None, tiling=None, workspace_size=0, block_dim=0,
+                    timeout=TimeoutVerdict(0.0, spec.aicore_timeout_s, False), mode=mode,
+                    extra={"problem": problem})
+
+
+def sparse_flash_attention_grad(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,
+                                actual_seq_lengths_query=None, actual_seq_lengths_kv=None, query_rope=None,
+                                key_rope=None, scale_value=DEFAULTS["scale_value"],
+                                sparse_block_size=DEFAULTS["sparse_block_size"], layout=DEFAULTS["layout"],
+                                sparse_mode=DEFAULTS["sparse_mode"], pre_tokens=DEFAULTS["pre_tokens"],
+                                next_tokens=DEFAULTS["next_tokens"], deterministic=DEFAULTS["deterministic"], *,
+                                chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+    """SparseFlashAttentionGrad (seed 003) on the chip model; arguments as the seed, in snake_case.
+
+    Returns an OpResult with ``d_query``, ``d_key``, ``d_value`` (and ``d_query_rope``, ``d_key_rope`` when
+    the rope inputs are given) in full mode, plus cycles, time, trace, tiling, workspace size and the
+    timeout verdict. Raises AclnnError with the contract's status for invalid input, 507014 when the
+    predicted run exceeds the AI Core timeout (full and timing modes; estimate mode reports it in
+    ``timeout`` with split advice instead).
+    """
+    run, _ = prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum, actual_seq_lengths_query,
+                     actual_seq_lengths_kv, query_rope, key_rope, scale_value, sparse_block_size, layout, sparse_mode,
+                     pre_tokens, next_tokens, deterministic, chip=chip, mode=mode, tiling=tiling)
+    return run()
+
+
+def aclnnSparseFlashAttentionGradGetWorkspaceSize(query, key, value, sparseIndices, dOut, out, softmaxMax, softmaxSum,
+                                                  actualSeqLengthsQueryOptional, actualSeqLengthskvOptional,
+                                                  queryRopeOptional, keyRopeOptional, scaleValue, sparseBlockSize,
+                                                  layoutOptional, sparseMode, preTokens, nextTokens, deterministic,
+                                                  dQueryOut, dKeyOut, dValueOut, dQueryRopeOutOptional=None,
+                                                  dKeyRopeOutOptional=None, workspaceSize=None, executor=None, *,
+                                                  chip="Ascend910B2"):
+    """aclnn stage 1 (seed parameter order): ``(status, workspace_size, executor)``."""
+    def prep():
+        return prepare(query, key, value, sparseIndices, dOut, out, softmaxMax, softmaxSum,
+                       actualSeqLengthsQueryOptional, actualSeqLengthskvOptional, queryRopeOptional, keyRopeOptional,
+                       scaleValue, sparseBlockSize, layoutOptional if layoutOptional is not None else "BSND",
+                       sparseMode, preTokens, nextTokens, deterministic, chip=chip, mode="full")
+    outs = {"d_query": dQueryOut, "d_key": dKeyOut, "d_value": dValueOut}
+    if queryRopeOptional is not None:
+        outs.update(d_query_rope=dQueryRopeOutOptional, d_key_rope=dKeyRopeOutOptional)
+    return first_stage(prep, outs)
+
+
+def aclnnSparseFlashAttentionGrad(workspace, workspaceSize, executor, stream=None) -> int:
+    """aclnn stage 2: run; write the outputs in place; return the status."""
+    return second_stage(workspace, workspaceSize, executor, stream)

@@ -1,0 +1,199 @@
+"""Estimate mode of SparseFlashAttentionGrad: count each core's work from the indices, time it with probes.
+
+The indices are real inputs that decide the work, so it is counted with numpy (never a Python loop per
+token): per token its chunks, columns (examined slots * bs) and gathered blocks; tokens go to cores
+round-robin as in tiling.py. A token's main-loop time is modelled as ``Tk + Mc * columns``; Tk, Mc and
+the launch's fixed cycles come from three short timing-mode probes of the real kernel on one AI Core
+whose HBM/L2 bandwidth is cut to its share of the launch (npusim.estimate.contention_chip), built from
+a representative token (the widest of the busiest core, its real index row and batch): one and two
+tokens of c1 slots, one and two of c2 = 2 * c1 (c1 = one chunk, at most PROBE_BLOCKS slots; a narrower
+token: half and all of its slots). The marginal token (two minus one) at both widths gives Tk and Mc,
+so the token-to-token overlap of the pipeline is part of them. The
+zero-fill and post steps stream the fp32 accumulators: they are timed on all used cores at two scaled
+sizes and extrapolated linearly in bytes. The estimate is post + zero-fill + fixed + the slowest core's
+sum of token times. Measured error against timing mode: benchmarks/estimate_accuracy_sfag.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from npusim.estimate import ADVICE_MARGIN, Estimate, contention_chip, marginal, timeout_verdict
+from npusim.memory.gm import TensorSpec
+from ops.common.result import OpResult
+from ops.sparse_flash_attention_grad.launch import launch_kernel
+from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, sfag_tiling, slot_counts
+
+PROBE_BLOCKS = 64  # slots of the smaller probe token at most (bs = 1: about 800 instructions)
+COMPANIONS = 4  # cores of the probe launches (HBM/L2 bandwidth cut to their share of the used cores)
+DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
+ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post probe
+ROW_BLOCK = 4096  # tokens per block when scanning a full index array
+
+
+def token_work(problem, counts=None) -> dict:
+    """Per token: examined slots, chunks, columns and gathered blocks (vectorised; a broadcast index array
+    with zero stride over tokens is scanned once per batch)."""
+    idx, bs = problem.indices, problem.block_size
+    if counts is None:
+        counts = _slot_counts(idx)
+    nblk = -(-problem.seq_kv // bs)
+    batch = problem.batch_of_tokens()
+    gathered = np.zeros(problem.T1, np.int64)
+    k = np.arange(idx.shape[1])
+    if idx.strides[0] == 0 and problem.T1:
+        row = idx[0]
+        for b in range(problem.B):
+            sel = batch == b
+            if sel.any():
+                n0 = int(counts[np.flatnonzero(sel)[0]])
+                gathered[sel] = int(np.count_nonzero((row[:n0] >= 0) & (row[:n0] < nblk[b])))
+    else:
+        for t0 in range(0, problem.T1, ROW_BLOCK):
+            rows = idx[t0:t0 + ROW_BLOCK]
+            lim = nblk[batch[t0:t0 + ROW_BLOCK]][:, None]
+            ok = (rows >= 0) & (rows < lim) & (k[None, :] < counts[t0:t0 + ROW_BLOCK, None])
+            gathered[t0:t0 + ROW_BLOCK] = ok.sum(axis=1)
+    cs = CHUNK_ROWS // bs
+    return {"slots": counts, "chunks": -(-counts // cs), "columns": counts * bs, "blocks": gathered}
+
+
+def estimate_counts(problem) -> np.ndarray:
+    """Slots per token, scanning a broadcast index array once and a full one in blocks."""
+    return _slot_counts(problem.indices)
+
+
+def _slot_counts(idx: np.ndarray) -> np.ndarray:
+    if idx.shape[0] and idx.strides[0] == 0:
+        return np.full(idx.shape[0], slot_counts(idx[:1])[0], np.int64)
+    out = np.empty(idx.shape[0], np.int64)
+    for t0 in range(0, idx.shape[0], ROW_BLOCK):
+        out[t0:t0 + ROW_BLOCK] = slot_counts(idx[t0:t0 + ROW_BLOCK])
+    return out
+
+
+def _sub_problem(problem, tokens: int, rows: list, s2: int):
+    """A one-batch problem of *tokens* query tokens with index rows *rows* (lists of slot values) over s2 keys."""
+    k = problem.K
+    idx = np.full((tokens, k), -1, np.int64)
+    for t, r in enumerate(rows):
+        idx[t, :len(r)] = r
+    g = problem.G
+    return dataclasses.replace(
+        problem, layout="TND", B=1, T1=tokens, T2=s2, seq_q=np.array([tokens]), seq_kv=np.array([s2]),
+        cu_q=np.array([0, tokens]), cu_kv=np.array([0, s2]), indices=idx, sparse_mode=0, deterministic=False,
+        q_shape=(tokens, g, problem.D), k_shape=(s2, 1, problem.D),
+        q_rope_shape=(tokens, g, problem.Dr) if problem.Dr else None,
+        k_rope_shape=(s2, 1, problem.Dr) if problem.Dr else None)
+
+
+def _inputs(p) -> tuple:
+    dt = p.dtype
+    spec = (lambda s: TensorSpec(s, dt))
+    sm = TensorSpec((1, p.T1, p.G), np.float32)
+    return (spec(p.q_shape), spec(p.k_shape), spec(p.k_shape), spec(p.q_shape), spec(p.q_shape), sm, sm,
+            spec(p.q_rope_shape) if p.Dr else None, spec(p.k_rope_shape) if p.Dr else None)
+
+
+def _run(p, chip, **flags) -> float:
+    """Cycles of one timing-mode launch of sub-problem *p* (tiling flags as given)."""
+    counts = slot_counts(p.indices)
+    til = dataclasses.replace(sfag_tiling(p, chip, None, counts), **flags)
+    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts)
+    return float(res.cycles)
+
+
+def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
+    """Tk (cycles per token), Mc (cycles per column) and the fixed cycles of the main loop, from three probes
+    of a representative token (the busiest core's widest) on one core (module docstring)."""
+    bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
+    core_of = np.arange(problem.T1) % used
+    busiest = int(np.argmax(np.bincount(core_of, weights=work["columns"], minlength=used)))
+    mine = np.flatnonzero(core_of == busiest)
+    rep = int(mine[np.argmax(work["columns"][mine])])
+    n = int(work["slots"][rep])
+    b = int(problem.batch_of_tokens()[rep])
+    s2 = int(problem.seq_kv[b])
+    row = [int(v) for v in problem.indices[rep, :n]]
+    step = min(cs, PROBE_BLOCKS)
+    c1, c2 = (step, 2 * step) if n >= 2 * step else (max(1, n // 2), n)
+    k = min(used, COMPANIONS)
+    chip = contention_chip(spec, used / k)
+    flags = dict(prePost=False, blockDim=k)
+    one = {c: _run(_sub_problem(problem, k, [row[:c]] * k, s2), chip, **flags) for c in {c1, c2}}
+    two = {c: _run(_sub_problem(problem, 2 * k, [row[:c]] * (2 * k), s2), chip, **flags) for c in {c1, c2}}
+    marg = {c * bs: two[c] - one[c] for c in {c1, c2}}  # a further token of c slots, after one like it
+    if len(marg) > 1:
+        tk, mc = marginal(marg)
+    else:
+        tk, mc = next(iter(marg.values())), 0.0
+    return {"Tk": tk, "Mc": mc, "fixed": one[c1] - (tk + mc * c1 * bs), "probe_slots": (c1, c2)}
+
+
+def zero_post_cycles(problem, spec, used: int) -> float:
+    """Cycles of the zero-fill and post steps (with the launch overhead) on *used* cores, linear in bytes."""
+    g, dt, d = problem.G, problem.Dt, problem.D
+    per_t1, per_t2 = g * dt * 4, (dt + d) * 4
+    total = problem.T1 * per_t1 + problem.T2 * per_t2
+    f = min(1.0, ZP_BYTES / max(total, 1))
+    pts = {}
+    for mult in (1, 2):
+        t1 = max(int(problem.T1 * f * mult), used)
+        t2 = max(int(problem.T2 * f * mult), 1)
+        p = _sub_problem(problem, t1, [], t2)
+        pts[t1 * per_t1 + t2 * per_t2] = _run(p, spec, mainLoop=False, blockDim=min(used, t1))
+    if f >= 1.0:
+        return pts[min(pts)]
+    intercept, slope = marginal(pts)
+    return intercept + slope * total
+
+
+def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
+    """OpResult of estimate mode (cycles, time, tiling, timeout verdict with split advice) for the call's
+    tiling *til* and slots per token *counts* (estimate_counts). A launch of at most DIRECT_BLOCKS work runs
+    whole in timing mode (cheaper than the probes); *force_probes* skips that (accuracy benchmark)."""
+    used = til.blockDim
+    work = token_work(problem, counts)
+    if not force_probes and int(work["blocks"].sum() + 16 * work["chunks"].sum()) <= DIRECT_BLOCKS:
+        res, _ = launch_kernel(problem, til, spec, "timing", _inputs(problem), counts)
+        est = Estimate(int(res.cycles), float(res.time_us), np.zeros(used), 0.0, classes={})
+        verdict = split_advice(problem, work["columns"].astype(np.float64), 0.0, spec, res.time_us * 1e-6, used)
+        return OpResult(outputs=None, cycles=int(res.cycles), time_us=float(res.time_us), trace=None, tiling=til,
+                        workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
+                        extra={"problem": problem, "estimate": est, "work": work})
+    co = probe_coefficients(problem, spec, used, work)
+    cost = np.where(work["chunks"] > 0, co["Tk"] + co["Mc"] * work["columns"], 0.0)
+    per_core = np.bincount(np.arange(problem.T1) % used, weights=cost, minlength=used)
+    zp = zero_post_cycles(problem, spec, used)
+    fixed = zp + co["fixed"] - spec.launch_overhead_cycles
+    cycles = int(round(fixed + per_core.max()))
+    time_us = cycles / spec.clock_hz * 1e6
+    has = work["chunks"] > 0
+    est = Estimate(cycles, time_us, per_core, fixed,
+                   classes={"tokens": (int(has.sum()), co["Tk"]), "columns": (int(work["columns"][has].sum()), co["Mc"])})
+    verdict = split_advice(problem, cost, fixed, spec, time_us * 1e-6, used)
+    return OpResult(outputs=None, cycles=cycles, time_us=time_us, trace=None, tiling=til,
+                    workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
+                    extra={"problem": problem, "estimate": est, "work": work, "token_cost": cost})
+
+
+def split_advice(problem, cost: np.ndarray, fixed: float, spec, seconds: float, used: int):
+    """Timeout verdict and the largest split of the query tokens T1 (launches of consecutive tokens; the
+    accumulators and zero-fill/post shrink with them) whose launch stays under the margin of the limit."""
+    hz = spec.clock_hz
+    t1 = problem.T1
+
+    def cost_of(k: int) -> float:  # the heaviest launch of k consecutive tokens
+        csum = np.concatenate([[0.0], np.cumsum(cost)])
+        worst = 0.0
+        for s0 in range(0, t1, max(k, 1)) if t1 // max(k, 1) < 64 else range(0, t1, max(1, t1 // 64)):
+            seg = cost[s0:s0 + k]
+            per = np.bincount(np.arange(seg.size) % min(used, seg.size or 1), weights=seg) if seg.size else [0.0]
+            worst = max(worst, float(np.max(per)))
+        return (fixed * k / max(t1, 1) + worst) / hz + spec.launch_overhead_cycles / hz
+
+    return timeout_verdict(seconds, spec.aicore_timeout_s, "T1 (query tokens)", t1, cost_of)
+
+
+__all__ = ["estimate_sfag", "token_work", "probe_coefficients", "zero_post_cycles", "ADVICE_MARGIN"]

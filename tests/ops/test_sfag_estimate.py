@@ -1,0 +1,88 @@
+"""Estimate mode of SparseFlashAttentionGrad: the work count, the direct path (a small launch runs whole),
+the probe path, the timeout verdict and its split advice."""
+import numpy as np
+
+from npusim import TensorSpec
+from npusim.chip import chip
+from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
+from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag, split_advice, token_work
+from ops.sparse_flash_attention_grad.tiling import sfag_tiling
+from tests.ops.sfag_cases import make_case
+
+
+def _specs(args, kw):
+    sa = tuple(TensorSpec(a.shape, a.dtype) if i != 3 else a for i, a in enumerate(args))
+    k2 = dict(kw, query_rope=TensorSpec(kw["query_rope"].shape, kw["query_rope"].dtype),
+              key_rope=TensorSpec(kw["key_rope"].shape, kw["key_rope"].dtype))
+    return sa, k2
+
+
+def test_sfag_token_work_counts_gathered_blocks():
+    """Slots before the -1, chunks of 512 / bs slots, columns, and only the blocks inside S2 counted."""
+    args, kw, prob = make_case(B=1, S1=2, S2=40, bs=8)
+    prob.indices[:] = -1
+    prob.indices[0, :5] = [0, 4, 5, -3, 4]  # blocks of 8 rows over S2 = 40: 0..4 exist
+    prob.indices[1, :70] = 1
+    w = token_work(prob)
+    assert w["slots"].tolist() == [5, 70] and w["chunks"].tolist() == [1, 2]
+    assert w["columns"].tolist() == [40, 560] and w["blocks"].tolist() == [3, 70]
+
+
+def test_sfag_estimate_small_launch_is_timing_mode():
+    args, kw, prob = make_case(B=1, S1=3, S2=64, N1=4, bs=16)
+    sa, k2 = _specs(args, kw)
+    est = sparse_flash_attention_grad(*sa, **k2, mode="estimate")
+    tim = sparse_flash_attention_grad(*sa, **k2, mode="timing")
+    assert est.outputs is None and est.trace is None and est.cycles == tim.cycles
+    assert "fits" in est.timeout.advice and not est.timeout.exceeded
+
+
+def test_sfag_estimate_probes_and_split_advice():
+    """The probe path gives a positive time close to timing mode on a small launch (accuracy is measured in
+    benchmarks/estimate_accuracy_sfag.py), and a tiny timeout limit yields a T1 split."""
+    args, kw, prob = make_case(B=1, S1=8, S2=512, N1=8, bs=8, max_slots=48)
+    spec = chip("Ascend910B2")
+    counts = estimate_counts(prob)
+    est = estimate_sfag(prob, spec, sfag_tiling(prob, spec, None, counts), counts, force_probes=True)
+    sa, k2 = _specs(args, kw)
+    tim = sparse_flash_attention_grad(*sa, **k2, mode="timing")
+    assert abs(est.time_us / tim.time_us - 1) < 0.15
+    assert est.timeout.advice.startswith("fits")
+
+
+def test_sfag_split_advice_splits_tokens():
+    """480 tokens of 1e6 cycles on 24 cores (20 each): over a limit of half that, the advice is a T1 split
+    whose launches fit 80% of the limit."""
+    spec = chip("Ascend910B2")
+    _, _, prob = make_case(B=1, S1=3, S2=64, N1=4, bs=16)
+    prob = __import__("dataclasses").replace(prob, T1=480)
+    seconds = 20e6 / spec.clock_hz
+    tight = spec.replace(aicore_timeout_s=seconds / 2)
+    verdict = split_advice(prob, np.full(480, 1e6), 0.0, tight, seconds, 24)
+    assert verdict.exceeded and "split T1 (query tokens) into chunks of at most" in verdict.advice
+    k = int(verdict.advice.split("at most ")[1].split(" ")[0])
+    assert 24 <= k < 240 and (k // 24) * 1e6 / spec.clock_hz <= 0.8 * tight.aicore_timeout_s < (k // 24 + 2) * 1e6 / spec.clock_hz
+
+
+def test_sfag_estimate_huge_broadcast_indices_without_memory():
+    """S1 = S2 = 128K, N1 = 128: TensorSpec data and a zero-stride index array (no 2 GB copy)."""
+    t1 = 128 * 1024
+    row = np.full(2048, -1, np.int64)
+    row[:32] = np.arange(32)
+    idx = np.broadcast_to(row, (1, t1, 1, 2048))
+    q = TensorSpec((1, t1, 128, 512), np.float16)
+    kv = TensorSpec((1, t1, 1, 512), np.float16)
+    sm = TensorSpec((1, 1, t1, 128), np.float32)
+    res = sparse_flash_attention_grad(q, kv, kv, idx, q, q, sm, sm, query_rope=TensorSpec((1, t1, 128, 64), np.float16),
+                                      key_rope=TensorSpec((1, t1, 1, 64), np.float16), sparse_block_size=64,
+                                      mode="estimate")
+    assert res.time_us > 1000 and res.block_dim == 24 and res.extra["work"]["blocks"][0] == 32
+
+
+def test_sfag_predict_command_line(capsys):
+    """`npusim predict sfag`: a 4K-token backward of 32 blocks of 64 per token fits the timeout."""
+    from npusim.cli import main
+
+    assert main(["predict", "sfag", "S1=4096", "S2=4096", "N1=16", "block_size=64", "blocks=32"]) == 0
+    out = capsys.readouterr().out
+    assert "within the limit" in out and "tokens 4,096" in out
