@@ -114,7 +114,8 @@ def rule(name: str) -> Rule:
 
 
 #: The call's tensors for the shared input normalisation (ops/common/inputs.py): sparse_indices steer the
-#: kernel (the blocks it gathers), so they are real in every mode; no contiguity rule is enforced.
+#: kernel (the blocks it gathers), so they are real in every mode; the seed marks every tensor √ for
+#: non-contiguous (非连续Tensor column), so strides are not judged.
 INPUTS = InputContract(
     data=("query", "key", "value", "d_out", "out", "softmax_max", "softmax_sum", "query_rope", "key_rope"),
     control=("sparse_indices",), int_arrays=("actual_seq_lengths_query", "actual_seq_lengths_kv"))
