@@ -204,9 +204,7 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     micro = min(COMPANIONS, block_dim)
     # cores that finish early stop competing: the load-weighted number of busy cores shares the bandwidth
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
-    # workers sampled side by side; no timeout in a sample: estimate mode reports the whole launch's verdict
-    # instead (split_advice)
-    share = contention_chip(spec, active / (micro * (2 if both_subs else 1))).replace(aicore_timeout_s=float("inf"))
+    share = contention_chip(spec, active / (micro * (2 if both_subs else 1)))  # workers sampled side by side
     cores = micro
     # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
     # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
