@@ -11,6 +11,7 @@ from __future__ import annotations
 import platform
 
 from child_run import run_child
+from results import save
 
 CASE = dict(N=8, S=4096, D=128)
 
@@ -45,10 +46,12 @@ def main() -> None:
     print(f"machine: {platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}")
     print(f"case: TND one batch, N={CASE['N']} S={CASE['S']} D={CASE['D']} fp16 causal on Ascend910B2")
     print(f"{'mode':7s} {'wall s':>7s} {'peak MB':>8s} {'modeled us':>11s} {'cycles':>9s} {'instructions':>13s} cores")
+    rows = {}
     for mode in ("timing", "full"):
-        r = run(mode)
+        r = rows[mode] = run(mode)
         print(f"{r['mode']:7s} {r['wall_s']:7.1f} {r['peak_mb']:8.0f} {r['time_us']:11.1f} {r['cycles']:9d} "
               f"{r['instructions']:13d} {r['block_dim']}")
+    save("fa_varlen", {"case": CASE, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from results import save
+
 from npusim.chip import chip as get_chip
 from npusim.examples.matmul import matmul_custom, matmul_tiling
 from npusim.launch import GmArg, launch
@@ -39,12 +41,17 @@ def main() -> None:
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}")
     print(f"{'chip':16s} {'M=N=K':>6s} {'time us':>10s} {'TFLOPS':>8s} {'peak':>7s} {'% peak':>7s} "
           f"{'bound':>6s} {'instr':>8s} {'wall s':>7s}")
+    rows = []
     for chip_name in CHIPS:
         for size in SIZES:
             res, tflops, peak, summary, wall = run(chip_name, size)
             bound = summary.bound["pipe"].mode().iat[0]  # the lane most cores are bound by
             print(f"{chip_name:16s} {size:6d} {res.time_us:10.1f} {tflops:8.1f} {peak:7.1f} "
                   f"{100 * tflops / peak:6.1f}% {str(bound)[:6]:>6s} {len(res.trace):8d} {wall:7.1f}")
+            rows.append({"chip": chip_name, "size": size, "time_us": res.time_us, "tflops": tflops,
+                         "peak_pct": 100 * tflops / peak, "bound": str(bound), "instructions": len(res.trace),
+                         "wall_s": wall})
+    save("matmul_roofline", {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """PromptFlashAttentionV2: simulator wall time and peak memory, full and timing mode (issue 3 benchmark).
 
 Case: B=1, N=8, S=4096, D=128, fp16, causal (sparse_mode 2 with the 2048x2048 compressed mask), BNSD,
-on Ascend910B2. Targets: full <= 60 s, timing <= 15 s on the 2-core development machine. Each mode
-runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
+on Ascend910B2. Targets: full <= 60 s, timing <= 15 s on the 2-core development machine, and full mode
+within 10x a plain float32 numpy attention of the same shape and mask (softmax(QK^T * scale + mask) V per
+head, timed here in the same run, in its own subprocess): the ratio is printed. Each mode runs in a fresh
+subprocess so its peak resident memory (ru_maxrss) is its own.
 
     python benchmarks/pfa.py
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import platform
 
 from child_run import run_child
+from results import save
 
 CASE = dict(B=1, N=8, S=4096, D=128)
 
@@ -37,18 +40,46 @@ print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": resource.getrusage(re
 """
 
 
+_NUMPY = r"""
+import json, resource, sys, time
+import numpy as np
+B, N, S, D = map(int, sys.argv[1:5])
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((B, N, S, D)).astype(np.float32) for _ in range(3))
+causal = np.triu(np.ones((S, S), bool), 1)
+t0 = time.perf_counter()
+out = np.empty_like(q)
+for b in range(B):
+    for n in range(N):
+        s = q[b, n] @ k[b, n].T * np.float32(1 / np.sqrt(D))
+        s[causal] = -np.inf
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        out[b, n] = (s / s.sum(axis=1, keepdims=True)) @ v[b, n]
+wall = time.perf_counter() - t0
+print(json.dumps({"mode": "numpy float32", "wall_s": wall,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
 def run(mode: str) -> dict:
-    return run_child(_CHILD, [mode] + [CASE[k] for k in "BNSD"])
+    return run_child(_NUMPY if mode == "numpy" else _CHILD,
+                     ([] if mode == "numpy" else [mode]) + [CASE[k] for k in "BNSD"])
 
 
 def main() -> None:
     print(f"machine: {platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}")
     print(f"case: B={CASE['B']} N={CASE['N']} S={CASE['S']} D={CASE['D']} fp16 causal on Ascend910B2")
     print(f"{'mode':7s} {'wall s':>7s} {'peak MB':>8s} {'modeled us':>11s} {'cycles':>9s} {'instructions':>13s}  tiling")
+    rows = {}
     for mode in ("timing", "full"):
-        r = run(mode)
+        r = rows[mode] = run(mode)
         print(f"{r['mode']:7s} {r['wall_s']:7.1f} {r['peak_mb']:8.0f} {r['time_us']:11.1f} {r['cycles']:9d} "
               f"{r['instructions']:13d}  sOuter/sInner/softmaxSOuter/blockDim = {r['tiling']}")
+    ref = rows["numpy"] = run("numpy")
+    ratio = rows["full"]["wall_s"] / ref["wall_s"]
+    print(f"numpy float32 attention, same shape and mask: {ref['wall_s']:.2f} s; full mode / numpy = {ratio:.1f}x "
+          "(target <= 10x)")
+    save("pfa", {"case": CASE, "rows": rows, "full_over_numpy": ratio})
 
 
 if __name__ == "__main__":

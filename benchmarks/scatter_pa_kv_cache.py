@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from results import cpu_name, save
+
 from npusim.chip import chip as get_chip
 from npusim.memory.gm import TensorSpec
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
@@ -61,18 +63,6 @@ def run_case(cache_mode: str, repeats: int = 2) -> dict:
             "wall_timing_s": walls["timing"], "instructions": len(res.trace)}
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo where there is one, else the platform's machine name."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     spec = get_chip(CHIP)
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -82,11 +72,15 @@ def main() -> None:
     head = (f"{'cache_mode':10s} {'template':8s} {'key':>5s} {'cores':>5s} {'cycles':>8s} {'time_us':>8s} "
             f"{'GB/s':>7s} {'%peak':>6s} {'instr':>7s} {'wall full s':>11s} {'wall timing s':>13s}")
     print(head)
+    rows = []
     for cache_mode in ("Norm", "PA_NZ"):
         r = run_case(cache_mode)
+        rows.append(r)
         print(f"{r['cache_mode']:10s} {r['template']:8s} {r['tiling_key']:5d} {r['cores']:5d} {r['cycles']:8d} "
               f"{r['time_us']:8.1f} {r['gb_s']:7.0f} {r['peak_pct']:6.1f} {r['instructions']:7d} "
               f"{r['wall_full_s']:11.2f} {r['wall_timing_s']:13.2f}")
+    save("scatter_pa_kv_cache", {"chip": CHIP, "launch_overhead_cycles": spec.launch_overhead_cycles,
+                                 "hbm_gb_s": spec.hbm_bw_bytes_per_s / 1e9, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ Two workloads, best of three runs each:
   (DataCopy, queue flags, Add, DataCopy out: the instruction mix of a vector kernel) on one AIV with a
   long input. Target (issue 2): >= 200,000 instructions per second in timing mode on one core of the
   2-core development machine.
+  Targets (issue 14): >= 1,000,000 instructions/s in timing mode.
 - FlashAttentionVarLenScore, timing mode: one batch of 2048 x 2048 tokens, 8 heads of D = 128, fp16,
   no mask, on Ascend910B2 (all its AI Cores; repeat-form vector instructions, PipeBarriers, cube
-  tiles and queue flags: the mix estimate mode simulates within its wall-clock budget).
+  tiles and queue flags: the mix estimate mode simulates within its wall-clock budget). Target (issue 14):
+  >= 800,000 instructions/s.
 
 Instructions are the trace's rows (every instruction and every flag instruction the kernel issued).
 
@@ -21,6 +23,8 @@ import platform
 import time
 
 import numpy as np
+
+from results import save
 
 from npusim.examples.vector_add import add_custom, add_tiling
 from npusim.launch import GmArg, launch
@@ -71,12 +75,16 @@ def measure_fa_varlen(seq: int = 2048, heads: int = 8, head_dim: int = 128,
 def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
+    out = {}
     for mode in ("timing", "full"):
         rate, count = measure(mode, 1024 * 20000)
+        out[f"vector_{mode}"] = {"instructions": count, "rate": rate}
         print(f"vector add, {mode:6s}: {count:8d} instructions, {rate:10,.0f} instructions/s")
     rate, count, wall = measure_fa_varlen()
+    out["fa_varlen_timing"] = {"instructions": count, "rate": rate, "wall_s": wall}
     print(f"FA varlen 2048x2048 N8 D128, timing: {count:8d} instructions, {rate:10,.0f} instructions/s "
           f"({wall:.2f} s)")
+    save("sim_speed", out)
 
 
 if __name__ == "__main__":

@@ -41,11 +41,11 @@ def _cmd_chips(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from npusim.trace import Trace
+    from npusim.trace_sink import load_trace
 
     if not Path(args.trace).is_file():
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"plot: file not found: {args.trace}")
-    trace = Trace.from_chrome_json(args.trace)
+    trace = load_trace(args.trace, cores=range(max(args.max_cores, 1)))
     out = Path(args.out or Path(args.trace).with_suffix(".png"))
     trace.plot_gantt(out, max_cores=args.max_cores)
     print(f"wrote {out}")
@@ -65,13 +65,16 @@ def _cmd_run(args) -> int:
 
     entry, problem = problem_of(args)
     spec = get_chip(args.chip)
-    res = entry.call(problem, chip=spec, mode=args.mode)
+    res = entry.call(problem, chip=spec, mode=args.mode,
+                     **({"trace": args.trace} if args.mode == "timing" and args.trace else {}))
     shape = " ".join(f"{k}={v}" for k, v in problem.items())
     print(f"npusim run: {entry.title} {shape} on {spec.name}, {args.mode} mode")
     print("\n".join(time_lines(res, spec)))
     if res.trace is not None:
         print(res.trace.summary().to_text(8))
-        if args.out:
+        if args.out and getattr(res.trace, "level", "full") == "summary":
+            print("no trace.json / gantt.png: --trace summary keeps no instruction rows")
+        elif args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             print(f"wrote {res.trace.to_chrome_json(out / 'trace.json')}, "
@@ -121,11 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timing: every instruction simulated, no data (default); estimate: work counted, the "
                         "slowest core sampled")
     r.add_argument("--out", default=None, help="directory for trace.json and gantt.png (timing mode; default: none)")
+    r.add_argument("--trace", default=None, metavar="LEVEL",
+                   help="timing mode's trace level: full, summary (memory flat in the run's length), none, or "
+                        "file:PATH (every row streamed to a Parquet file for `npusim plot`); default: every row up "
+                        "to 10M, then the summary")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
-    pl = sub.add_parser("plot", help="Gantt figure of a Chrome trace JSON written by npusim")
-    pl.add_argument("trace", help="trace.json written by npusim demo / run or Trace.to_chrome_json")
+    pl = sub.add_parser("plot", help="Gantt figure of a trace written by npusim (Chrome JSON, or the Parquet "
+                                     "file of trace='file:PATH')")
+    pl.add_argument("trace", help="trace.json written by npusim demo / run or Trace.to_chrome_json, or a "
+                                  "trace='file:PATH' Parquet file")
     pl.add_argument("--out", default=None, help="the PNG to write (default: the trace's name with .png)")
     pl.add_argument("--max-cores", type=int, default=8, help="AI Cores drawn, from core 0 (default %(default)s)")
     pl.set_defaults(func=_cmd_plot)

@@ -24,6 +24,7 @@ from sys import _getframe
 
 from npusim.errors import AicoreTimeoutError, KernelHangError, NpuBufferError
 from npusim.memory.local import LocalBuffer
+from npusim.trace_sink import CHUNK_ROWS
 from npusim.types import BufferKind, N_PIPES, Pipe, SubCore
 
 #: How far (cycles) a stream may run ahead of simulated time before it lets the others catch up.
@@ -59,7 +60,9 @@ class CoreUnit:
         # list, not a tuple per instruction, for performance reasons: a kept tuple is one more object for the
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
-        self.flows: list = []  # (src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub)
+        self.flushed_rows = 0  # records already handed to the trace sink
+        # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
+        self.flows: list = []
         self.horizon = QUANTUM_CYCLES
         self.greenlet = None
         self.finished = False
@@ -212,7 +215,7 @@ class CoreUnit:
         if line is None:
             line = self.src_id(depth + 1)
         self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
-        self.flows.append((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
+        self.flows.extend((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
         return release
 
     def barrier(self, pipe: int, label_id: int, depth: int = 2) -> None:
@@ -262,9 +265,26 @@ class CoreUnit:
         if self.scalar_t > launch.timeout_cycles:
             raise AicoreTimeoutError(self.scalar_t / self.chip.clock_hz, launch.timeout_s, f"{self.label} runs past "
                                      "the chip's AI Core timeout: ", at_least=True)
+        if len(self.records) >= CHUNK_ROWS * 7:
+            self.flush()
         env = launch.env
+        if launch.progress is not None and env.now >= launch.progress.next_cycle:
+            launch.progress.update(env.now)
         self.suspend(env.timeout(self.scalar_t - env.now))
         self.horizon = env.now + QUANTUM_CYCLES
+
+    def flush(self, final: bool = False) -> None:
+        """Hand this stream's records and flows so far to the launch's trace sink (npusim.trace_sink)."""
+        # no later instruction of this stream starts before its scalar clock or its pipes' free times
+        watermark = float("inf") if final else min(self.scalar_t, min(self.pipe_free))
+        sink = self.launch.sink
+        if self.records:
+            sink.rows(self.block_idx, self.sub_index, self.records, watermark)
+            self.flushed_rows += len(self.records) // 7  # for the launch's instruction budget
+            self.records = []
+        if self.flows:
+            sink.flows(self.block_idx, self.sub_index, self.flows)
+            self.flows = []
 
     @property
     def end_cycle(self) -> float:

@@ -20,8 +20,8 @@ import numpy as np
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.launch import current_unit
 from npusim.memory.gm import GlobalTensor, TensorSpec  # noqa: F401 - kernel vocabulary
-from npusim.memory.local import LocalTensor
-from npusim.types import HardEvent, Pipe, SubCore, TPosition  # noqa: F401 - kernel vocabulary
+from npusim.memory.local import LocalTensor, _new_tensor
+from npusim.types import BufferKind, HardEvent, Pipe, SubCore, TPosition  # noqa: F401 - kernel vocabulary
 
 #: (producer pipe, consumer pipe) of each queue position (Ascend C TQue synchronisation).
 QUEUE_PIPES = {
@@ -36,6 +36,11 @@ QUEUE_PIPES = {
     TPosition.C2: (Pipe.MTE1, Pipe.M),
     TPosition.C2PIPE2GM: (Pipe.MTE1, Pipe.FIX),
 }
+
+
+#: numpy dtypes of the dtype arguments kernels pass (np.float16, "float32"...), looked up without np.dtype()
+_DTYPES = {t: np.dtype(t) for t in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+                                    np.uint32, np.int64, np.uint64, np.float64)}
 
 
 # -- block and core identity ---------------------------------------------------------------------
@@ -135,9 +140,7 @@ class TQue:
         if slot.index in self._freed_once:
             unit.wait_flag(self._prod, (self._key, slot.index, "free"), self._wait_id, self._free_what, depth=2)
         slot.state = "allocated"
-        dtype = np.dtype(dtype)
-        return LocalTensor(unit, self._buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
-                           slot.addr + self.nbytes, slot)
+        return self._tensor(slot, dtype)
 
     def EnQue(self, tensor: LocalTensor) -> None:
         """Hand *tensor* to the consumer: a flag set on the producer pipe."""
@@ -154,9 +157,21 @@ class TQue:
         slot = self._queued.popleft()
         unit.wait_flag(self._cons, (self._key, slot.index, "ready"), self._wait_id, self._ready_what, depth=2)
         slot.state = "dequeued"
-        dtype = np.dtype(dtype)
-        return LocalTensor(unit, self._buf, slot.addr, dtype, self.nbytes // dtype.itemsize, slot.addr,
-                           slot.addr + self.nbytes, slot)
+        return self._tensor(slot, dtype)
+
+    def _tensor(self, slot: _Slot, dtype) -> LocalTensor:
+        """The whole buffer of *slot* as a tensor of *dtype*."""
+        dt = _DTYPES.get(dtype)
+        if dt is None:
+            dt = np.dtype(dtype)
+        if slot.addr % 32 and self._buf.kind is BufferKind.UB:
+            LocalTensor(self.unit, self._buf, slot.addr, dt, 0, slot.addr, slot.addr)  # raises its error
+        # NOTE: LocalTensor.__init__ inlined without its dtype conversion, for performance reasons: queues
+        # hand out a tensor per instruction (benchmarks/sim_speed.py)
+        t = _new_tensor(LocalTensor)
+        t.core, t.buffer, t.addr, t.dtype, t.size = self.unit, self._buf, slot.addr, dt, self.nbytes // dt.itemsize
+        t.base, t.limit, t.slot = slot.addr, slot.addr + self.nbytes, slot
+        return t
 
     def FreeTensor(self, tensor: LocalTensor) -> None:
         """Return *tensor*'s buffer: a flag set on the consumer pipe for the next AllocTensor."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numbers
 import sys
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +28,9 @@ from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutErr
                            NpusimError)
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
+from npusim.progress import LaunchProgress
 from npusim.trace import Trace
+from npusim.trace_sink import FullSink, check_trace_level, make_sink
 from npusim.types import Pipe, SubCore
 
 KERNEL_TYPES = ("mix", "vector", "cube")
@@ -96,9 +100,12 @@ class LaunchResult:
 class Launch:
     """Shared state of one kernel launch: environment, GM, bandwidth, flags, trace tables."""
 
-    def __init__(self, chip, full: bool, timeout_s: float | None = None, max_instructions: int = MAX_INSTRUCTIONS):
+    def __init__(self, chip, full: bool, timeout_s: float | None = None, sink=None, progress=None,
+                 max_instructions: int = MAX_INSTRUCTIONS):
         self.chip = chip
         self.full = full
+        self.sink = FullSink() if sink is None else sink  # where the streams' records go (trace_sink.py)
+        self.progress = progress  # a progress.LaunchProgress, or None
         self.max_instructions = max_instructions
         self._suspensions = 0
         self.env = simpy.Environment()
@@ -240,7 +247,7 @@ class Launch:
             if fire > release:
                 release = fire
             src_unit = self.unit_of(unit.block_idx, key[3])
-            unit.flows.append((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
+            unit.flows.extend((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
         release += unit.flag_cycles
         unit.wait_until(pipe, release)
         unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
@@ -305,7 +312,7 @@ class Launch:
 
     def _check_budget(self) -> None:
         """Stop a launch past its instruction budget (AclnnError 161002 naming ``mode``)."""
-        issued = sum(len(u.records) for u in self.units if u.records is not None) // 7
+        issued = sum(u.flushed_rows + (len(u.records) // 7 if u.records is not None else 0) for u in self.units)
         if issued > self.max_instructions:
             raise AclnnError(ACLNN_ERR_PARAM_INVALID,
                              f"mode: the launch has simulated {issued:,} instructions, past the budget of "
@@ -346,46 +353,34 @@ class Launch:
         self.units = []
         self._unit_index = {}
 
-    def build_trace(self, meta: dict) -> Trace:
-        cols = {k: [] for k in ("core", "sub_core", "pipe", "name_id", "start", "end", "bytes", "flops",
-                                "src_id")}
-        flows = {k: [] for k in ("src_core", "src_sub", "src_pipe", "set_cycle", "dst_core", "dst_sub",
-                                 "dst_pipe", "wait_cycle", "label_id")}
+    def build_trace(self, meta: dict):
+        """Hand the streams' last records to the sink; its trace object (Trace, SummaryTrace, None)."""
         for u in self.units:
-            n = len(u.records) // 7
-            if n:
-                rec = np.fromiter(u.records, np.float64, 7 * n).reshape(n, 7)
-                cols["core"].append(np.full(n, u.block_idx, np.int32))
-                cols["sub_core"].append(np.full(n, int(u.sub), np.int8))
-                cols["pipe"].append(rec[:, 0].astype(np.int8))
-                cols["name_id"].append(rec[:, 1].astype(np.int32))
-                cols["start"].append(np.rint(rec[:, 2]).astype(np.int64))
-                cols["end"].append(np.rint(rec[:, 3]).astype(np.int64))
-                cols["bytes"].append(rec[:, 4].astype(np.int64))
-                cols["flops"].append(rec[:, 5].astype(np.int64))
-                cols["src_id"].append(rec[:, 6].astype(np.int32))
-            if u.flows:
-                sp, sc, dp, wc, lab, score, ssub = zip(*u.flows)
-                flows["src_core"] += score
-                flows["src_sub"] += ssub
-                flows["src_pipe"] += sp
-                flows["set_cycle"] += sc
-                flows["dst_core"] += [u.block_idx] * len(sp)
-                flows["dst_sub"] += [int(u.sub)] * len(sp)
-                flows["dst_pipe"] += dp
-                flows["wait_cycle"] += wc
-                flows["label_id"] += lab
-        dtypes = {"core": np.int32, "sub_core": np.int8, "pipe": np.int8, "name_id": np.int32,
-                  "start": np.int64, "end": np.int64, "bytes": np.int64, "flops": np.int64, "src_id": np.int32}
-        columns = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()}
-        fdt = {"set_cycle": np.int64, "wait_cycle": np.int64}
-        flow_cols = {k: np.rint(np.asarray(v, np.float64)).astype(fdt.get(k, np.int32)) for k, v in flows.items()}
-        return Trace(columns, list(self.names), list(self.sources), flow_cols, self.chip.clock_hz, meta)
+            u.flush(final=True)
+        return self.sink.finish(self.names, self.sources, self.chip.clock_hz, meta)
+
+
+#: Trace level and progress of the launches of an operator call (operators set them from their keywords;
+#: estimate mode's sample launches run outside, with full traces and no bar).
+_CALL_OPTIONS: ContextVar[dict] = ContextVar("npusim_call_options", default={})
+_UNSET = object()
+
+
+@contextmanager
+def call_options(trace=None, progress=None, expected_cycles=None):
+    """Within the block, :func:`launch` defaults to these ``trace`` / ``progress`` / ``expected_cycles``
+    (an operator's ``trace=`` and ``progress=`` keywords reach its kernel launch this way)."""
+    token = _CALL_OPTIONS.set({"trace": check_trace_level(trace), "progress": progress,
+                               "expected_cycles": expected_cycles})
+    try:
+        yield
+    finally:
+        _CALL_OPTIONS.reset(token)
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
-           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None,
-           max_instructions: int = MAX_INSTRUCTIONS) -> LaunchResult:
+           timeout_s: float | None = None, meta: dict | None = None, l2_warm=None, trace=_UNSET, progress=_UNSET,
+           expected_cycles=_UNSET, max_instructions: int = MAX_INSTRUCTIONS) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -394,6 +389,10 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
     *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way).
+    *trace*: the trace level (npusim.trace_sink: None = full up to FULL_TRACE_MAX_ROWS rows, "full",
+    "summary", "none", "file:PATH"). *progress*: a progress bar on stderr (None: when stderr is a terminal;
+    it shows after PROGRESS_DELAY_S of wall time), with an ETA if *expected_cycles* (e.g. estimate mode's) is
+    given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None).
     *max_instructions*: the run stops with AclnnError 161002 once its streams have simulated more
     (checked every few hundred suspensions, so a run may overshoot slightly).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
@@ -405,7 +404,13 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: launch runs 'full' or 'timing', not {mode!r}")
     if kernel_type not in KERNEL_TYPES:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"kernel_type: must be one of {KERNEL_TYPES}, got {kernel_type!r}")
-    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, max_instructions=max_instructions)
+    opts = _CALL_OPTIONS.get()
+    trace = check_trace_level(opts.get("trace") if trace is _UNSET else trace)
+    progress = opts.get("progress") if progress is _UNSET else progress
+    expected_cycles = opts.get("expected_cycles") if expected_cycles is _UNSET else expected_cycles
+    bar = LaunchProgress.maybe(progress, chip, expected_cycles)
+    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar,
+                 max_instructions=max_instructions)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
@@ -431,7 +436,18 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             run.add_unit(b, SubCore.AIC, kernel, args)
     run.kernel_type = kernel_type
     run.block_dim = block_dim
-    run.run()
+    try:
+        run.run()
+        return _result(run, chip, mode, block_dim, kernel_type, meta)
+    except BaseException:
+        run.sink.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta: dict | None) -> LaunchResult:
     cycles = int(np.ceil(max(u.end_cycle for u in run.units) + chip.launch_overhead_cycles))
     seconds = cycles / chip.clock_hz
     verdict = TimeoutVerdict(seconds, run.timeout_s, seconds > run.timeout_s)

@@ -174,6 +174,10 @@ class Trace:
         Busy cycles are the length of the union of the lane's instruction intervals, because
         instructions of one pipe overlap while the pipeline is full; computed vectorised.
         """
+        keys, count, busy, nbytes, flops = self._busy_arrays()
+        return busy_frame(keys, count, busy, nbytes, flops)
+
+    def _busy_arrays(self):
         c = self.columns
         key = (c["core"].astype(np.int64) * (_N_SUB * 8) + c["sub_core"].astype(np.int64) * 8
                + LANE_RANK_OF_PIPE[c["pipe"]])
@@ -181,34 +185,12 @@ class Trace:
         count = np.diff(np.append(first, len(key)))
         sums = {k: (np.add.reduceat(c[k][order], first) if len(key) else np.zeros(0, np.int64))
                 for k in ("bytes", "flops")}
-        rank = keys % 8
-        return pd.DataFrame({
-            "core": (keys // (_N_SUB * 8)).astype(np.int32),
-            "sub_core": pd.Series(np.array(_SUB_NAMES, dtype=object)[(keys // 8) % _N_SUB],
-                                  dtype="str"),
-            "pipe": pd.Series(np.array(LANE_ORDER, dtype=object)[rank], dtype="str"),
-            "instructions": count.astype(np.int64),
-            "busy_cycles": busy,
-            "bytes": sums["bytes"].astype(np.int64),
-            "flops": sums["flops"].astype(np.int64),
-        })
+        return keys, count, busy, sums["bytes"], sums["flops"]
 
     def summary(self) -> TraceSummary:
         """Total time, busy cycles and % per core/sub-core/lane, and the bound unit per core."""
-        total = self.total_cycles
-        pipes = self.busy()
-        pipes.insert(5, "busy_pct", 100.0 * pipes["busy_cycles"] / total if total else 0.0)
-        compute = pipes[pipes["pipe"] != FLOWCTRL_LANE]  # waiting is not a bound
-        cols = ["core", "sub_core", "pipe", "busy_cycles", "busy_pct"]
-        if len(compute):
-            bound = compute.loc[compute.groupby("core", sort=True)["busy_cycles"].idxmax(), cols]
-        else:
-            bound = compute[cols]
-        return TraceSummary(total_cycles=total, time_us=self.time_us, clock_hz=self.clock_hz,
-                            instructions=len(self), total_bytes=int(self.columns["bytes"].sum()),
-                            total_flops=int(self.columns["flops"].sum()),
-                            chip=str(self.meta.get("chip", "")), pipes=pipes,
-                            bound=bound.reset_index(drop=True))
+        return summary_from_busy(*self._busy_arrays(), total_cycles=self.total_cycles,
+                                 clock_hz=self.clock_hz, chip=str(self.meta.get("chip", "")))
 
     # --- exports -----------------------------------------------------------------------------
     def to_csv(self, path) -> Path:
@@ -354,6 +336,39 @@ class TraceSummary:
             lines.extend(f"  core{r.core}: {r.sub_core} {r.pipe} {r.busy_pct:.1f}%"
                          for r in self.bound.itertuples())
         return "\n".join(lines)
+
+
+def busy_frame(keys, count, busy, nbytes, flops) -> pd.DataFrame:
+    """Trace.busy's table from per-key arrays (key = (core * sub-cores + sub_core) * 8 + lane rank)."""
+    rank = keys % 8
+    return pd.DataFrame({
+        "core": (keys // (_N_SUB * 8)).astype(np.int32),
+        "sub_core": pd.Series(np.array(_SUB_NAMES, dtype=object)[(keys // 8) % _N_SUB], dtype="str"),
+        "pipe": pd.Series(np.array(LANE_ORDER, dtype=object)[rank], dtype="str"),
+        "instructions": np.asarray(count).astype(np.int64),
+        "busy_cycles": np.asarray(busy).astype(np.int64),
+        "bytes": np.asarray(nbytes).astype(np.int64),
+        "flops": np.asarray(flops).astype(np.int64),
+    })
+
+
+def summary_from_busy(keys, count, busy, nbytes, flops, *, total_cycles: int, clock_hz: float,
+                      chip: str) -> TraceSummary:
+    """The TraceSummary of per-key busy arrays (sorted keys, as busy_frame): one rule for every trace
+    level, so summaries of full, summary and file traces are equal (npusim.trace_sink)."""
+    total = int(total_cycles)
+    pipes = busy_frame(keys, count, busy, nbytes, flops)
+    pipes.insert(5, "busy_pct", 100.0 * pipes["busy_cycles"] / total if total else 0.0)
+    compute = pipes[pipes["pipe"] != FLOWCTRL_LANE]  # waiting is not a bound
+    cols = ["core", "sub_core", "pipe", "busy_cycles", "busy_pct"]
+    if len(compute):
+        bound = compute.loc[compute.groupby("core", sort=True)["busy_cycles"].idxmax(), cols]
+    else:
+        bound = compute[cols]
+    return TraceSummary(total_cycles=total, time_us=total / (clock_hz / 1e6), clock_hz=float(clock_hz),
+                        instructions=int(np.sum(count)), total_bytes=int(np.sum(nbytes)),
+                        total_flops=int(np.sum(flops)), chip=chip, pipes=pipes,
+                        bound=bound.reset_index(drop=True))
 
 
 def read_trace_csv(path) -> pd.DataFrame:

@@ -201,8 +201,13 @@ class DataCopy:
             self.params, self.count = count_or_params, None
         else:
             self.params, self.count = None, int(count_or_params)
-        unit = _unit_of(dst, src)
-        itemsize = (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
+        # NOTE: each operand's kind tested once (not in _unit_of / _check again), for performance reasons
+        # (benchmarks/sim_speed.py): DataCopy is most of a streaming kernel's instructions
+        src_local, dst_local = isinstance(src, LocalTensor), isinstance(dst, LocalTensor)
+        if not (src_local or dst_local):
+            raise NpusimError("a data movement needs at least one LocalTensor operand")
+        unit = dst.core if dst_local else src.core
+        itemsize = (src if src_local else dst).dtype.itemsize
         if self.params is None:
             nbytes = src_span = dst_span = self.count * itemsize
         else:
@@ -212,8 +217,14 @@ class DataCopy:
             nbytes = p.blockCount * p.blockLen * BLOCK
             gaps = max(p.blockCount - 1, 0) * BLOCK
             src_span, dst_span = nbytes + gaps * p.srcStride, nbytes + gaps * p.dstStride
-        _check(src, src_span // src.dtype.itemsize)
-        _check(dst, dst_span // dst.dtype.itemsize)
+        if src_local:
+            src.check(src_span // src.dtype.itemsize)
+        else:
+            src.check(0, src_span // src.dtype.itemsize)
+        if dst_local:
+            dst.check(dst_span // dst.dtype.itemsize)
+        else:
+            dst.check(0, dst_span // dst.dtype.itemsize)
         if isinstance(src, GlobalTensor):
             if not isinstance(dst, LocalTensor):
                 raise NotImplementedError("DataCopy GM -> GM is not an AI Core instruction")

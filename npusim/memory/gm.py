@@ -105,7 +105,16 @@ class GmBuffer:
         p0 = byte_start // L2_PAGE_BYTES
         p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
         n = p1 - p0
-        if self._chunks is None:
+        if self._chunks is None and n == 1:
+            # NOTE: one page (most transfers: pages are 32 KiB) tested and set without a slice, for
+            # performance reasons (benchmarks/sim_speed.py)
+            resident = self._resident
+            if resident[p0]:
+                hit = 1
+            else:
+                hit = 0
+                resident[p0] = True
+        elif self._chunks is None:
             pages = self._resident[p0:p1]
             # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
             # doubles as numpy's, several times faster to add and compare), for performance reasons

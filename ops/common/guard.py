@@ -31,7 +31,8 @@ def check_work(mode: str, units: int, per_unit: int, unit_name: str) -> None:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID,
                          f"mode: {mode!r} would simulate {int(units):,} {unit_name} (limit {limit:,}; about "
                          f"{instructions / INSTRUCTIONS_PER_S / 60:,.0f} minutes of simulation); use "
-                         "mode='estimate' for this shape")
+                         "mode='estimate' for this shape (trace='summary' keeps a long run's memory flat, not "
+                         "its time)")
 
 
 def check_full_bytes(mode: str, nbytes: int, what: str = "tensors") -> None:

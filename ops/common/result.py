@@ -7,7 +7,9 @@ from typing import Any
 from npusim.chip import ChipSpec
 from npusim.chip import chip as get_chip
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from npusim.launch import TimeoutVerdict
+from npusim.launch import TimeoutVerdict, call_options
+from npusim.progress import progress_wanted
+from npusim.trace_sink import check_trace_level
 from npusim.trace import Trace
 
 MODES = ("full", "timing", "estimate")
@@ -52,3 +54,23 @@ def check_mode(mode, allowed=MODES) -> str:
     if mode not in allowed:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: must be one of {', '.join(allowed)}, got {mode!r}")
     return mode
+
+
+def run_with_options(run, mode: str, trace, progress, estimate=None):
+    """Call ``run()`` (an operator's prepared launch) with the call's trace level and progress bar.
+
+    *estimate*: ``() -> OpResult`` of the same call in estimate mode; when a bar is wanted its cycles give
+    the bar's total (and so an ETA). Estimate mode's own sample launches always keep full traces.
+    """
+    trace = check_trace_level(trace)
+    if mode == "estimate":
+        with call_options("full", False):
+            return run()
+    expected = None
+    if estimate is not None and progress_wanted(progress):
+        try:
+            expected = estimate().cycles
+        except Exception:  # noqa: BLE001 - no ETA then; the run itself reports what is wrong
+            expected = None
+    with call_options(trace, progress, expected):
+        return run()

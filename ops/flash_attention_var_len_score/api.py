@@ -15,7 +15,7 @@ from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
 from ops.common.guard import check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
-from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
 from ops.flash_attention_var_len_score.contract import DEFAULTS, INPUTS, OP_NAME
 from ops.flash_attention_var_len_score.estimate import Work, estimate_fa, split_advice
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
@@ -91,7 +91,8 @@ def flash_attention_var_len_score(query, key, value, real_shift=None, drop_mask=
                                   pre_tokens=DEFAULTS["pre_tokens"], next_tokens=DEFAULTS["next_tokens"],
                                   head_num=None, input_layout="TND", inner_precise=DEFAULTS["inner_precise"],
                                   sparse_mode=DEFAULTS["sparse_mode"], *, softmax_layout="TND",
-                                  chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+                                  chip="Ascend910B2", mode="full", tiling=None, trace=None,
+                                  progress=None) -> OpResult:
     """FlashAttentionVarLenScore (seed 001) on the chip model; arguments as the seed, in snake_case.
 
     Returns an OpResult with ``attention_out`` [T1, N1, D], ``softmax_max`` and ``softmax_sum``
@@ -99,12 +100,14 @@ def flash_attention_var_len_score(query, key, value, real_shift=None, drop_mask=
     mode, plus cycles, time, trace, tiling, workspace size and the timeout verdict. Raises AclnnError
     with the contract's status for invalid input, 161002 for a bad *softmax_layout*, 507014 when the
     predicted run exceeds the AI Core timeout (full and timing modes; estimate mode reports it in
-    ``timeout`` with split advice instead).
+    ``timeout`` with split advice instead). *trace* and *progress*: as prompt_flash_attention_v2's.
     """
-    run, _ = prepare(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix, actual_seq_qlen,
-                     actual_seq_kvlen, scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout,
-                     inner_precise, sparse_mode, softmax_layout=softmax_layout, chip=chip, mode=mode, tiling=tiling)
-    return run()
+    args = (query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix, actual_seq_qlen,
+            actual_seq_kvlen, scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout, inner_precise,
+            sparse_mode)
+    run, _ = prepare(*args, softmax_layout=softmax_layout, chip=chip, mode=mode, tiling=tiling)
+    return run_with_options(run, mode, trace, progress, lambda: prepare(
+        *args, softmax_layout=softmax_layout, chip=chip, mode="estimate", tiling=tiling)[0]())
 
 
 def aclnnFlashAttentionVarLenScoreGetWorkspaceSize(query, key, value, realShiftOptional, dropMaskOptional,

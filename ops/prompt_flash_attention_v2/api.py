@@ -14,7 +14,7 @@ from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
 from ops.common.guard import check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
-from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
 from ops.prompt_flash_attention_v2.contract import INPUTS, OP_NAME
 from ops.prompt_flash_attention_v2.estimate import estimate_pfa, split_advice, total_tiles
 from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
@@ -125,18 +125,21 @@ def prompt_flash_attention_v2(query, key, value, pse_shift=None, atten_mask=None
                               quant_scale2=None, quant_offset2=None, num_heads=None, scale_value=1.0,
                               pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                               sparse_mode=0, inner_precise=1, *, out_dtype=None, chip="Ascend910B2", mode="full",
-                              tiling=None) -> OpResult:
+                              tiling=None, trace=None, progress=None) -> OpResult:
     """PromptFlashAttentionV2 (seed 000) on the chip model. Arguments as the seed, in snake_case.
 
     Returns an OpResult with ``attention_out`` (full mode), cycles, time, trace, tiling and the timeout
     verdict. Raises AclnnError with the seed's status code for invalid input, and AclnnError(507014)
-    when the predicted run exceeds the chip's AI Core timeout.
+    when the predicted run exceeds the chip's AI Core timeout. *trace*: None (full up to
+    npusim.trace_sink.FULL_TRACE_MAX_ROWS rows), "full", "summary", "none" or "file:PATH";
+    *progress*: a progress bar (None: on a terminal).
     """
-    run, _ = prepare(query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv,
-                     deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value,
-                     pre_tokens, next_tokens, input_layout, num_key_value_heads, sparse_mode, inner_precise,
-                     out_dtype=out_dtype, chip=chip, mode=mode, tiling=tiling)
-    return run()
+    args = (query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv, deq_scale1,
+            quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value, pre_tokens, next_tokens,
+            input_layout, num_key_value_heads, sparse_mode, inner_precise)
+    run, _ = prepare(*args, out_dtype=out_dtype, chip=chip, mode=mode, tiling=tiling)
+    return run_with_options(run, mode, trace, progress, lambda: prepare(
+        *args, out_dtype=out_dtype, chip=chip, mode="estimate", tiling=tiling)[0]())
 
 
 def aclnnPromptFlashAttentionV2GetWorkspaceSize(query, key, value, pseShift, attenMask, actualSeqLengths,

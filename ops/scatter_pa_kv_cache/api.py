@@ -33,7 +33,7 @@ from npusim.memory.gm import TensorSpec
 from ops.common.facade import first_stage, second_stage
 from ops.common.guard import check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
-from ops.common.result import OpResult, check_mode, resolve_chip
+from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
 from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, INPUTS, OP_NAME
 from ops.scatter_pa_kv_cache.estimate import estimate_spkc, split_advice
 from ops.scatter_pa_kv_cache.launch import launch_kernel, source
@@ -180,7 +180,8 @@ def _refuse_too_large(plan: ScatterPlan, tl: TilingData, tensors: dict, mode: st
 
 def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=None, *, compress_lens=None,
                         compress_seq_offset=None, seq_lens=None, cache_mode="Norm", scatter_mode="None",
-                        strides=None, offsets=None, chip="Ascend910B2", mode="full", tiling=None) -> OpResult:
+                        strides=None, offsets=None, chip="Ascend910B2", mode="full", tiling=None, trace=None,
+                        progress=None) -> OpResult:
     """aclnnScatterPaKvCache: write key/value tokens into the paged caches, in place.
 
     Arguments are the seed's (snake_case); ``value``/``value_cache`` may be empty arrays (key-only
@@ -192,13 +193,15 @@ def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=No
     Raises AclnnError: 161001 (a required tensor is None), 161002 (invalid argument, unknown chip or
     mode, illegal tiling override), 561002 (rank and tiling-only rules), 507014 (predicted run past
     the AI Core timeout; estimate mode reports it in ``timeout`` instead, with split advice). On any error the caches are
-    unchanged. NotImplementedError for the Rope mean of integer/fp8 tokens (950 class only).
+    unchanged. NotImplementedError for the Rope mean of integer/fp8 tokens (950 class only). *trace* and
+    *progress*: as prompt_flash_attention_v2's.
     """
-    return prepare_scatter_pa_kv_cache(
-        key, key_cache, slot_mapping, value, value_cache, compress_lens=compress_lens,
-        compress_seq_offset=compress_seq_offset, seq_lens=seq_lens, cache_mode=cache_mode,
-        scatter_mode=scatter_mode, strides=strides, offsets=offsets, chip=chip, mode=mode,
-        tiling=tiling).run()
+    kwargs = dict(compress_lens=compress_lens, compress_seq_offset=compress_seq_offset, seq_lens=seq_lens,
+                  cache_mode=cache_mode, scatter_mode=scatter_mode, strides=strides, offsets=offsets, chip=chip,
+                  tiling=tiling)
+    prepared = prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value, value_cache, mode=mode, **kwargs)
+    return run_with_options(prepared.run, mode, trace, progress, lambda: prepare_scatter_pa_kv_cache(
+        key, key_cache, slot_mapping, value, value_cache, mode="estimate", **kwargs).run())
 
 
 # --- aclnn facade (seed parameter order) ------------------------------------------------------------

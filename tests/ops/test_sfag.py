@@ -3,6 +3,8 @@ the float64 reference (check 2), index edge cases, the deterministic variant, em
 the aclnn facade. Shapes stay small (D = 512 is fixed), so each case runs in about a second."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from npusim import TensorSpec
 from npusim.chip import chip
@@ -142,3 +144,19 @@ def test_sfag_aclnn_facade():
         q, k, v, idx, do, out, smax, ssum, None, None, kw["query_rope"], kw["key_rope"], kw["scale_value"], 8, "BSND",
         2, 2147483647, 2147483647, False, *fresh)
     assert (status, ws, ex) == (561002, 0, None) and not any(o.any() for o in fresh)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 31), st.sampled_from([1, 8, 16]), st.sampled_from([0, 3]), st.sampled_from(["fp16", "bf16"]),
+       st.lists(st.sampled_from([0, 1, 2, 3, 5, 7, -1, -2, 99, 2 ** 62]), min_size=0, max_size=8))
+def test_sfag_fuzz_api_edge_indices_bit_exact(seed, bs, mode, dtype, row):
+    """Random index rows with every edge value through the API: bit-exact against the golden, never an
+    exception other than AclnnError."""
+    args, kw, prob = make_case(seed=seed % 1000, B=1, S1=2, S2=40, N1=2, bs=bs, mode=mode, dtype=dtype, rope=seed % 2 == 0)
+    prob.indices[:] = -1
+    prob.indices[0, :len(row)] = row
+    prob.indices[1, :len(row)] = row[::-1]
+    res = run(args, kw)
+    gold = golden(prob, args, kw, res)
+    for name in gold:
+        assert np.array_equal(bits(res.outputs[name]), bits(gold[name])), name

@@ -1,0 +1,206 @@
+"""Rewrite the generated blocks of README.md and docs/*.md from benchmarks/results/*.json.
+
+A generated block sits between ``<!-- generated:KEY -->`` and ``<!-- /generated:KEY -->``; RENDERERS[KEY]
+makes its text from the saved results. A table row whose benchmark has no saved result yet keeps its
+current text and is listed as not regenerated (run that benchmark, or ``python -m studies``, to fill it).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results import load  # noqa: E402
+
+TARGETS = ("README.md", "docs/scatter_pa_kv_cache.md", "docs/performance.md")
+_BLOCK = re.compile(r"(<!-- generated:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=key) -->)", re.S)
+
+
+def _machine_line(names: list[str]) -> str:
+    """Machine, CPUs, Python, numpy, and the load averages of the runs behind a table."""
+    ms = [r["machine"] for r in (load(n) for n in names) if r]
+    if not ms:
+        return ""
+    m = ms[0]
+    loads = sorted({x["load_avg"][0] for x in ms})
+    dates = sorted({x["date_utc"][:10] for x in ms})
+    load_txt = f"{loads[0]:g}" if len(loads) == 1 else f"{loads[0]:g}-{loads[-1]:g}"
+    return (f"Measured on {m['cpu']}, {m['cpus']} CPUs, Python {m['python']}, numpy {m['numpy']} "
+            f"({', '.join(dates)}; 1-minute load average {load_txt} during the runs: the machine is shared, "
+            "so wall times are noisy).")
+
+
+def _rows_performance() -> dict:
+    """First cell -> second cell of the README performance table, for every saved result."""
+    rows = {}
+    s = load("sim_speed")
+    if s:
+        rows["simulator speed, vector kernel, timing mode, one core (`benchmarks/sim_speed.py`)"] = \
+            f"{s['vector_timing']['rate']:,.0f} instructions/s (target >= 1,000,000)"
+        rows["simulator speed, same, full mode"] = f"{s['vector_full']['rate']:,.0f} instructions/s"
+        rows["simulator speed, FlashAttentionVarLenScore 2048 x 2048 N=8 D=128, timing mode (same script)"] = \
+            f"{s['fa_varlen_timing']['rate']:,.0f} instructions/s (target >= 800,000)"
+    p = load("pfa")
+    if p:
+        t, f, n = p["rows"]["timing"], p["rows"]["full"], p["rows"]["numpy"]
+        rows["PFA B=1 N=8 S=4096 D=128 fp16 causal, Ascend910B2, timing mode (`benchmarks/pfa.py`)"] = \
+            f"{t['wall_s']:.1f} s wall, {t['peak_mb']:.0f} MB peak (target <= 15 s)"
+        rows["same, full mode (bit-exact outputs)"] = \
+            (f"{f['wall_s']:.1f} s wall, {f['peak_mb']:.0f} MB peak (target <= 60 s); {p['full_over_numpy']:.1f}x "
+             f"a float32 numpy attention of the same shape and mask ({n['wall_s']:.2f} s; target <= 10x)")
+        so, si, _, cores = t["tiling"]
+        rows["same: modeled operator time"] = f"{t['time_us']:.1f} us ({cores} AI Cores, sOuter {so}, sInner {si})"
+    fa = load("fa_varlen")
+    if fa:
+        t, f = fa["rows"]["timing"], fa["rows"]["full"]
+        rows["FlashAttentionVarLenScore TND S=4096 N=8 D=128 fp16 causal, timing mode (`benchmarks/fa_varlen.py`)"] = \
+            f"{t['wall_s']:.1f} s wall, {t['peak_mb']:.0f} MB peak"
+        rows["same, full mode"] = f"{f['wall_s']:.1f} s wall, {f['peak_mb']:.0f} MB peak; modeled {f['time_us']:.1f} us"
+    k = load("scatter_pa_kv_cache")
+    if k:
+        norm, nz = k["rows"]
+        rows["ScatterPaKvCache 4096 tokens, 8 KV heads, D=128, block 128, fp16, Norm "
+             "(`benchmarks/scatter_pa_kv_cache.py`)"] = \
+            (f"{norm['time_us']:.1f} us modeled, {norm['gb_s']:.0f} GB/s ({norm['peak_pct']:.0f}% of HBM peak); "
+             f"{norm['wall_full_s']:.1f} s full / {norm['wall_timing_s']:.1f} s timing wall")
+        rows["same, PA_NZ"] = (f"{nz['time_us']:.1f} us modeled, {nz['gb_s']:.0f} GB/s ({nz['peak_pct']:.0f}%); "
+                               f"{nz['wall_full_s']:.1f} s / {nz['wall_timing_s']:.1f} s wall")
+    c = load("calibration")
+    if c:
+        rows["calibration, FA forward vs the 910B2 board (`benchmarks/calibration.py`)"] = \
+            f"MAPE {c['mape_pct']:.1f}%, max {c['max_pct']:.1f}% over the {c['points']} fitted points (docs/calibration.md)"
+    e = load("estimate_accuracy_pfa")
+    if e:
+        rows["estimate mode vs timing mode, PFA, 32 configurations (`benchmarks/estimate_accuracy_pfa.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s per estimate on the largest legal shapes")
+    e = load("estimate_accuracy_fa")
+    if e:
+        rows["same, FlashAttentionVarLenScore, 37 configurations (`benchmarks/estimate_accuracy_fa.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB on T = 1M tokens")
+    e = load("estimate_accuracy_spkc")
+    if e:
+        rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
+            (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
+             f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
+    return rows
+
+
+EARLIER = "(*)"
+
+
+def performance(body: str, stale: list) -> str:
+    """The README performance table: saved results replace their rows; other rows are kept (and listed)."""
+    new = _rows_performance()
+    lines = body.rstrip("\n").split("\n")
+    out = []
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells and len(cells) == 2 and cells[0] not in ("benchmark", "---"):
+            if cells[0] in new:
+                line = f"| {cells[0]} | {new.pop(cells[0])} |"
+            else:
+                stale.append(f"README performance row {cells[0]!r}")
+                if not cells[1].endswith(EARLIER):
+                    line = f"| {cells[0]} | {cells[1]} {EARLIER} |"
+        elif line.startswith("Measured on"):
+            line = _machine_line(["sim_speed", "pfa", "fa_varlen", "scatter_pa_kv_cache"]) or line
+            line += (f" Figures marked {EARLIER} are from earlier runs (most at load average 0.7-1.9) that no saved "
+                     "result has replaced yet.")
+        out.append(line)
+    for key, value in new.items():  # a result with no row yet
+        out.append(f"| {key} | {value} |")
+    return "\n".join(out) + "\n"
+
+
+def matmul(body: str, stale: list) -> str:
+    m = load("matmul_roofline")
+    if not m:
+        stale.append("README matmul table")
+        return body
+    out = ["| chip | M=N=K | modeled us | TFLOPS | % of cube peak | bound | wall s |", "|---|---|---|---|---|---|---|"]
+    out += [f"| {r['chip']} | {r['size']} | {r['time_us']:.1f} | {r['tflops']:.1f} | {r['peak_pct']:.1f} | "
+            f"{r['bound']} | {r['wall_s']:.1f} |" for r in m["rows"]]
+    return "\n".join(out) + "\n\n" + _machine_line(["matmul_roofline"]) + "\n"
+
+
+def quick_tour(body: str, stale: list) -> str:
+    q = load("quick_tour")
+    if not q:
+        stale.append("README quick tour costs")
+        return body
+    c = q["case"]
+    out = [f"What the large quick-tour shape (PFA B={c['B']} N={c['N']} S={c['S']} D={c['D']}) costs in each mode "
+           "(`benchmarks/quick_tour.py`):", "",
+           "| mode | wall s | CPU s | peak MB | modeled us | instructions |", "|---|---|---|---|---|---|"]
+    names = {("estimate", "default"): "estimate", ("timing", "summary"): 'timing, `trace="summary"`',
+             ("timing", "default"): "timing, default trace (rows up to 10M, then the summary)"}
+    for r in q["rows"]:
+        n = f"{r['instructions']:,}" if r["instructions"] else "-"
+        cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-"
+        out.append(f"| {names.get((r['mode'], r['trace']), r['mode'])} | {r['wall_s']:.1f} | {cpu} | "
+                   f"{r['peak_mb']:.0f} | {r['time_us']:.1f} | {n} |")
+    out += ["", _machine_line(["quick_tour"])]
+    return "\n".join(out) + "\n"
+
+
+def spkc(body: str, stale: list) -> str:
+    k = load("scatter_pa_kv_cache")
+    if not k:
+        stale.append("docs/scatter_pa_kv_cache.md benchmark")
+        return body
+    out = ["`python benchmarks/scatter_pa_kv_cache.py`: 4096 tokens, 8 KV heads, D = 128, block_size 128, fp16,",
+           f"key and value, 64 blocks, {k['chip']} (HBM peak {k['hbm_gb_s']:.0f} GB/s). Bytes moved: 32 MiB (K and V "
+           "read and", f"written once); bandwidth includes the launch overhead ({k['launch_overhead_cycles']:.0f} cycles). "
+           + _machine_line(["scatter_pa_kv_cache"]), "",
+           "| cache_mode | template (key) | cores | cycles | modeled µs | GB/s | % HBM peak | instructions | wall full s "
+           "| wall timing s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r['cache_mode']} | {r['template']} ({r['tiling_key']}) | {r['cores']} | {r['cycles']} | "
+            f"{r['time_us']:.1f} | {r['gb_s']:.0f} | {r['peak_pct']:.1f} | {r['instructions']} | "
+            f"{r['wall_full_s']:.2f} | {r['wall_timing_s']:.2f} |" for r in k["rows"]]
+    return "\n".join(out) + "\n"
+
+
+def speed(body: str, stale: list) -> str:
+    s = load("sim_speed")
+    if not s:
+        stale.append("docs/performance.md speed table")
+        return body
+    out = ["| workload | instructions | instructions/s |", "|---|---|---|"]
+    names = {"vector_timing": "vector add, timing mode, one core", "vector_full": "vector add, full mode, one core",
+             "fa_varlen_timing": "FlashAttentionVarLenScore 2048 x 2048 N=8 D=128, timing mode"}
+    out += [f"| {names[k]} | {v['instructions']:,} | {v['rate']:,.0f} |" for k, v in s.items() if k in names]
+    return "\n".join(out) + "\n\n" + _machine_line(["sim_speed"]) + "\n"
+
+
+RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
+             "speed": speed}
+
+
+def render(root: Path = ROOT) -> list[str]:
+    """Rewrite every generated block of TARGETS; return what could not be regenerated."""
+    stale: list[str] = []
+    for name in TARGETS:
+        path = root / name
+        if not path.is_file():
+            continue
+        text = path.read_text()
+
+        def sub(m):
+            fn = RENDERERS.get(m.group("key"))
+            if fn is None:
+                raise SystemExit(f"{name}: no renderer for generated block {m.group('key')!r}")
+            return m.group(1) + fn(m.group("body"), stale) + m.group(4)
+        new = _BLOCK.sub(sub, text)
+        if new != text:
+            path.write_text(new)
+            print(f"rewrote generated blocks of {name}")
+    return stale
+
+
+if __name__ == "__main__":
+    for s in render():
+        print(f"not regenerated (no saved result): {s}")

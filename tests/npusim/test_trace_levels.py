@@ -1,0 +1,207 @@
+"""Trace levels (npusim.trace_sink): full, summary, none and file:PATH give the same cycles and equal
+summaries; the Parquet file reads back to the full trace bit for bit; the default keeps rows up to a size.
+
+Streams hand their records to the sink in chunks; CHUNK_ROWS is made tiny here so that busy intervals
+stay open across many chunks (the summary's carry) and files hold many row groups.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import npusim.core
+import npusim.trace_sink as ts
+from npusim.cli import main as cli_main
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from npusim.examples.matmul import matmul_custom, matmul_tiling
+from npusim.examples.vector_add import add_custom, add_tiling
+from npusim.launch import GmArg, launch
+from npusim.memory.gm import TensorSpec
+from ops import flash_attention_var_len_score, prompt_flash_attention_v2, scatter_pa_kv_cache
+from ops.common.masks import compressed_causal_mask
+
+F16 = np.float16
+
+
+def _vector(trace):
+    n = 1024 * 24
+    x = TensorSpec((n,), F16)
+    return launch(add_custom, (GmArg("x", x), GmArg("y", x), GmArg("z", x), add_tiling(n, 3, 1024, 2)),
+                  block_dim=3, chip="Ascend910B2", mode="timing", kernel_type="vector", trace=trace)
+
+
+def _matmul(trace):
+    m = n = k = 256
+    return launch(matmul_custom, (GmArg("a", TensorSpec((m, k), F16)), GmArg("b", TensorSpec((k, n), F16)),
+                                  GmArg("c", TensorSpec((m, n), np.float32)), matmul_tiling(m, n, k, 2)),
+                  block_dim=2, chip="Ascend910B2", mode="timing", kernel_type="cube", trace=trace)
+
+
+def _pfa(trace):
+    q = TensorSpec((1, 2, 512, 128), F16)
+    return prompt_flash_attention_v2(q, q, q, atten_mask=compressed_causal_mask().astype(bool), num_heads=2,
+                                     input_layout="BNSD", sparse_mode=2, mode="timing", trace=trace)
+
+
+def _pfa_310p(trace):
+    q = TensorSpec((1, 2, 256, 64), F16)
+    return prompt_flash_attention_v2(q, q, q, num_heads=2, input_layout="BNSD", chip="Ascend310P3",
+                                     mode="timing", trace=trace)
+
+
+def _fa(trace):
+    q = TensorSpec((600, 2, 64), F16)
+    return flash_attention_var_len_score(q, q, q, actual_seq_qlen=[100, 600], actual_seq_kvlen=[100, 600],
+                                         head_num=2, scale_value=0.125, mode="timing", trace=trace)
+
+
+def _spkc(trace):
+    key = np.random.default_rng(0).standard_normal((200, 2, 128)).astype(F16)
+    cache = np.zeros((8, 64, 2, 128), F16)
+    slots = np.random.default_rng(1).permutation(8 * 64)[:200].astype(np.int32)
+    return scatter_pa_kv_cache(key, cache, slots, key, cache.copy(), trace=trace)
+
+
+CASES = {"vector": _vector, "matmul": _matmul, "pfa": _pfa, "pfa_310p": _pfa_310p, "fa": _fa, "spkc": _spkc}
+
+
+def assert_same_summary(a, b):
+    pd.testing.assert_frame_equal(a.pipes, b.pipes)
+    pd.testing.assert_frame_equal(a.bound, b.bound)
+    assert (a.total_cycles, a.time_us, a.instructions, a.total_bytes, a.total_flops, a.chip) == \
+           (b.total_cycles, b.time_us, b.instructions, b.total_bytes, b.total_flops, b.chip)
+    assert str(a) == str(b)
+
+
+@pytest.mark.parametrize("case,chunk", [(c, 3) for c in CASES] + [("pfa", ts.CHUNK_ROWS)])
+def test_levels_agree(case, chunk, tmp_path, monkeypatch):
+    """Same cycles at every level; summary and file summaries equal the full trace's; the file reads back
+    to the full trace's columns, flows, names and sources exactly."""
+    monkeypatch.setattr(npusim.core, "CHUNK_ROWS", chunk)
+    run = CASES[case]
+    full = run("full")
+    assert type(full.trace).__name__ == "Trace"
+    want = full.trace.summary()
+    path = tmp_path / "t.parquet"
+    for level in ("summary", f"file:{path}"):
+        res = run(level)
+        assert res.cycles == full.cycles
+        assert len(res.trace) == len(full.trace)
+        assert_same_summary(res.trace.summary(), want)
+    none = run("none")
+    assert none.trace is None and none.cycles == full.cycles
+    back = ts.read_trace_file(path)
+    for k, col in full.trace.columns.items():
+        assert np.array_equal(col, back.columns[k]), k
+    for k, col in full.trace.flows.items():
+        assert np.array_equal(col, back.flows[k]), k
+    assert back.names == full.trace.names and back.sources == full.trace.sources
+    assert back.clock_hz == full.trace.clock_hz
+
+
+def test_summary_carry_is_needed(monkeypatch):
+    """With 3-row chunks, intervals of one lane do span chunks (the carry is exercised, not idle)."""
+    monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 3)
+    seen = []
+    orig = ts.SummarySink.add_columns
+
+    def spy(self, core, sub, c, watermark):
+        orig(self, core, sub, c, watermark)
+        seen.append(sum(len(s) for s in self.streams[(core, sub)].open_start))
+    monkeypatch.setattr(ts.SummarySink, "add_columns", spy)
+    _pfa("summary")
+    assert max(seen) > 0 and len(seen) > 100
+
+
+def test_file_trace_exports_and_plot(tmp_path):
+    """A file-level trace's df, Chrome JSON and Gantt come from the file; `npusim plot` reads the file."""
+    path = tmp_path / "run.parquet"
+    full, res = _pfa("full"), _pfa(f"file:{path}")
+    pd.testing.assert_frame_equal(res.trace.df, full.trace.df)
+    res.trace.to_chrome_json(tmp_path / "a.json")
+    full.trace.to_chrome_json(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert cli_main(["plot", str(path), "--out", str(tmp_path / "g.png"), "--max-cores", "2"]) == 0
+    assert (tmp_path / "g.png").stat().st_size > 1000
+
+
+def test_summary_trace_refuses_rows():
+    res = _vector("summary")
+    with pytest.raises(AclnnError, match="trace='summary' does not keep") as e:
+        res.trace.df
+    assert e.value.status == ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize("bad", ["ful", "file:", 3, "file:/no/such/dir/t.parquet"])
+def test_bad_level_is_an_aclnn_error(bad):
+    with pytest.raises(AclnnError, match="trace") as e:
+        _pfa(bad)
+    assert e.value.status == ACLNN_ERR_PARAM_INVALID
+
+
+def test_not_a_trace_file(tmp_path):
+    p = tmp_path / "x.parquet"
+    p.write_bytes(b"not parquet")
+    with pytest.raises(AclnnError, match="not an npusim Parquet trace"):
+        ts.read_trace_file(p)
+    with pytest.raises(AclnnError, match="not found"):
+        ts.read_trace_file(tmp_path / "missing.parquet")
+
+
+def test_failed_launch_leaves_no_file(tmp_path):
+    def kernel():
+        from npusim.kernel import HardEvent, WaitFlag
+        WaitFlag(HardEvent.MTE2_V)
+    path = tmp_path / "t.parquet"
+    with pytest.raises(Exception, match="no SetFlag"):
+        launch(kernel, (), block_dim=1, chip="Ascend910B2", mode="timing", kernel_type="vector",
+               trace=f"file:{path}")
+    assert not path.exists()
+
+
+def test_default_level_keeps_rows_up_to_the_limit(monkeypatch):
+    """Default: the full trace while small; past FULL_TRACE_MAX_ROWS, the summary only, with a warning."""
+    monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 64)
+    full = _pfa(None)
+    assert type(full.trace).__name__ == "Trace"
+    monkeypatch.setattr(ts, "FULL_TRACE_MAX_ROWS", 1000)
+    with pytest.warns(UserWarning, match="keeping its summary only"):
+        res = _pfa(None)
+    assert type(res.trace).__name__ == "SummaryTrace"
+    assert_same_summary(res.trace.summary(), full.trace.summary())
+
+
+def test_progress_bar_shows_simulated_time_and_eta(monkeypatch, capsys):
+    """progress=True draws the bar (here without the display delay) with simulated µs and an ETA from the
+    estimate; progress=False and a non-terminal stderr draw nothing; cycles are unchanged."""
+    import npusim.progress as pg
+
+    monkeypatch.setattr(pg, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(pg, "PROGRESS_STEP", 1e-4)
+    base = _pfa("none").cycles
+    capsys.readouterr()
+    q = TensorSpec((1, 2, 512, 128), F16)
+    res = prompt_flash_attention_v2(q, q, q, atten_mask=compressed_causal_mask().astype(bool), num_heads=2,
+                                    input_layout="BNSD", sparse_mode=2, mode="timing", trace="none", progress=True)
+    err = capsys.readouterr().err
+    assert res.cycles == base
+    assert "simulated time" in err and " us [" in err and "<" in err  # position, total and remaining time
+    _pfa("none")  # progress=None under pytest: stderr is not a terminal
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_run_trace_levels(tmp_path, capsys):
+    """`npusim run ... --trace summary` prints the same summary as the default level; file:PATH writes a
+    Parquet trace that `npusim plot` draws."""
+    args = ["run", "pfa", "B=1", "N=2", "S=256", "D=64"]
+    assert cli_main(args) == 0
+    default = capsys.readouterr().out
+    assert cli_main(args + ["--trace", "summary"]) == 0
+    assert capsys.readouterr().out == default
+    path = tmp_path / "run.parquet"
+    assert cli_main(args + ["--trace", f"file:{path}"]) == 0
+    assert cli_main(["plot", str(path), "--out", str(tmp_path / "g.png")]) == 0
+    assert (tmp_path / "g.png").is_file()
+    assert cli_main(args + ["--trace", "bogus"]) == 2
+    assert "trace: must be one of" in capsys.readouterr().err
