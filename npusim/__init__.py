@@ -11,3 +11,12 @@ from npusim.memory.gm import TensorSpec  # noqa: E402
 from npusim.trace import Trace  # noqa: E402
 
 __all__ = ["ChipSpec", "GmArg", "LaunchResult", "TensorSpec", "Trace", "chip", "chips", "launch", "__version__"]
+
+
+def __getattr__(name: str):
+    """``npusim.sweep`` (the callable design-study module) is imported on first use."""
+    if name == "sweep":
+        import importlib
+
+        return importlib.import_module("npusim.sweep")
+    raise AttributeError(f"module 'npusim' has no attribute {name!r}")

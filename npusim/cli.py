@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", default=None, help="the PNG to write (default: the trace's name with .png)")
     pl.add_argument("--max-cores", type=int, default=8, help="AI Cores drawn, from core 0 (default %(default)s)")
     pl.set_defaults(func=_cmd_plot)
+    from npusim.sweep.cli import add_parser as add_sweep
+
+    add_sweep(sub)
     return p
 
 

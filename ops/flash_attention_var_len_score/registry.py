@@ -10,6 +10,7 @@ from ops.common.problem_params import dtype_of, dtype_param, sparse_mode_param, 
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score
 from ops.flash_attention_var_len_score.contract import DEFAULTS
 from ops.flash_attention_var_len_score.demo import demo_chips, run_demo
+from ops.flash_attention_var_len_score.space import tiling_space
 
 PARAMS = (
     ProblemParam("T", int, help="total tokens of the packed batch"),
@@ -42,4 +43,4 @@ DEMO = DemoCase(run=run_demo, chips=demo_chips, title="varlen FlashAttentionVarL
                                                       "N=4 D=128 fp16, causal")
 
 ENTRY = OperatorEntry(name="fa", title="FlashAttentionVarLenScore", api=flash_attention_var_len_score,
-                      params=PARAMS, build_call=build_call, demo=DEMO)
+                      params=PARAMS, build_call=build_call, tiling_space=tiling_space, demo=DEMO)

@@ -9,6 +9,7 @@ from ops.common.masks import compressed_causal_mask
 from ops.common.problem_params import dtype_of, sparse_mode_param, token_params
 from ops.prompt_flash_attention_v2.api import prompt_flash_attention_v2
 from ops.prompt_flash_attention_v2.demo import run_demo
+from ops.prompt_flash_attention_v2.space import tiling_space
 
 LAYOUTS = ("BNSD", "BSND", "BSH")
 
@@ -50,4 +51,4 @@ def build_call(p: dict) -> tuple[tuple, dict]:
 DEMO = DemoCase(run=run_demo, title="causal PromptFlashAttentionV2 B=1 N=4 S=2048 D=128 fp16")
 
 ENTRY = OperatorEntry(name="pfa", title="PromptFlashAttentionV2", api=prompt_flash_attention_v2, params=PARAMS,
-                      build_call=build_call, demo=DEMO)
+                      build_call=build_call, tiling_space=tiling_space, demo=DEMO)

@@ -8,6 +8,7 @@ from npusim.registry import OperatorEntry, ProblemParam
 from ops.common.problem_params import dtype_of, dtype_param
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
 from ops.scatter_pa_kv_cache.contract import CACHE_MODES
+from ops.scatter_pa_kv_cache.space import tiling_space
 
 PARAMS = (
     ProblemParam("tokens", int, help="tokens written"),
@@ -35,4 +36,4 @@ def build_call(p: dict) -> tuple[tuple, dict]:
 
 
 ENTRY = OperatorEntry(name="spkc", title="ScatterPaKvCache", api=scatter_pa_kv_cache, params=PARAMS,
-                      build_call=build_call)
+                      build_call=build_call, tiling_space=tiling_space)

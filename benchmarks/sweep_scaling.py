@@ -1,0 +1,93 @@
+"""Sweep machinery: 1 vs 2 local workers, and the per-point overhead against a bare loop.
+
+The study: 200 PromptFlashAttentionV2 tilings (timing mode, B=1 N=2 S=512 D=64, Ascend910B2):
+blockDim 1..20 x sInner 64..640 (step 64) at sOuter 64, softmaxSOuter 16; every point legal, no
+default point. Three runs, each from an empty results file:
+
+1. bare loop: the operator called once per tiling in this process, keeping time and cycles (what a
+   hand-written study loop does);
+2. ``npusim.sweep(study, workers=1)``: the same points in this process, through the sweep (hashing,
+   row building with the trace summary for bound unit and busy shares, UB/L1 measure, Parquet write);
+3. ``npusim.sweep(study, workers=2)``: a local pool of two processes.
+
+Printed: wall times, throughput ratio 2 vs 1 worker (target >= 1.7x on a 2-core machine), overhead of
+the sweep per point against the bare loop (target < 5%), of which the trace summary is measured apart,
+and the 1-minute load average before and after each run: on a shared machine other processes take
+cores from the pool and the ratio is depressed by that much.
+
+    python benchmarks/sweep_scaling.py
+"""
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import npusim
+from npusim import registry
+
+STUDY = {
+    "name": "scaling", "operator": "pfa", "mode": "timing", "include_default": False,
+    "problem": [{"name": "B1 N2 S512 D64", "B": 1, "N": 2, "S": 512, "D": 64}],
+    "tiling": {"sOuter": [64], "softmaxSOuter": [16], "sInner": list(range(64, 641, 64)), "blockDim": list(range(1, 21))},
+}
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def bare_loop(points) -> tuple[float, float, list]:
+    """(wall s, of which trace-summary s, times) of calling the operator per point in this process."""
+    entry = registry.get("pfa")
+    times, summary_s = [], 0.0
+    t0 = time.perf_counter()
+    for p in points:
+        args, kwargs = entry.build_call(dict(p.problem))
+        res = entry.api(*args, **kwargs, chip="Ascend910B2", mode="timing", tiling=dict(p.tiling))
+        times.append(res.time_us)
+        s0 = time.perf_counter()
+        res.trace.summary()
+        summary_s += time.perf_counter() - s0
+    wall = time.perf_counter() - t0
+    return wall - summary_s, summary_s, times
+
+
+def timed_sweep(workers: int) -> tuple[float, list]:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        df = npusim.sweep(STUDY, workers=workers, output=Path(tmp) / "r.parquet", progress=False)
+        return time.perf_counter() - t0, df["time_us"].tolist()
+
+
+def main() -> None:
+    from npusim.sweep.search import planned_points
+    from npusim.sweep.study import Study
+
+    points = planned_points(Study.from_dict(STUDY))
+    n = len(points)
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; {n} points")
+    l0 = load()
+    bare, summary_s, bare_times = bare_loop(points)
+    l1 = load()
+    one, one_times = timed_sweep(1)
+    l2 = load()
+    two, two_times = timed_sweep(2)
+    l3 = load()
+    assert one_times == bare_times and sorted(two_times) == sorted(bare_times), "runs disagree"
+    print(f"bare loop        {bare:7.1f} s  ({1e3 * bare / n:6.1f} ms/point)   load {l0:.1f} -> {l1:.1f}")
+    print(f"sweep, 1 worker  {one:7.1f} s  ({1e3 * one / n:6.1f} ms/point)   load {l1:.1f} -> {l2:.1f}")
+    print(f"sweep, 2 workers {two:7.1f} s  ({1e3 * two / n:6.1f} ms/point)   load {l2:.1f} -> {l3:.1f}")
+    ratio = one / two
+    over = (one - bare) / bare
+    print(f"throughput 2 vs 1 worker: {ratio:.2f}x (target >= 1.7x)")
+    print(f"sweep overhead per point vs bare loop: {100 * over:+.1f}% = {1e3 * (one - bare) / n:+.1f} ms "
+          f"(target < 5%); of it the trace summary (bound unit, busy): {1e3 * summary_s / n:.1f} ms/point")
+    print(f"load average (1 min) during the runs: {min(l0, l1, l2, l3):.1f}-{max(l0, l1, l2, l3):.1f} "
+          f"on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

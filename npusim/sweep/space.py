@@ -1,0 +1,103 @@
+"""The tunable space an operator publishes for one problem on one chip (``ops.<op>.tiling_space``).
+
+A :class:`TilingSpace` names the tiling overrides an operator's ``tiling=`` argument accepts, the values
+each may take, and the joint rules between them. It does not judge points itself: the operator's own
+tiling is the one authority, so a sweep runs every point it is given and records an illegal one with
+the AclnnError that tiling raises (the constraint texts here say what it will check).
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One tiling override: its ``tiling=`` key, the legal values offered, the rule, where it shows.
+
+    ``values`` are the legal values a study gets for ``"all"`` (for an axis whose legal set is huge,
+    such as a byte size, a ladder through it; ``rule`` states the full set). ``field`` is the attribute
+    of the operator's tiling that holds the value actually used, so a default run can be placed among
+    the swept points.
+    """
+
+    name: str
+    values: tuple
+    rule: str
+    field: str
+
+
+@dataclass(frozen=True)
+class TilingSpace:
+    """The tiling axes of *operator* for one problem and chip, plus how to read a result back.
+
+    ``measure(result)`` returns the effective value of every axis (``eff.<name>``) and the on-chip
+    buffers the tiling takes (``ub_bytes``, ``l1_bytes``; None where the operator has no such buffer).
+    """
+
+    operator: str
+    axes: tuple[Axis, ...]
+    constraints: tuple[str, ...]
+    measure: Callable
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"sweep: {self.operator} has no tiling axis {name!r}; "
+                                                  f"axes: {', '.join(self.names)}")
+
+    def select(self, chosen: dict) -> dict[str, tuple]:
+        """Study axes -> values: ``"all"`` means the space's values; a list is taken as given (values
+        outside the legal set stay in, so a study can show what the tiling refuses)."""
+        out = {}
+        for name, values in chosen.items():
+            axis = self.axis(name)
+            if values == "all":
+                out[name] = axis.values
+            elif isinstance(values, (list, tuple)) and values:
+                out[name] = tuple(values)
+            else:
+                raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"sweep: tiling axis {name} needs a non-empty list of "
+                                                          f"values or \"all\", got {values!r}")
+        return out
+
+    def describe(self) -> str:
+        """A few lines for ``npusim sweep --space``: each axis with its rule and offered values."""
+        lines = [f"{self.operator} tiling space:"]
+        for a in self.axes:
+            shown = ", ".join(str(v) for v in a.values[:12]) + (", ..." if len(a.values) > 12 else "")
+            lines.append(f"  {a.name:<14} {a.rule}  [{shown}]")
+        lines += [f"  constraint: {c}" for c in self.constraints]
+        return "\n".join(lines)
+
+
+def grid(axes: dict[str, Iterable]) -> list[dict]:
+    """Every combination of the axes' values, in axis order then value order."""
+    names = list(axes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def steps(lo: int, hi: int, step: int) -> tuple[int, ...]:
+    """lo, lo + step, ..., up to hi."""
+    return tuple(range(lo, hi + 1, step))
+
+
+def ladder(lo: int, hi: int, align: int) -> tuple[int, ...]:
+    """Powers of two from *lo* below *hi*, then *hi* rounded down to *align*: a coarse path through a
+    byte-size range."""
+    out, v = [], lo
+    while v < hi:
+        out.append(v)
+        v *= 2
+    top = hi // align * align
+    if top >= lo and top not in out:
+        out.append(top)
+    return tuple(out)
