@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import tomllib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
+
+import numpy as np
 
 from npusim.calibration import LAUNCH_OVERHEAD_S
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError, NpusimError
@@ -48,6 +51,16 @@ _PATHS = {
     "ub_to_l1": ("ub_to_l1_bytes_per_cycle", "mte3_latency_cycles", None),
 }
 _CURVE_OF_RATE = {rate: curve for rate, _, curve in _PATHS.values() if curve}
+#: Fields that must be > 0: counts, clocks, buffers every kernel allocates in, the paths every chip has,
+#: the shared bandwidths (a zero one never finishes a transfer), throughputs and the timeout. Fields
+#: whose help says "0: absent" (and latencies, overheads, l2_bytes: a chip without L2) may be 0.
+_POSITIVE = ("aic_count", "clock_hz", "vector_clock_hz", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
+             "ub_bytes", "hbm_bytes", "hbm_bw_bytes_per_s", "l2_bw_bytes_per_s",
+             "gm_to_l1_bytes_per_cycle", "gm_to_ub_bytes_per_cycle", "ub_to_gm_bytes_per_cycle",
+             "l1_to_l0a_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "pipe_queue_depth",
+             "vector_bytes_per_cycle", "ub_read_bytes_per_cycle", "aicore_timeout_s", "timer_hz")
+#: Float fields that may be infinite: an infinite AI Core timeout is "no limit" (what-if studies).
+_MAY_BE_INF = ("aicore_timeout_s",)
 
 
 def _f(help_text: str):
@@ -126,28 +139,35 @@ class ChipSpec:
             v = getattr(self, f.name)
             if f.type in ("str", "bool", "tuple"):
                 ok = type(v).__name__ == f.type or (f.type == "tuple" and isinstance(v, (list, dict)))
-            elif f.type == "int":
-                ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            else:  # float
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            elif f.type == "int":  # integral: Python and numpy ints (never bool, never 2.0)
+                ok = isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) and v >= 0
+                if ok:
+                    object.__setattr__(self, f.name, int(v))
+            else:  # float: finite (only the timeout may be infinite: no limit)
+                ok = isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and v >= 0 and \
+                    (math.isfinite(v) or (f.name in _MAY_BE_INF and v == math.inf))
                 if ok:
                     object.__setattr__(self, f.name, float(v))
             if not ok:
-                raise _bad(f"ChipSpec.{f.name}: expected a {f.type} (numbers >= 0), got {v!r}")
+                rule = "an int >= 0" if f.type == "int" else "a finite number >= 0" if f.type == "float" else \
+                    f"a {f.type}"
+                raise _bad(f"ChipSpec.{f.name}: must be {rule}, got {v!r}")
             if f.name.endswith("_align_bytes") and (v <= 0 or v & (v - 1)):
                 raise _bad(f"ChipSpec.{f.name}: must be a power of two, got {v}")
         if self.core_split != (self.aiv_per_aic > 0):
             raise _bad(f"ChipSpec.aiv_per_aic: must be > 0 exactly when core_split, got {self.aiv_per_aic}")
-        for name in ("clock_hz", "vector_clock_hz", "aic_count", "pipe_queue_depth"):
+        for name in _POSITIVE:
             if getattr(self, name) <= 0:
-                raise _bad(f"ChipSpec.{name}: must be > 0")
+                raise _bad(f"ChipSpec.{name}: must be > 0, got {getattr(self, name)!r} (a zero "
+                           f"{'rate' if 'per_' in name else 'size' if 'bytes' in name else 'value'} would stall "
+                           "or break every launch)")
         for name in _CURVE_OF_RATE.values():
             object.__setattr__(self, name, _norm_curve(name, getattr(self, name)))
         macs = self.cube_macs_per_cycle
         try:
-            pairs = tuple(sorted((str(k), int(v)) for k, v in dict(macs).items()))
+            pairs = tuple(sorted((str(k), _positive_int(v)) for k, v in dict(macs).items()))
         except (TypeError, ValueError):
-            raise _bad(f"ChipSpec.cube_macs_per_cycle: need (dtype, MACs) pairs, got {macs!r}") from None
+            raise _bad(f"ChipSpec.cube_macs_per_cycle: need (dtype, MACs > 0 integer) pairs, got {macs!r}") from None
         object.__setattr__(self, "cube_macs_per_cycle", pairs)
         # NOTE: per-path lookup tables, built once; transfer costs are in the simulator's hot path.
         table = {}
@@ -298,12 +318,18 @@ class ChipSpec:
         return cls(**data)
 
 
+def _positive_int(v) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or v <= 0:
+        raise ValueError(v)
+    return int(v)
+
+
 def _norm_curve(name: str, curve) -> tuple:
     try:  # an empty curve is allowed: the path then uses its flat rate
         pts = tuple((int(b), float(r)) for b, r in curve)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pts = ((0, 0.0),)
-    if any(r <= 0 or b <= 0 for b, r in pts) or any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):
+    if any(not (0 < r < math.inf) or b <= 0 for b, r in pts) or any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):
         raise _bad(f"ChipSpec.{name}: need (bytes, bytes/cycle) points, bytes > 0 ascending, rate > 0")
     return pts
 

@@ -1,4 +1,4 @@
-"""The ``npusim`` command: demo, predict, run, chips, plot.
+"""The ``npusim`` command: demo, predict, run, check (the schedule sanitizer), chips, plot.
 
 Operators come from the operator registry (npusim.registry): no operator is imported here by name. A
 command that works on one operator problem takes ``OP KEY=VALUE...`` through :func:`add_problem_args`
@@ -82,6 +82,21 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_check(args) -> int:
+    from npusim.chip import chip as get_chip
+    from npusim.sanitizer import sanitizing
+
+    entry, problem = problem_of(args)
+    spec = get_chip(args.chip)
+    with sanitizing() as found:  # every launch of the call runs sanitized (docs/sanitizer.md)
+        res = entry.call(problem, chip=spec, mode="timing")
+    shape = " ".join(f"{k}={v}" for k, v in problem.items())
+    print(f"npusim check: {entry.title} {shape} on {spec.name}: {res.cycles:,} cycles, "
+          f"{len(res.trace):,} instructions checked")
+    print(found.summary())
+    return 1 if len(found) else 0
+
+
 def _cmd_demo(args) -> int:
     from npusim.demo import run_demo
 
@@ -129,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "file:PATH (every row streamed to a Parquet file for `npusim plot`); default: every row up "
                         "to 10M, then the summary")
     r.set_defaults(func=_cmd_run)
+    ck = sub.add_parser("check", help="run an operator problem sanitized (timing mode): missing flags and barriers, "
+                                      "races, bad accesses (docs/sanitizer.md); exit status 1 on any report",
+                        epilog=_operator_keys(), formatter_class=raw)
+    add_problem_args(ck)
+    ck.add_argument("--chip", default="Ascend910B2", help=CHIP_HELP)
+    ck.set_defaults(func=_cmd_check)
     c = sub.add_parser("chips", help="list the chip presets")
     c.set_defaults(func=_cmd_chips)
     pl = sub.add_parser("plot", help="Gantt figure of a trace written by npusim (Chrome JSON, or the Parquet "

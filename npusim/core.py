@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from sys import _getframe
 
-from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelHangError, NpuBufferError
+from npusim.errors import AicoreTimeoutError, KernelHangError, NpuBufferError
 from npusim.memory.local import LocalBuffer
 from npusim.trace_sink import CHUNK_ROWS
 from npusim.types import BufferKind, N_PIPES, Pipe, SubCore
@@ -60,6 +60,7 @@ class CoreUnit:
         # list, not a tuple per instruction, for performance reasons: a kept tuple is one more object for the
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
+        self.flushed_rows = 0  # records already handed to the trace sink
         # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
         self.flows: list = []
         self.horizon = QUANTUM_CYCLES
@@ -68,6 +69,7 @@ class CoreUnit:
         self.waiting_for = None  # description while suspended on a flag
         self.buffers = self._make_buffers(chip, sub, full)
         self.tpipe = None
+        self.queues: list = []  # the TQues of this stream (the sanitizer checks them at kernel end)
         self.atomic = None  # SetAtomicAdd dtype: GM stores of this stream accumulate (launch.atomic_add)
         self.atomic_seq = 0
         self.name_ids = launch.name_ids  # name -> name id (Launch.name_id without the call)
@@ -262,11 +264,8 @@ class CoreUnit:
         """Let the other streams reach this stream's clock before going on."""
         launch = self.launch
         if self.scalar_t > launch.timeout_cycles:
-            raise AclnnError(
-                AICORE_TIMEOUT,
-                f"{self.label} runs past the chip's AI Core timeout of {launch.timeout_s:g} s "
-                f"(at least {self.scalar_t / self.chip.clock_hz:.1f} s predicted); split the launch "
-                "(see `npusim predict`)")
+            raise AicoreTimeoutError(self.scalar_t / self.chip.clock_hz, launch.timeout_s, f"{self.label} runs past "
+                                     "the chip's AI Core timeout: ", at_least=True)
         if len(self.records) >= CHUNK_ROWS * 7:
             self.flush()
         env = launch.env
@@ -282,6 +281,7 @@ class CoreUnit:
         sink = self.launch.sink
         if self.records:
             sink.rows(self.block_idx, self.sub_index, self.records, watermark)
+            self.flushed_rows += len(self.records) // 7  # for the launch's instruction budget
             self.records = []
         if self.flows:
             sink.flows(self.block_idx, self.sub_index, self.flows)

@@ -37,6 +37,28 @@ class AclnnError(Exception):
         return f"[{self.status} {STATUS_NAMES.get(self.status, '')}] {self.message}"
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration that keeps its significant digits: '1159.0 s', '0.0123 s', '2.886e-05 s' (never '0.0 s')."""
+    return f"{seconds:.1f} s" if seconds >= 100 else f"{seconds:.4g} s"
+
+
+class AicoreTimeoutError(AclnnError):
+    """AclnnError 507014: the run is predicted past the AI Core timeout. *predicted_s* is the predicted
+    run time (a lower bound when the simulation stopped early, see *at_least*), *limit_s* the limit."""
+
+    def __init__(self, predicted_s: float, limit_s: float, where: str = "", at_least: bool = False):
+        from npusim.timeouts import describe_limit  # (timeouts.py imports this module)
+
+        bound = "at least " if at_least else ""
+        super().__init__(AICORE_TIMEOUT, f"{where}predicted run time {bound}{format_seconds(predicted_s)} exceeds "
+                                         f"the AI Core timeout of {describe_limit(limit_s)}; split the launch "
+                                         "(see `npusim predict`)")
+        self.predicted_s = float(predicted_s)
+        self.limit_s = float(limit_s)
+        self.at_least = bool(at_least)
+        self.args = (predicted_s, limit_s, where, at_least)  # re-creatable (simpy copies a failed event's error)
+
+
 class NpusimError(Exception):
     """Base of the simulator's own errors (a kernel bug or an unmodelled feature)."""
 

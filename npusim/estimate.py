@@ -25,9 +25,11 @@ ADVICE_MARGIN = 0.8
 
 def contention_chip(spec, active_cores: float):
     """*spec* with HBM and L2 bandwidth divided by *active_cores* (one core's share when a micro-run on one
-    core stands for a launch on *active_cores*; a micro-run on k cores uses active / k)."""
+    core stands for a launch on *active_cores*; a micro-run on k cores uses active / k), and no AI Core
+    timeout: a sample must never raise 507014, estimate mode reports the whole launch's verdict instead."""
     n = max(float(active_cores), 1.0)
-    return spec.replace(hbm_bw_bytes_per_s=spec.hbm_bw_bytes_per_s / n, l2_bw_bytes_per_s=spec.l2_bw_bytes_per_s / n)
+    return spec.replace(hbm_bw_bytes_per_s=spec.hbm_bw_bytes_per_s / n, l2_bw_bytes_per_s=spec.l2_bw_bytes_per_s / n,
+                        aicore_timeout_s=float("inf"))
 
 
 def marginal(cycles_at: dict) -> tuple[float, float]:

@@ -127,6 +127,7 @@ class TQue:
         self._ready_what = f"{self.producer}->{self.consumer} (TQue({self.position}) ready)"
         self._prod, self._cons = int(self.producer), int(self.consumer)
         self._buf = buf
+        unit.queues.append(self)
 
     def AllocTensor(self, dtype=np.float16) -> LocalTensor:
         """A free buffer of the queue; the producer pipe waits for the consumer's FreeTensor of it."""

@@ -11,6 +11,7 @@ a run longer than the chip's AI Core timeout raises AclnnError(507014) with the 
 """
 from __future__ import annotations
 
+import numbers
 import sys
 from collections import deque
 from contextlib import contextmanager
@@ -23,7 +24,8 @@ from greenlet import greenlet
 
 from npusim import __version__
 from npusim.core import FLOWCTRL, CoreUnit
-from npusim.errors import AICORE_TIMEOUT, AclnnError, KernelError, KernelHangError, NpusimError
+from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutError, KernelError, KernelHangError,
+                           NpuBufferError, NpusimError)
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
 from npusim.progress import LaunchProgress
@@ -32,6 +34,12 @@ from npusim.trace_sink import FullSink, check_trace_level, make_sink
 from npusim.types import Pipe, SubCore
 
 KERNEL_TYPES = ("mix", "vector", "cube")
+#: Instructions one launch may simulate (all streams) before it is stopped with AclnnError 161002: a
+#: backstop above every operator's up-front guard (ops/common/guard.py: 162M in timing mode), for kernels
+#: launched directly. About 20 minutes at 170,000 instructions/s; the trace then holds some 20 GB.
+MAX_INSTRUCTIONS = 200_000_000
+#: Suspensions of the streams between two checks of the instruction count (the check walks all streams).
+_BUDGET_CHECK_EVERY = 256
 
 
 class _NameTable(dict):
@@ -86,17 +94,21 @@ class LaunchResult:
     timeout: TimeoutVerdict
     block_dim: int
     meta: dict = field(default_factory=dict)
+    sanitizer: object = None  # SanitizerReport of a sanitize=True launch (npusim.sanitizer), else None
     atomic_log: list = field(default_factory=list)  # (gm name, block, sub, seq) per committed atomic add
 
 
 class Launch:
     """Shared state of one kernel launch: environment, GM, bandwidth, flags, trace tables."""
 
-    def __init__(self, chip, full: bool, timeout_s: float | None = None, sink=None, progress=None):
+    def __init__(self, chip, full: bool, timeout_s: float | None = None, sink=None, progress=None,
+                 max_instructions: int = MAX_INSTRUCTIONS):
         self.chip = chip
         self.full = full
         self.sink = FullSink() if sink is None else sink  # where the streams' records go (trace_sink.py)
         self.progress = progress  # a progress.LaunchProgress, or None
+        self.max_instructions = max_instructions
+        self._suspensions = 0
         self.env = simpy.Environment()
         self.timeout_s = float(chip.aicore_timeout_s if timeout_s is None else timeout_s)
         self.timeout_cycles = self.timeout_s * chip.clock_hz
@@ -116,6 +128,7 @@ class Launch:
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
+        self.sanitizer = None  # npusim.sanitizer.Sanitizer when sanitizing (it swaps its hooks in)
         self.atomic_pending: list = []  # (start cycle, block, sub, seq, gm name, flat array, index, values)
         self.atomic_log: list = []  # (gm name, block, sub, seq) of each committed atomic write, in order
 
@@ -273,10 +286,16 @@ class Launch:
     # -- running ---------------------------------------------------------------------------------
     def add_unit(self, block_idx: int, sub: SubCore, fn, args) -> CoreUnit:
         unit = CoreUnit(self, block_idx, sub, self.full)
+        if self.sanitizer is not None:
+            self.sanitizer.attach_unit(unit)
 
         def body():
             try:
                 fn(*args)
+            except (KernelHangError, NpuBufferError) as exc:
+                if self.sanitizer is None:
+                    raise
+                self.sanitizer.fault(unit, exc, _kernel_line(exc))  # reported; this stream stops here
             except (AclnnError, NpusimError):
                 raise
             except Exception as exc:  # noqa: BLE001 - re-raised with the core that raised it
@@ -294,14 +313,29 @@ class Launch:
         event = unit.greenlet.switch()
         while not unit.finished:
             yield event
+            self._suspensions += 1
+            if self._suspensions % _BUDGET_CHECK_EVERY == 0:
+                self._check_budget()
             event = unit.greenlet.switch()
+
+    def _check_budget(self) -> None:
+        """Stop a launch past its instruction budget (AclnnError 161002 naming ``mode``)."""
+        issued = sum(u.flushed_rows + (len(u.records) // 7 if u.records is not None else 0) for u in self.units)
+        if issued > self.max_instructions:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID,
+                             f"mode: the launch has simulated {issued:,} instructions, past the budget of "
+                             f"{self.max_instructions:,} (npusim.launch max_instructions); use the "
+                             "operator's mode='estimate' for a shape this large")
 
     def run(self) -> None:
         for unit in self.units:  # cores start in block-index order (STYLE §6)
             self.env.process(self._drive(unit))
         try:
             self.env.run()
-        except Exception as exc:
+        except BaseException as exc:
+            # a failed run's suspended streams would keep the launch alive (a greenlet with frames in a
+            # reference cycle is never collected): drop them now
+            self.release()
             # simpy re-raises a failed process's exception as a copy caused by the original: give the
             # caller the original (AclnnError, KernelError with the kernel's exception as its cause...)
             orig = exc.__cause__
@@ -310,6 +344,11 @@ class Launch:
             raise
         self.commit_atomics()
         stuck = [u for u in self.units if not u.finished]
+        if stuck and self.sanitizer is not None and len(self.sanitizer.report):
+            for u in stuck:  # blocked behind a stream the sanitizer already stopped: that report says why
+                u.greenlet = None
+                u.finished = True
+            stuck = []
         if stuck:
             lines = [f"{u.label} waits for {u.waiting_for or 'nothing (suspended)'}" for u in stuck]
             for u in stuck:
@@ -354,7 +393,8 @@ def call_options(trace=None, progress=None, expected_cycles=None):
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
            timeout_s: float | None = None, meta: dict | None = None, l2_warm=None, trace=_UNSET, progress=_UNSET,
-           expected_cycles=_UNSET) -> LaunchResult:
+           expected_cycles=_UNSET, max_instructions: int = MAX_INSTRUCTIONS,
+           sanitize: bool | None = None) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -363,24 +403,37 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
     *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way).
+    *sanitize*: check the schedule (npusim.sanitizer, docs/sanitizer.md); the result's ``sanitizer`` holds
+    the reports, and a hang or bad access becomes a report instead of an error. None: sanitize when
+    called inside ``npusim.sanitizer.sanitizing()`` (how operators pass ``sanitize=True`` on).
     *trace*: the trace level (npusim.trace_sink: None = full up to FULL_TRACE_MAX_ROWS rows, "full",
     "summary", "none", "file:PATH"). *progress*: a progress bar on stderr (None: when stderr is a terminal;
     it shows after PROGRESS_DELAY_S of wall time), with an ETA if *expected_cycles* (e.g. estimate mode's) is
-    given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None). Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
+    given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None).
+    *max_instructions*: the run stops with AclnnError 161002 once its streams have simulated more
+    (checked every few hundred suspensions, so a run may overshoot slightly).
+    Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
     """
     from npusim.chip import chip as get_chip
 
     chip = get_chip(chip)
     if mode not in ("full", "timing"):
-        raise ValueError(f"launch mode must be 'full' or 'timing', not {mode!r}")
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: launch runs 'full' or 'timing', not {mode!r}")
     if kernel_type not in KERNEL_TYPES:
-        raise ValueError(f"kernel_type must be one of {KERNEL_TYPES}")
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"kernel_type: must be one of {KERNEL_TYPES}, got {kernel_type!r}")
     opts = _CALL_OPTIONS.get()
     trace = check_trace_level(opts.get("trace") if trace is _UNSET else trace)
     progress = opts.get("progress") if progress is _UNSET else progress
     expected_cycles = opts.get("expected_cycles") if expected_cycles is _UNSET else expected_cycles
     bar = LaunchProgress.maybe(progress, chip, expected_cycles)
-    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar)
+    run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar,
+                 max_instructions=max_instructions)
+    if sanitize is not False:
+        from npusim.sanitizer import Sanitizer, ambient
+
+        collector = ambient()
+        if sanitize or collector is not None:
+            Sanitizer(collector).attach(run)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
@@ -390,9 +443,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             if gm is not None and gm.name in names:
                 gm.warm(names[gm.name] if isinstance(names, dict) else 1.0)
     max_blocks = chip.aiv_count if (kernel_type == "vector" and chip.core_split) else chip.aic_count
-    if not 1 <= block_dim <= max_blocks:
-        raise ValueError(f"block_dim {block_dim} out of range [1, {max_blocks}] for a {kernel_type} kernel on "
-                         f"{chip.name}")
+    if isinstance(block_dim, bool) or not isinstance(block_dim, numbers.Integral) or not 1 <= block_dim <= max_blocks:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"block_dim: {block_dim!r} out of range [1, {max_blocks}] for a "
+                                                  f"{kernel_type} kernel on {chip.name}")
     for b in range(block_dim):
         if not chip.core_split:
             run.add_unit(b, SubCore.COMBINED, kernel, args)
@@ -422,14 +475,39 @@ def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta
     seconds = cycles / chip.clock_hz
     verdict = TimeoutVerdict(seconds, run.timeout_s, seconds > run.timeout_s)
     if verdict.exceeded:
-        raise AclnnError(AICORE_TIMEOUT, f"predicted run time {seconds:.1f} s exceeds the AI Core timeout of "
-                                         f"{run.timeout_s:g} s on {chip.name}")
+        raise AicoreTimeoutError(seconds, run.timeout_s, f"{chip.name}: ")
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
     info["launch_overhead_cycles"] = chip.launch_overhead_cycles  # in `cycles`, not in the trace
     trace = run.build_trace(info)
+    report = None
+    if run.sanitizer is not None:
+        report = run.sanitizer.finish()
+        if trace is not None and hasattr(trace, "marks"):
+            trace.marks = report.marks()
+        collector = run.sanitizer.collector
+        if collector is not None:
+            collector.extend(report)
+        run.sanitizer = None
     run.release()
-    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, run.atomic_log)
+    return LaunchResult(cycles, seconds * 1e6, trace, verdict, block_dim, info, atomic_log=run.atomic_log,
+                        sanitizer=report)
+
+
+def _kernel_line(exc: Exception) -> str:
+    """'file:line' of the innermost traceback frame outside npusim (its examples excepted): the kernel
+    line that faulted."""
+    import os
+
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    examples = os.path.join(pkg, "examples") + os.sep
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        fname = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not fname.startswith(pkg + os.sep) or fname.startswith(examples):
+            where = f"{fname}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 class GmArg:

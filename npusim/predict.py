@@ -11,7 +11,7 @@ import math
 from npusim import registry
 from npusim.chip import chip as get_chip
 from npusim.registry import ProblemParam
-from npusim.timeouts import CREDIT_S, op_execute_timeout
+from npusim.timeouts import CREDIT_S, describe_limit, op_execute_timeout
 
 COMMON_PARAMS = (
     ProblemParam("chip", str, "Ascend910B2", help="chip preset (npusim chips) or a .toml chip file"),
@@ -34,7 +34,10 @@ def predict(op: str, params: list[str]):
 def timeout_text(limit_s: float, requested_s: float) -> str:
     """The limit, and how a requested timeout became it (whole STARS credits, capped at the maximum)."""
     if not requested_s:
-        return f"{limit_s:g} s (the chip's maximum)"
+        whole = describe_limit(limit_s)  # a spec built with op_execute_timeout says so by itself
+        return whole if whole != f"{limit_s:g} s" else f"{limit_s:g} s (the chip's maximum)"
+    if math.isinf(requested_s):
+        return f"{limit_s:g} s (timeout=inf is more than the chip's maximum)"
     credits = math.ceil(requested_s / CREDIT_S)
     if abs(credits * CREDIT_S - limit_s) > 1e-9:
         return f"{limit_s:g} s (timeout={requested_s:g} s is more than the chip's maximum)"

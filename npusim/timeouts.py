@@ -28,5 +28,22 @@ def op_execute_timeout(spec, seconds: float):
     default = spec.aicore_timeout_s
     if seconds == 0:
         return spec
+    if seconds >= default:  # includes inf: the cap (math.ceil(inf) would overflow)
+        return spec
     limit = min(math.ceil(seconds / CREDIT_S) * CREDIT_S, default)
     return spec.replace(aicore_timeout_s=limit)
+
+
+def describe_limit(limit_s: float) -> str:
+    """*limit_s* as printed next to a timeout verdict or a 507014 error, saying where the number comes
+    from when it is a whole number of STARS credits: a requested 600 s prints as "601.295 s (600 s
+    requested is rounded up to 140 whole STARS credits of 4.294967296 s)"."""
+    if not math.isfinite(limit_s) or limit_s <= 0:
+        return f"{limit_s:g} s"
+    credits = limit_s / CREDIT_S
+    if abs(credits - round(credits)) > 1e-9 * credits:
+        return f"{limit_s:g} s"
+    n = round(credits)
+    return (f"{limit_s:.6g} s ({n} whole STARS kernel credits of {CREDIT_S:.10g} s: aclrtSetOpExecuteTimeOut "
+            f"rounds a requested time up to whole credits, so anything in ({(n - 1) * CREDIT_S:.6g}, "
+            f"{limit_s:.6g}] s gives this limit; docs/timeouts.md)")

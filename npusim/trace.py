@@ -115,6 +115,8 @@ class Trace:
         self.clock_hz = float(clock_hz)
         self.meta = dict(meta)
         self._df: pd.DataFrame | None = None
+        #: sanitizer reports' instructions (npusim.sanitizer): Chrome JSON shows them as instant events
+        self.marks: list[dict] = []
 
     # --- basic facts -------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.trace import (FLOWCTRL_PIPE, INPUT_DTYPES, LANE_ORDER, LANE_RANK_OF_PIPE, PIPE_OF_LANE_RANK,
                           TRACE_COLUMNS, TRACE_SCHEMA_VERSION, Trace, process_name, sorted_runs)
-from npusim.types import FLOWCTRL_LANE, SubCore
+from npusim.types import FLOWCTRL_LANE, Pipe, SubCore
 
 _N_SUB = len(SubCore)  # pid = core * _N_SUB + sub_core
 
@@ -98,6 +98,11 @@ def _events(trace):
         yield (f'{{"name":{nm},"ph":"X","pid":{p},"tid":{t},"ts":{s!r},"dur":{d!r},'
                f'"args":{{"start_cycle":{s_cyc},"end_cycle":{e_cyc},"bytes":{nb},'
                f'"flops":{nf},"source":{srcs[src]}}}}}')
+    for m in getattr(trace, "marks", ()):  # sanitizer reports: an instant event on each instruction's lane
+        p = int(m["core"]) * _N_SUB + int(m["sub_core"])
+        lane = next((r for r, name in enumerate(LANE_ORDER) if m["pipe"] and name == Pipe[m["pipe"][5:]].lane), 1)
+        yield json.dumps({"name": m["name"], "cat": "sanitizer", "ph": "i", "s": "t", "pid": p, "tid": lane,
+                          "ts": round(m["cycle"] / mhz, 6), "args": m["args"]}, default=str)
     for i in range(len(f["set_cycle"])):
         label = trace.names[f["label_id"][i]] if f["label_id"][i] >= 0 else "flag"
         args = {"src_pipe": _lane(f["src_pipe"][i]), "dst_pipe": _lane(f["dst_pipe"][i]),

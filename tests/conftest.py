@@ -1,7 +1,26 @@
-"""Shared fixtures: a chip with round numbers for exact timelines, and a kernel-trace helper."""
+"""Shared fixtures: a chip with round numbers for exact timelines, a kernel-trace helper, and the
+sanitizer around every test of a shipped kernel (docs/sanitizer.md)."""
+import os
+
 import pytest
 
 from npusim.chip import chip as get_chip
+from npusim.sanitizer import sanitizing
+
+#: Tests whose every launch runs sanitized and must report nothing: the operators and the example kernels.
+SANITIZED = (os.sep + os.path.join("tests", "ops") + os.sep, "test_vector_add_kernel.py", "test_matmul_kernel.py")
+
+
+@pytest.fixture(autouse=True)
+def sanitized_kernels(request):
+    """Run every launch of a shipped-kernel test under the sanitizer; fail the test on any report."""
+    path = str(request.node.fspath)
+    if not any(s in path for s in SANITIZED) or request.node.get_closest_marker("unsanitized"):
+        yield None
+        return
+    with sanitizing() as report:
+        yield report
+    assert len(report) == 0, report.summary()
 
 
 @pytest.fixture

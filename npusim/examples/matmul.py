@@ -15,7 +15,9 @@ import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.kernel import (DataCopy, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum, GlobalTensor, LoadData,
-                           LoadData2DParams, Mmad, MmadParams, Nd2NzParams, QuantMode_t, TPipe, TPosition, TQue)
+                           LoadData2DParams, Mmad, MmadParams, Nd2NzParams, Pipe, PipeBarrier, QuantMode_t, TPipe,
+                           TPosition, TQue)
+from npusim.isa.cube import MMAD_SETTLE_FRACTALS
 
 BUFFER_NUM = 2  # tensors per queue: double buffering of the L1, L0 and L0C stages
 C0 = 16  # fp16 elements per 32-byte fractal row; L0A/L0B fractals are 16 x 16 (hardware.md §3)
@@ -157,6 +159,8 @@ class KernelMatmul:
         params.m, params.n, params.k = self.mTile, self.nTile, kTile
         params.cmatrixInitVal = kIdx == 0  # the first K step starts the accumulator, later ones add
         Mmad(cLocal, a2Local, b2Local, params)
+        if _ceil_div(self.mTile, C0) * _ceil_div(self.nTile, C0) < MMAD_SETTLE_FRACTALS:
+            PipeBarrier(Pipe.M)  # a small Mmad's results must settle before the next one accumulates on them
         self.inQueueA2.FreeTensor(a2Local)
         self.inQueueB2.FreeTensor(b2Local)
 

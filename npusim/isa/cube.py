@@ -71,6 +71,13 @@ _UNMODELLED = ("isBias", "fmOffset", "enSsparse", "enWinogradA", "enWinogradB", 
 _DEFAULTS = tuple(getattr(MmadParams(), f) for f in _UNMODELLED)
 
 
+#: An Mmad writing fewer 16 x 16 output fractals than this needs PipeBarrier(PIPE_M) before a dependent Mmad
+#: (one accumulating into the same L0C) may start: Ascend C's matmul adds PIPE_M synchronisation "when
+#: baseM * baseN is less than 10 * 256", as do CANN's tile Mmad helpers (PIPE_M_BARRIER_THRESHOLD = 10).
+#: Not timed by core.py (the next Mmad's start ignores it); npusim.sanitizer reports the missing barrier.
+MMAD_SETTLE_FRACTALS = 10
+
+
 class Mmad(Instruction):
     """Ascend C ``Mmad(dst L0C, fm L0A, filter L0B, MmadParams)``: C (+)= A @ B on the cube.
 

@@ -9,6 +9,12 @@ are close to first-come first-served in simulated time.
 from __future__ import annotations
 
 
+#: Buckets one booking walks at most (4 Mi cycles at the default bucket). Real transfers span a few
+#: buckets; only a what-if chip with a near-zero bandwidth reaches this, and the rest of such a transfer
+#: then moves at its last bucket's rate without being booked, so a booking's cost stays bounded.
+MAX_BUCKETS_PER_BOOKING = 1 << 14
+
+
 class BandwidthCalendar:
     """Bytes per time bucket already booked on one shared resource (HBM or L2)."""
 
@@ -34,7 +40,11 @@ class BandwidthCalendar:
         t = float(start)
         b = int(t // width)
         remaining = float(nbytes)
+        last = b + MAX_BUCKETS_PER_BOOKING
+        rate = core_rate
         while True:
+            if b == last:  # a pathologically slow transfer: finish at the rate of its last bucket, unbooked
+                return t + remaining / rate
             bucket_end = (b + 1) * width
             room = cap - used.get(b, 0.0)
             span = bucket_end - t
@@ -46,6 +56,7 @@ class BandwidthCalendar:
                 # the bucket's share: the transfer ran at the rate it could get in this bucket
                 rate = can / span if can > 0 else core_rate
                 return t + remaining / rate
+            rate = can / span if can > 0 else core_rate
             if can > 0:
                 used[b] = used.get(b, 0.0) + can
                 remaining -= can

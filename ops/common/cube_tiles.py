@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.kernel import LoadData, LoadData2DParams, Mmad, MmadParams, TPosition, TQue
+from npusim.isa.cube import MMAD_SETTLE_FRACTALS
+from npusim.kernel import LoadData, LoadData2DParams, Mmad, MmadParams, Pipe, PipeBarrier, TPosition, TQue
 
 #: One L0A / L0B buffer: half of the 64 KiB L0A/L0B of A2/A3 (ChipSpec l0a_bytes), double-buffered.
 L0_BUFFER_BYTES = 32 * 1024
@@ -93,5 +94,7 @@ class CubeTiles:
         aL0 = self.aQue.DeQue(self.inDt)
         bL0 = self.bQue.DeQue(self.inDt)
         Mmad(cL0, aL0, bL0, MmadParams(m=m, n=n, k=k, cmatrixInitVal=init))
+        if (c16(m) // 16) * (c16(n) // 16) < MMAD_SETTLE_FRACTALS:
+            PipeBarrier(Pipe.M)  # a small Mmad's results settle before the next one accumulates on them
         self.aQue.FreeTensor(aL0)
         self.bQue.FreeTensor(bL0)

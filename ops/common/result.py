@@ -32,12 +32,26 @@ class OpResult:
     timeout: TimeoutVerdict
     mode: str = "full"
     extra: dict = field(default_factory=dict)
+    sanitizer: Any = None  # npusim.sanitizer.SanitizerReport of a sanitize=True call, else None
 
     def __getattr__(self, name: str):
         outputs = self.__dict__.get("outputs")
         if outputs is not None and name in outputs:
             return outputs[name]
         raise AttributeError(name)
+
+
+def run_checked(run, sanitize: bool) -> OpResult:
+    """``run()``, every launch in it sanitized when *sanitize* (docs/sanitizer.md): reports in ``.sanitizer``
+    (None in estimate mode, whose sample launches are not sanitized)."""
+    if not sanitize:
+        return run()
+    from npusim.sanitizer import sanitizing
+
+    with sanitizing() as report:
+        res = run()
+    res.sanitizer = report if res.mode != "estimate" else None  # estimate mode runs no whole kernel
+    return res
 
 
 def resolve_chip(chip) -> ChipSpec:

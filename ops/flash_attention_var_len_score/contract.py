@@ -26,6 +26,7 @@ from npusim.errors import (
 )
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT64, UINT8
 from ops.common.errors import Rule  # noqa: F401 - the contracts' rule type
+from ops.common.inputs import InputContract
 
 OP_NAME = "aclnnFlashAttentionVarLenScore"
 
@@ -238,3 +239,10 @@ def allowed_dtypes() -> dict:
     """Allowed dtypes per tensor argument (seed L42-57, prototype L152-161)."""
     return {"query": DATA_DTYPES, "key": DATA_DTYPES, "value": DATA_DTYPES, "real_shift": PSE_DTYPES,
             "drop_mask": DROP_MASK_DTYPES, "padding_mask": PADDING_MASK_DTYPES, "atten_mask": ATTEN_MASK_DTYPES}
+
+
+#: The call's tensors for the shared input normalisation (ops/common/inputs.py). The seed states no
+#: contiguity rule, so non-contiguous inputs are accepted (the host copies them contiguous).
+INPUTS = InputContract(
+    data=("query", "key", "value", "real_shift", "drop_mask", "padding_mask", "atten_mask"),
+    int_arrays=("prefix", "actual_seq_qlen", "actual_seq_kvlen"))

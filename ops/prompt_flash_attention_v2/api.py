@@ -10,15 +10,20 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import TimeoutVerdict
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
-from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
+from ops.common.guard import check_full_bytes, check_work, tensor_bytes
+from ops.common.inputs import normalized
+from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
+from ops.prompt_flash_attention_v2.contract import INPUTS, OP_NAME
 from ops.prompt_flash_attention_v2.estimate import estimate_pfa, split_advice, total_tiles
 from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
 from ops.prompt_flash_attention_v2.tiling import SYSTEM_WORKSPACE_BYTES, pfa_tiling
 from ops.prompt_flash_attention_v2.validate import validate
 
+
+@normalized(INPUTS)
 def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengths=None, actual_seq_lengths_kv=None,
             deq_scale1=None, quant_scale1=None, deq_scale2=None, quant_scale2=None, quant_offset2=None,
             num_heads=None, scale_value=1.0, pre_tokens=2147483647, next_tokens=0, input_layout="BSH",
@@ -46,25 +51,15 @@ def prepare(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengt
                          deq_scale2, quant_scale2, quant_offset2)), til.workspaceSize
 
 
-#: Work beyond which full / timing mode is refused (about 2,700 simulated instructions per tile at
-#: 150,000-200,000 instructions/s: some 10 / 30 minutes of simulation; benchmarks/pfa.py).
-MAX_TILES = {"full": 20_000, "timing": 60_000}
-MAX_FULL_BYTES = 4 << 30  # tensors held in full mode (inputs, output, workspace)
+#: Simulated instructions per score tile (about 2,700: benchmarks/pfa.py); with ops.common.guard's budget
+#: full / timing mode refuse beyond 20,000 / 60,000 tiles.
+INSTRUCTIONS_PER_TILE = 2700
 
 
 def _refuse_too_large(problem, spec, overrides, mode: str, tensors) -> None:
     """AclnnError 161002 pointing to estimate mode when a simulation would not finish or not fit."""
-    tiles = total_tiles(problem, spec, overrides)
-    if tiles > MAX_TILES[mode]:
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID,
-                         f"mode: {mode!r} would simulate {tiles:,} score tiles (limit {MAX_TILES[mode]:,}, about "
-                         f"{tiles * 2700 / 170_000 / 60:.0f} minutes); use mode='estimate' for this shape")
-    if mode == "full":
-        nbytes = sum(int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize for t in tensors)
-        if nbytes > MAX_FULL_BYTES:
-            raise AclnnError(ACLNN_ERR_PARAM_INVALID,
-                             f"mode: 'full' needs {nbytes / 2**30:.1f} GiB of tensors (limit "
-                             f"{MAX_FULL_BYTES / 2**30:.0f} GiB); use mode='timing' or mode='estimate'")
+    check_work(mode, total_tiles(problem, spec, overrides), INSTRUCTIONS_PER_TILE, "score tiles")
+    check_full_bytes(mode, tensor_bytes(*tensors))
 
 
 def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, quant_scale1, deq_scale2,
@@ -87,6 +82,7 @@ def _run(problem, til, spec, mode, query, key, value, atten_mask, deq_scale1, qu
     return _result(problem, til, res.trace, result, res.cycles, res.time_us, res.timeout, spec, mode)
 
 
+@unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
 def _estimate(problem, spec, overrides, *tensors) -> OpResult:
     """Estimate mode: work counted from the tiling, the slowest core sampled in timing mode (estimate.py)."""
     est, (s_outer, s_inner, sm, block_dim) = estimate_pfa(problem, spec, overrides, tensors)
@@ -131,7 +127,7 @@ def prompt_flash_attention_v2(query, key, value, pse_shift=None, atten_mask=None
                               quant_scale2=None, quant_offset2=None, num_heads=None, scale_value=1.0,
                               pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                               sparse_mode=0, inner_precise=1, *, out_dtype=None, chip="Ascend910B2", mode="full",
-                              tiling=None, trace=None, progress=None) -> OpResult:
+                              tiling=None, trace=None, progress=None, sanitize=False) -> OpResult:
     """PromptFlashAttentionV2 (seed 000) on the chip model. Arguments as the seed, in snake_case.
 
     Returns an OpResult with ``attention_out`` (full mode), cycles, time, trace, tiling and the timeout
@@ -139,13 +135,14 @@ def prompt_flash_attention_v2(query, key, value, pse_shift=None, atten_mask=None
     when the predicted run exceeds the chip's AI Core timeout. *trace*: None (full up to
     npusim.trace_sink.FULL_TRACE_MAX_ROWS rows), "full", "summary", "none" or "file:PATH";
     *progress*: a progress bar (None: on a terminal).
+    ``sanitize=True`` checks the kernel's schedule (docs/sanitizer.md): reports in ``.sanitizer``.
     """
     args = (query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv, deq_scale1,
             quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value, pre_tokens, next_tokens,
             input_layout, num_key_value_heads, sparse_mode, inner_precise)
     run, _ = prepare(*args, out_dtype=out_dtype, chip=chip, mode=mode, tiling=tiling)
-    return run_with_options(run, mode, trace, progress, lambda: prepare(
-        *args, out_dtype=out_dtype, chip=chip, mode="estimate", tiling=tiling)[0]())
+    return run_checked(lambda: run_with_options(run, mode, trace, progress, lambda: prepare(
+        *args, out_dtype=out_dtype, chip=chip, mode="estimate", tiling=tiling)[0]()), sanitize)
 
 
 def aclnnPromptFlashAttentionV2GetWorkspaceSize(query, key, value, pseShift, attenMask, actualSeqLengths,
@@ -162,9 +159,13 @@ def aclnnPromptFlashAttentionV2GetWorkspaceSize(query, key, value, pseShift, att
                        quantScale1, deqScale2, quantScale2, quantOffset2, numHeads, scaleValue, preTokens,
                        nextTokens, inputLayout, numKeyValueHeads, sparseMode, innerPrecise, out_dtype=out_dtype,
                        chip=chip, mode="full")
-    return first_stage(prep, {"attention_out": attentionOut})
+    def expected():  # attentionOut: query's shape (BNSD_BSND: as BSND) in attentionOut's dtype
+        shape = tuple(np.shape(query))
+        return {"attention_out": (tuple(shape[i] for i in (0, 2, 1, 3)) if inputLayout == "BNSD_BSND" and
+                                  len(shape) == 4 else shape, attentionOut.dtype)}
+    return first_stage(prep, {"attention_out": attentionOut}, expected=expected, op=OP_NAME)
 
 
 def aclnnPromptFlashAttentionV2(workspace, workspaceSize, executor, stream=None) -> int:
     """aclnn stage 2: run; write attentionOut in place; return the status."""
-    return second_stage(workspace, workspaceSize, executor, stream)
+    return second_stage(workspace, workspaceSize, executor, stream, op=OP_NAME)

@@ -43,6 +43,7 @@ from npusim.errors import (
 )
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT8, INT64, UINT8, UINT64
 from ops.common.errors import Rule  # noqa: F401 - the contracts' rule type
+from ops.common.inputs import InputContract
 from ops.common.layouts import PFA_LAYOUTS
 
 OP_NAME = "aclnnPromptFlashAttentionV2"
@@ -393,3 +394,13 @@ def io_combo(product: ProductSpec, qkv: np.dtype, out: np.dtype) -> IoCombo | No
             return c
     return None
 
+
+
+#: The call's tensors for the shared input normalisation (ops/common/inputs.py). Seed 参数说明: query, key,
+#: value, pseShift and attenMask 不支持非连续的Tensor.
+INPUTS = InputContract(
+    data=("query", "key", "value", "pse_shift", "atten_mask", "deq_scale1", "quant_scale1", "deq_scale2",
+          "quant_scale2", "quant_offset2"),
+    int_arrays=("actual_seq_lengths", "actual_seq_lengths_kv"),
+    contiguous=("query", "key", "value", "pse_shift", "atten_mask"),
+    contiguous_rule="the seed says 不支持非连续的Tensor (non-contiguous tensors are not supported)")

@@ -642,6 +642,8 @@ class KernelPromptFlashAttention:
                 continue
             src = gm[n * D]
             stage = self.pv32.Get(src.dtype)
+            SetFlag(HardEvent.V_MTE2, 1)  # the vector unit is done with pv32 (PV rows, the previous stage)
+            WaitFlag(HardEvent.V_MTE2, 1)
             DataCopyPad(stage, src, DataCopyExtParams(1, D * src.dtype.itemsize, 0, 0, 0))
             SetFlag(HardEvent.MTE2_V, 1)
             WaitFlag(HardEvent.MTE2_V, 1)

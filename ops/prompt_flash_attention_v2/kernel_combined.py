@@ -62,6 +62,13 @@ class KernelPromptFlashAttentionCombined(KernelPromptFlashAttention):
                     self.Softmax(t, 0)
                     self.ComputeMm2(t)
                     self.UpdateOutput(t, 0)
+        # kernel end: the staging buffers' last MTE3 -> V flags are consumed and Q's L1 buffer is freed
+        # (both were left pending; found by npusim.sanitizer)
+        for i, used in enumerate(self.stageUsed):
+            if used:
+                WaitFlag(HardEvent.MTE3_V, EV_STAGE + i)
+        if self.qL1 is not None:
+            self.qQue.FreeTensor(self.qL1)
 
     # ---- cube side
     def InitCube(self):

@@ -55,8 +55,9 @@ def _pad_d(x, layout: str, n: int, d: int, dp: int, full: bool):
 
 
 def _scalar(x, default):
-    """A per-tensor quantisation parameter as the kernel takes it (uint64 words stay integers)."""
-    if x is None or not _has_data(x):
+    """A per-tensor quantisation parameter as the kernel takes it (uint64 words stay integers); an absent
+    or empty one (aclnn: an empty optional tensor is not given) is *default*."""
+    if x is None or not _has_data(x) or x.size == 0:
         return default
     v = np.asarray(x).reshape(-1)[0]
     if v.dtype == np.uint64:

@@ -281,11 +281,11 @@ def _check_dtypes(product: C.ProductSpec, t: dict, out_dtype: np.dtype) -> C.IoC
 
 def _dims(layout: str, t: dict, n: int, n_kv_attr: int) -> tuple:
     """(B, N, S1, D), (B_kv, N_kv_shape, S2, D_k), D_v from the shapes (aclnn AnalysisAxis)."""
-    ranks = {len(t[name].shape) for name in ("query", "key", "value")}
     want = 3 if layout == "BSH" else 4
-    if ranks != {want}:
-        raise _fail("layout_rank", "query", f"layout {layout} needs {want}-D query/key/value, got shapes "
-                                            f"{t['query'].shape}, {t['key'].shape}, {t['value'].shape}")
+    wrong = [name for name in ("query", "key", "value") if len(t[name].shape) != want]
+    if wrong:  # named by the first tensor of the wrong rank
+        raise _fail("layout_rank", wrong[0], f"layout {layout} needs {want}-D query/key/value, got shapes "
+                                             f"{t['query'].shape}, {t['key'].shape}, {t['value'].shape}")
     if n <= 0:
         raise _fail("num_heads_positive", "num_heads", f"got {n}")
     if layout == "BSH":

@@ -30,12 +30,16 @@ import numpy as np
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.launch import GmArg
 from npusim.memory.gm import TensorSpec
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
-from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
-from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, OP_NAME
+from ops.common.guard import check_full_bytes, check_work, tensor_bytes
+from ops.common.inputs import normalized
+from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
+from ops.scatter_pa_kv_cache.contract import BF16, FP16, FP32, INPUTS, OP_NAME
 from ops.scatter_pa_kv_cache.estimate import estimate_spkc, split_advice
 from ops.scatter_pa_kv_cache.launch import launch_kernel, source
-from ops.scatter_pa_kv_cache.tiling import TEMPLATE_NAMES, TilingData, scatter_pa_kv_cache_tiling
+from ops.scatter_pa_kv_cache.tiling import (COMPRESS_TEMPLATES, TEMPLATE_NAMES, TilingData,
+                                            scatter_pa_kv_cache_tiling)
 from ops.scatter_pa_kv_cache.validate import ScatterPlan, validate
 
 __all__ = ["scatter_pa_kv_cache", "prepare_scatter_pa_kv_cache", "PreparedScatter",
@@ -99,6 +103,7 @@ class PreparedScatter:
                         res.timeout, self.mode, extra={"plan": plan, "template": TEMPLATE_NAMES[tl.templateType]})
 
 
+    @unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
     def _estimate(self) -> OpResult:
         """Estimate mode: work counted from the control tensors, the busiest core sampled (estimate.py)."""
         tl = self.tiling
@@ -134,6 +139,7 @@ def _check_data(plan: ScatterPlan, tensors: dict, full: bool, spec) -> None:
                            f"storage, more than the {spec.hbm_bytes} bytes of device memory of {spec.name}")
 
 
+@normalized(INPUTS)
 def prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=None, *,
                                 compress_lens=None, compress_seq_offset=None, seq_lens=None,
                                 cache_mode="Norm", scatter_mode="None", strides=None, offsets=None,
@@ -153,13 +159,31 @@ def prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_
         raise NotImplementedError(f"{OP_NAME}: the Rope mean of {plan.dtype.name} tokens (scenario "
                                   f"{plan.scenario}) is not modelled; modelled: float16, bfloat16, float32")
     tl = scatter_pa_kv_cache_tiling(plan, spec, tiling)
+    _refuse_too_large(plan, tl, tensors, mode)
     return PreparedScatter(spec, mode, plan, tl, tensors)
+
+
+#: Simulated instructions per unit of work: a token (Normal/NZ/SISO/Nct templates: about 12 in timing
+#: traces of 500-20,000 tokens, e.g. 240,096 for 20,000) or a (token, head) pair of the compress
+#: templates, which copy per head; 16 leaves a margin.
+INSTRUCTIONS_PER_UNIT = 16
+
+
+def _refuse_too_large(plan: ScatterPlan, tl: TilingData, tensors: dict, mode: str) -> None:
+    """AclnnError 161002 pointing to estimate mode when a simulation would not finish or not fit
+    (full mode holds a private copy of each cache besides the caller's)."""
+    per_head = tl.templateType in COMPRESS_TEMPLATES
+    units = plan.num_tokens * (plan.num_heads if per_head else 1)
+    check_work(mode, units, INSTRUCTIONS_PER_UNIT, "(token, head) copies" if per_head else "token copies")
+    caches = [tensors[n] for n in ("key_cache", "value_cache") if isinstance(tensors.get(n), np.ndarray)]
+    check_full_bytes(mode, tensor_bytes(tensors["key"], tensors["value"], *caches, *caches),
+                     "tensors (the caches and a private copy of each)")
 
 
 def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=None, *, compress_lens=None,
                         compress_seq_offset=None, seq_lens=None, cache_mode="Norm", scatter_mode="None",
                         strides=None, offsets=None, chip="Ascend910B2", mode="full", tiling=None, trace=None,
-                        progress=None) -> OpResult:
+                        progress=None, sanitize=False) -> OpResult:
     """aclnnScatterPaKvCache: write key/value tokens into the paged caches, in place.
 
     Arguments are the seed's (snake_case); ``value``/``value_cache`` may be empty arrays (key-only
@@ -173,13 +197,14 @@ def scatter_pa_kv_cache(key, key_cache, slot_mapping, value=None, value_cache=No
     the AI Core timeout; estimate mode reports it in ``timeout`` instead, with split advice). On any error the caches are
     unchanged. NotImplementedError for the Rope mean of integer/fp8 tokens (950 class only). *trace* and
     *progress*: as prompt_flash_attention_v2's.
+    ``sanitize=True`` checks the kernel's schedule (docs/sanitizer.md): reports in ``.sanitizer``.
     """
     kwargs = dict(compress_lens=compress_lens, compress_seq_offset=compress_seq_offset, seq_lens=seq_lens,
                   cache_mode=cache_mode, scatter_mode=scatter_mode, strides=strides, offsets=offsets, chip=chip,
                   tiling=tiling)
     prepared = prepare_scatter_pa_kv_cache(key, key_cache, slot_mapping, value, value_cache, mode=mode, **kwargs)
-    return run_with_options(prepared.run, mode, trace, progress, lambda: prepare_scatter_pa_kv_cache(
-        key, key_cache, slot_mapping, value, value_cache, mode="estimate", **kwargs).run())
+    return run_checked(lambda: run_with_options(prepared.run, mode, trace, progress, lambda: prepare_scatter_pa_kv_cache(
+        key, key_cache, slot_mapping, value, value_cache, mode="estimate", **kwargs).run()), sanitize)
 
 
 # --- aclnn facade (seed parameter order) ------------------------------------------------------------
@@ -201,9 +226,12 @@ def aclnnScatterPaKvCacheGetWorkspaceSize(key, keyCacheRef, slotMapping, value, 
             offsets=offsetsOptional, chip=chip, mode="full")
         return call.run, call.tiling.workspace_size
 
-    return first_stage(prepare, {"key_cache": keyCacheRef, "value_cache": valueCacheRef})
+    controls = {"slot_mapping": slotMapping, "compress_lens": compressLensOptional,
+                "compress_seq_offset": compressSeqOffsetOptional, "seq_lens": seqLensOptional}
+    return first_stage(prepare, {"key_cache": keyCacheRef, "value_cache": valueCacheRef}, controls=controls,
+                       op=OP_NAME)
 
 
 def aclnnScatterPaKvCache(workspace, workspaceSize, executor, stream=None) -> int:  # noqa: N802,N803
     """Second stage: run the executor; the caches are updated in place; returns the status."""
-    return second_stage(workspace, workspaceSize, executor, stream)
+    return second_stage(workspace, workspaceSize, executor, stream, op=OP_NAME)

@@ -33,6 +33,7 @@ import numpy as np
 
 from npusim.errors import (ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID,
                            ACLNN_ERR_PARAM_NULLPTR)
+from ops.common.inputs import InputContract
 
 OP_NAME = "aclnnScatterPaKvCache"
 
@@ -173,6 +174,12 @@ SHAPE_ORDER = ("key", "value", "key_cache", "value_cache", "seq_lens", "slot_map
 OPTIONAL_TENSORS = ("compress_lens", "compress_seq_offset", "seq_lens")
 DATA_TENSORS = ("key", "value", "key_cache", "value_cache")
 CONTROL_TENSORS = ("slot_mapping", "compress_lens", "compress_seq_offset", "seq_lens")
+#: The call's tensors for the shared input normalisation (ops/common/inputs.py): the caches are updated
+#: in place; seed 约束说明: 除了key和value，输入参数不支持非连续.
+INPUTS = InputContract(data=DATA_TENSORS, control=CONTROL_TENSORS, inout=("key_cache", "value_cache"),
+                       contiguous=("key_cache", "value_cache") + CONTROL_TENSORS,
+                       contiguous_rule="the seed says 除了key和value，输入参数不支持非连续 (only key and value may "
+                                       "be non-contiguous)")
 
 
 @dataclass(frozen=True)

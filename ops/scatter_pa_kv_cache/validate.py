@@ -332,7 +332,9 @@ def _check_tiling(phase: str, spec: C.ScenarioSpec, family: str, shapes: Mapping
         if rule.families is not None and family not in rule.families:
             continue
         if not _tiling_rule_holds(rule.name, shapes, dtype, sizes):
-            raise _fail(C.STATUS_TILING, f"scenario {spec.number}: {rule.text} ({rule.source}); "
+            zero = [n for n in C.DATA_TENSORS if not _is_empty(shapes[n]) and 0 in shapes[n]]
+            about = zero[0] if rule.name == "sizes_positive" and zero else "key"  # the tensor the rule is about
+            raise _fail(C.STATUS_TILING, f"{about}: scenario {spec.number}: {rule.text} ({rule.source}); "
                                          f"key {shapes['key']}, key_cache {shapes['key_cache']}, "
                                          f"dtype {_dtype_name(dtype)}")
 

@@ -12,13 +12,15 @@ import numpy as np
 
 from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
-from ops.common.result import OpResult, check_mode, resolve_chip, run_with_options
-from ops.sparse_flash_attention_grad.contract import DEFAULTS
+from ops.common.inputs import normalized
+from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
+from ops.sparse_flash_attention_grad.contract import DEFAULTS, INPUTS
 from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
 from ops.sparse_flash_attention_grad.launch import launch_kernel, zero_outputs
 from ops.sparse_flash_attention_grad.tiling import sfag_tiling, slot_counts
 from ops.sparse_flash_attention_grad.validate import validate
 
+@normalized(INPUTS)
 def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,
             actual_seq_lengths_query=None, actual_seq_lengths_kv=None, query_rope=None, key_rope=None,
             scale_value=DEFAULTS["scale_value"], sparse_block_size=DEFAULTS["sparse_block_size"],
@@ -39,7 +41,7 @@ def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_
     if mode == "estimate":
         counts = estimate_counts(problem)
         til = sfag_tiling(problem, spec, tiling, counts)
-        return (lambda: estimate_sfag(problem, spec, til, counts)), til.workspaceSize
+        return (lambda: unsanitized(estimate_sfag)(problem, spec, til, counts)), til.workspaceSize
     counts = slot_counts(problem.indices)
     til = sfag_tiling(problem, spec, tiling, counts)
     return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize
@@ -67,7 +69,7 @@ def sparse_flash_attention_grad(query, key, value, sparse_indices, d_out, out, s
                                 sparse_block_size=DEFAULTS["sparse_block_size"], layout=DEFAULTS["layout"],
                                 sparse_mode=DEFAULTS["sparse_mode"], pre_tokens=DEFAULTS["pre_tokens"],
                                 next_tokens=DEFAULTS["next_tokens"], deterministic=DEFAULTS["deterministic"], *,
-                                chip="Ascend910B2", mode="full", tiling=None, trace=None, progress=None) -> OpResult:
+                                chip="Ascend910B2", mode="full", tiling=None, trace=None, progress=None, sanitize=False) -> OpResult:
     """SparseFlashAttentionGrad (seed 003) on the chip model; arguments as the seed, in snake_case.
 
     Returns an OpResult with ``d_query``, ``d_key``, ``d_value`` (and ``d_query_rope``, ``d_key_rope`` when
@@ -75,13 +77,14 @@ def sparse_flash_attention_grad(query, key, value, sparse_indices, d_out, out, s
     timeout verdict. Raises AclnnError with the contract's status for invalid input, 507014 when the
     predicted run exceeds the AI Core timeout (full and timing modes; estimate mode reports it in
     ``timeout`` with split advice instead). *trace* and *progress*: as prompt_flash_attention_v2's.
+    ``sanitize=True`` checks the kernel's schedule (docs/sanitizer.md): reports in ``.sanitizer``.
     """
     args = (query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum, actual_seq_lengths_query,
             actual_seq_lengths_kv, query_rope, key_rope, scale_value, sparse_block_size, layout, sparse_mode,
             pre_tokens, next_tokens, deterministic)
     run, _ = prepare(*args, chip=chip, mode=mode, tiling=tiling)
-    return run_with_options(run, mode, trace, progress,
-                            lambda: prepare(*args, chip=chip, mode="estimate", tiling=tiling)[0]())
+    return run_checked(lambda: run_with_options(run, mode, trace, progress,
+                            lambda: prepare(*args, chip=chip, mode="estimate", tiling=tiling)[0]()), sanitize)
 
 
 def aclnnSparseFlashAttentionGradGetWorkspaceSize(query, key, value, sparseIndices, dOut, out, softmaxMax, softmaxSum,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
 from ops.common.acl_dtypes import BF16, FP16, FP32, INT32, INT64
 from ops.common.errors import Rule
+from ops.common.inputs import InputContract
 
 OP_NAME = "aclnnSparseFlashAttentionGrad"
 
@@ -110,3 +111,11 @@ RULES = {r.name: r for r in _RULE_LIST}
 def rule(name: str) -> Rule:
     """The rule called *name* (KeyError for a typo: a bug, never user input)."""
     return RULES[name]
+
+
+#: The call's tensors for the shared input normalisation (ops/common/inputs.py): sparse_indices steer the
+#: kernel (the blocks it gathers), so they are real in every mode; the seed marks every tensor √ for
+#: non-contiguous (非连续Tensor column), so strides are not judged.
+INPUTS = InputContract(
+    data=("query", "key", "value", "d_out", "out", "softmax_max", "softmax_sum", "query_rope", "key_rope"),
+    control=("sparse_indices",), int_arrays=("actual_seq_lengths_query", "actual_seq_lengths_kv"))

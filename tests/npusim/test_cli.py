@@ -158,3 +158,12 @@ def test_demo_fa_comes_from_the_registry(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     err = float(re.search(r"vs the float64 formula: max \|diff\| = (\S+)", out).group(1))
     assert err < 2e-3 and "sequences 384, 128" in out and (tmp_path / "trace.json").exists()
+
+
+@pytest.mark.parametrize("op,params", [("pfa", ["B=1", "N=2", "S=256", "D=64", "sparse_mode=2"]),
+                                       ("fa", ["T=256", "N=2", "D=64", "B=2", "sparse_mode=3"]),
+                                       ("spkc", ["tokens=32", "heads=2", "D=64"])])
+def test_check_runs_each_operator_sanitized_and_finds_nothing(op, params, capsys):
+    assert main(["check", op, *params]) == 0
+    out = capsys.readouterr().out
+    assert "instructions checked" in out and "sanitizer: no reports" in out

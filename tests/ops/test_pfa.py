@@ -644,7 +644,7 @@ def test_pfa_aclnn_second_stage_refusals_write_nothing():
     assert np.all(out == 7.0)
     wrong = np.full((2, 150, 4, 64), 7.0, np.float16)
     status, ws, ex = aclnnPromptFlashAttentionV2GetWorkspaceSize(*facade_args(call, wrong))
-    assert status == 0 and aclnnPromptFlashAttentionV2(None, ws, ex, None) == ACLNN_ERR_PARAM_INVALID
+    assert (status, ws, ex) == (ACLNN_ERR_PARAM_INVALID, 0, None)  # caught at stage one (issue 16)
     assert np.all(wrong == 7.0)
 
 

@@ -1,0 +1,374 @@
+"""The schedule sanitizer of one launch: hooks, happens-before bookkeeping and the checks.
+
+:meth:`Sanitizer.attach` swaps sanitizing versions of ``issue`` / ``transfer`` / ``set_flag`` /
+``wait_flag`` / ``barrier`` into each CoreUnit, and of ``cross_set`` / ``cross_wait`` / ``sync_all`` into
+the Launch, as instance attributes: an unsanitized launch runs the engine's own methods, untouched.
+Each wrapper calls the engine first, then finds the instruction object on the call stack (its class
+declares the bytes it touches, regions.py), updates the stream's clocks (clocks.py) and checks every
+range against the memory's shadow (shadow.py). Nothing here reads a simulated cycle except to label
+reports: happens-before comes only from the synchronisation the kernel issued.
+
+Uninitialised bytes: kernels routinely read and compute over the padding rows, columns and lanes of a
+tile (vector repeats, cube fractals, workspace rows) whose results never leave the core, and the
+sanitizer does not propagate taint (docs/sanitizer.md). So a store to GM (MTE3, FixPipe) is reported
+if any local byte it reads was never written; a read of the GM workspace if none of its bytes was.
+
+Same-pipe rule (``pipe-barrier``): pipes V and M start an instruction before the previous one's
+results are written; a dependent instruction is safe once a PipeBarrier on the pipe (or a flag from it)
+intervened, or once the occupancy issued to the pipe in between covers the producer's latency. Mmad
+streams its output fractals: an Mmad that reads (accumulates into) L0C another Mmad just wrote needs the
+barrier only when that producer writes fewer than MMAD_SETTLE_FRACTALS fractals. MTE and FIX pipes
+complete in order and are not checked.
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+
+from npusim.errors import KernelHangError, NpuBufferError
+from npusim.isa.cube import MMAD_SETTLE_FRACTALS
+from npusim.memory.local import LocalBuffer
+from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
+from npusim.sanitizer.regions import accesses, end_of
+from npusim.sanitizer.report import SanitizerReport
+from npusim.sanitizer.shadow import InitMap, Shadow
+from npusim.types import Pipe, SubCore
+
+_V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
+LATENT_PIPES = (_V, _M)
+OUT_PIPES = (int(Pipe.MTE3), int(Pipe.FIX))
+
+LOCAL_BUCKET = 2048
+GM_BUCKET = 64 * 1024
+#: GM buffers with these names start uninitialised (the launch's scratch memory); others are inputs
+#: or outputs the host has filled.
+UNINITIALISED_GM = ("workspace",)
+#: Largest GM buffer whose written blocks are tracked (32 B per bit of a bool array).
+MAX_INIT_GM_BYTES = 4 << 30
+#: Instructions whose local operands must start on the buffer's alignment (ChipSpec.*_align_bytes,
+#: hardware.md §5); vector instructions address UB in 32-byte blocks, which LocalTensor already enforces.
+_ALIGNED_NAMES = {"LoadData", "Mmad", "Fixpipe", "DataCopy", "DataCopyPad"}
+
+# record: (stream, pipe, epoch, occupancy issued to the pipe after it, exposure, source id, cycle, name id,
+# atomic)
+_ST, _PI, _EP, _OCC, _EXP, _SRC, _CYC, _NAME, _ATOM = range(9)
+
+
+class Sanitizer:
+    """Checks one launch; :attr:`report` holds what it found."""
+
+    def __init__(self, collector=None):
+        self.collector = collector  # the enclosing sanitizing() block's report, which gathers this one's
+        self.report = SanitizerReport()
+        self.launch = None
+        self.units: list = []
+        self.clocks: list[StreamClock] = []
+        self.local: dict = {}  # id(LocalBuffer) -> (Shadow, InitMap, alignment, the buffer)
+        self.gm: dict = {}  # id(GmBuffer) -> (GmBuffer, Shadow, InitMap or None)
+        self.flags: list[dict] = []  # per stream: flag key -> deque of (message, explicit, source id, pipe)
+        self.xflags: dict = {}  # launch.xflags key -> deque of remote clocks
+        self.sync_gens: dict = {}  # group -> list of joined remote clocks, one per SyncAll
+        self.sync_count: list[int] = []
+        self.slot_uses: dict = {}  # (id(TQue), buffer index) -> (source id, pipe, cycle) of its last hand-off
+
+    # -- attaching ---------------------------------------------------------------------------------
+    def attach(self, launch) -> None:
+        self.launch = launch
+        launch.sanitizer = self
+        orig_set, orig_wait, orig_sync = launch.cross_set, launch.cross_wait, launch.sync_all
+
+        def cross_set(unit, flag_id, pipe, label_id, depth):
+            orig_set(unit, flag_id, pipe, label_id, depth + 1)
+            self.flags[unit.san_idx][("xcore", flag_id)].pop()
+            msg = self.clocks[unit.san_idx].export(pipe)
+            for key in launch._peers(unit, flag_id, setting=True):
+                self.xflags.setdefault(key, deque()).append(msg)
+
+        def cross_wait(unit, flag_id, pipe, label_id, depth):
+            orig_wait(unit, flag_id, pipe, label_id, depth + 1)
+            clock = self.clocks[unit.san_idx]
+            for key in launch._peers(unit, flag_id, setting=False):
+                clock.receive(pipe, self.xflags[key].popleft())
+
+        def sync_all(unit, label_id, depth):
+            group = unit.sub is SubCore.AIC
+            gens = self.sync_gens.setdefault(group, [])
+            gen = self.sync_count[unit.san_idx]
+            self.sync_count[unit.san_idx] += 1
+            if gen == len(gens):
+                gens.append({})
+            clock = self.clocks[unit.san_idx]
+            gens[gen] = merge(gens[gen], clock.export_all())
+            orig_sync(unit, label_id, depth + 1)
+            clock.drain()
+            clock.receive(-1, gens[gen])
+
+        launch.cross_set, launch.cross_wait, launch.sync_all = cross_set, cross_wait, sync_all
+
+    def attach_unit(self, unit) -> None:
+        idx = len(self.units)
+        unit.san_idx = idx
+        self.units.append(unit)
+        clock = StreamClock(idx)
+        self.clocks.append(clock)
+        self.flags.append({})
+        self.sync_count.append(0)
+        flags = self.flags[idx]
+        slot_uses = self.slot_uses
+        src_id = unit.launch.src_id
+        orig_issue, orig_transfer = unit.issue, unit.transfer
+        orig_set, orig_wait, orig_barrier = unit.set_flag, unit.wait_flag, unit.barrier
+        instr = self._instruction
+
+        def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
+            start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            return start
+
+        def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
+            free = unit.pipe_free[pipe]
+            start = orig_transfer(name_id, pipe, path, nbytes, gm, gm_byte, gm_write, depth + 1)
+            occupancy = unit.pipe_free[pipe] - max(start, free)
+            latency = unit.path_costs[(path, nbytes)][1]
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            return start
+
+        def set_flag(src, key, label_id, depth=2):
+            fire = orig_set(src, key, label_id, depth + 1)
+            q = flags.get(key)
+            if q is None:
+                q = flags[key] = deque()
+            explicit = sys._getframe(1).f_code.co_name == "SetFlag"
+            line = src_id(depth + 1)
+            q.append((clock.set_msg(src), explicit, line, src, fire))
+            if type(key) is tuple and len(key) == 3:  # a TQue buffer's EnQue / FreeTensor: its last use
+                slot_uses[(id(key[0]), key[1])] = (line, src, fire)
+            return fire
+
+        def wait_flag(dst, key, label_id, what, depth=2):
+            release = orig_wait(dst, key, label_id, what, depth + 1)
+            msg = flags[key].popleft()[0]
+            if type(key) is tuple and len(key) == 3:  # a TQue buffer's DeQue / AllocTensor
+                slot_uses[(id(key[0]), key[1])] = (src_id(depth + 1), dst, release)
+            clock.join(dst, msg)
+            return release
+
+        def barrier(pipe, label_id, depth=2):
+            orig_barrier(pipe, label_id, depth + 1)
+            clock.barrier(pipe)
+
+        unit.issue, unit.transfer = issue, transfer
+        unit.set_flag, unit.wait_flag, unit.barrier = set_flag, wait_flag, barrier
+
+    # -- one instruction ---------------------------------------------------------------------------
+    def _instruction(self, unit, clock, pipe, occupancy, latency, start, name_id, src, depth) -> None:
+        ins = None
+        f = sys._getframe(2)
+        for _ in range(depth):
+            s = f.f_locals.get("self")
+            if s is not None and hasattr(s, "execute"):
+                ins = s
+                break
+            f = f.f_back
+        occ_before = clock.occ[pipe]
+        exposure = latency
+        if pipe == _M and ins is not None and hasattr(ins, "m"):
+            exposure = latency if -(-ins.m // 16) * -(-ins.n // 16) < MMAD_SETTLE_FRACTALS else 0.0
+        clock.epoch[pipe] += 1
+        clock.occ[pipe] = occ_before + occupancy
+        if ins is None:
+            return
+        atomic = unit.__dict__.get("atomic") is not None  # SetAtomicAdd in force (unit.atomic: its dtype)
+        rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
+        for space, r, write in accesses(ins, unit.buffers):
+            if r[1] <= 0:
+                continue
+            if space.__class__ is LocalBuffer:
+                self._local(unit, clock, pipe, occ_before, rec, space, r, write, ins)
+            else:
+                self._global(unit, clock, pipe, rec, space, r, write, ins)
+
+    def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
+        # NOTE: the shadow look-ups inlined (Shadow.live), for performance reasons: this runs for every
+        # local operand of every instruction (benchmarks/sanitizer.py)
+        entry = self.local.get(id(buf))
+        if entry is None:
+            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {buf.kind}", LOCAL_BUCKET), InitMap(buf.capacity),
+                                           buf.align, buf)
+        shadow, init, align, _ = entry
+        start, row, rows, pitch = r
+        if start % align and ins.name in _ALIGNED_NAMES:
+            self._report("misaligned", rec, None, shadow.name, r,
+                         f"{ins.name} at byte {start} of {buf.kind}: {buf.kind} accesses must be {align}-byte aligned")
+        if start + (rows - 1) * pitch + row > buf.capacity:
+            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
+        state = shadow.state
+        near = shadow.near.get(r)
+        if near is None:
+            near = shadow._register(r)
+        vc = clock.vc[pipe]
+        for k in near:
+            st = state.get(k)
+            if st is None:
+                continue
+            for w in st[0]:
+                p = w[1]
+                if p != pipe:
+                    if vc[p] < w[2]:
+                        self._report("pipe-hazard", rec, w, shadow.name, _common(r, k),
+                                     f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
+                                     f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
+                elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
+                    self._report("pipe-barrier", rec, w, shadow.name, _common(r, k),
+                                 f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
+                                 f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
+            if write and st[1]:
+                for rd in st[1].values():
+                    p = rd[1]
+                    if p != pipe and vc[p] < rd[2]:
+                        self._report("pipe-hazard", rec, rd, shadow.name, _common(r, k),
+                                     f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
+        if write:
+            for k in shadow.covered[r]:
+                state.pop(k, None)
+            state[r] = [(rec,), {}]
+            if r not in init.marked:
+                init.write(r)
+            return
+        st = state.get(r)
+        if st is None:
+            st = state[r] = [(), {}]
+        st[1][pipe] = rec
+        if r not in init.verified:
+            bad = init.first_unwritten(r) if pipe in OUT_PIPES and _stores_to_gm(ins) else None
+            if bad is not None:
+                self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
+                             f"{ins.name} reads {buf.kind} bytes no instruction of this core has written")
+                init.verified.add(r)
+
+    def _global(self, unit, clock, pipe, rec, gm, r, write, ins) -> None:
+        entry = self.gm.get(id(gm))
+        if entry is None:
+            nbytes = gm.size * gm.dtype.itemsize
+            init = InitMap(nbytes) if gm.name in UNINITIALISED_GM and nbytes <= MAX_INIT_GM_BYTES else None
+            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", GM_BUCKET), init)
+        _, shadow, init = entry
+        if r[0] < 0 or end_of(r) > gm.size * gm.dtype.itemsize:
+            self._report("out-of-bounds", rec, None, shadow.name, r, f"outside GM {gm.name}")
+        me = clock.idx
+        vc, rc = clock.vc[pipe], clock.rc[pipe]
+        state = shadow.state
+        atomic = rec[_ATOM]
+        for k, st in shadow.live(r):
+            for w in st[0]:
+                if atomic and w[_ATOM]:
+                    continue
+                if not self._ordered(w, me, pipe, vc, rc):
+                    self._gm_report(rec, w, shadow.name, r, k, "write" if write else "read", "write")
+            if write and st[1]:
+                for rd in st[1].values():
+                    if not self._ordered(rd, me, pipe, vc, rc):
+                        self._gm_report(rec, rd, shadow.name, r, k, "write", "read")
+        if write:
+            if atomic:
+                st = state.get(r)
+                state[r] = [tuple(w for w in (st[0] if st else ()) if w[_ATOM]) + (rec,), st[1] if st else {}]
+            else:
+                for k in shadow.covered[r]:
+                    state.pop(k, None)
+                state[r] = [(rec,), {}]
+            if init is not None:
+                init.write(r)
+        else:
+            st = state.get(r)
+            if st is None:
+                st = state[r] = [(), {}]
+            st[1][me * STRIDE + pipe] = rec
+            if init is not None:
+                bad = init.first_unwritten(r, False)
+                if bad is not None:
+                    self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
+                                 f"{ins.name} reads {gm.name} bytes nothing has written in this launch")
+                    init.verified.add(r)
+
+    @staticmethod
+    def _ordered(prev, me, pipe, vc, rc) -> bool:
+        if prev[_ST] == me:
+            return prev[_PI] == pipe or vc[prev[_PI]] >= prev[_EP]
+        return rc.get(prev[_ST] * STRIDE + prev[_PI], 0) >= prev[_EP]
+
+    def _gm_report(self, rec, other, memory, r, k, mine, theirs) -> None:
+        cross = other[_ST] != rec[_ST]
+        fault = "gm-race" if cross else "pipe-hazard"
+        how = "cross-core flag or SyncAll" if cross else f"{Pipe(other[_PI])} -> {Pipe(rec[_PI])} flag"
+        self._report(fault, rec, other, memory, _common(r, k), f"{mine} after {theirs} with no {how} between")
+
+    # -- reports -----------------------------------------------------------------------------------
+    def _where(self, rec) -> tuple:
+        unit = self.units[rec[_ST]]
+        return (unit.block_idx, int(unit.sub), rec[_PI], self.launch.names[rec[_NAME]], round(rec[_CYC]),
+                self._source(rec[_SRC]))
+
+    def _source(self, src_id) -> str:
+        if src_id is None or src_id < 0:
+            return ""
+        fn, line = self.launch.sources[src_id]
+        return f"{fn}:{line}"
+
+    def _report(self, fault, rec, other, memory, r, message) -> None:
+        self.report.add(fault, self._where(rec), self._where(other) if other is not None else None, memory,
+                        r[0], end_of(r), message)
+
+    # -- at kernel end ------------------------------------------------------------------------------
+    def finish(self) -> SanitizerReport:
+        for idx, flags in enumerate(self.flags):
+            unit = self.units[idx]
+            for key, q in flags.items():
+                for msg, explicit, src, pipe, fire in q:
+                    if explicit:
+                        where = (unit.block_idx, int(unit.sub), pipe, "SetFlag", round(fire), self._source(src))
+                        self.report.add("unbalanced-flag", where, None, message=f"SetFlag {_flag(key)} is never "
+                                        "waited for before the kernel ends")
+            for que in getattr(unit, "queues", ()):
+                for slot in que.slots:
+                    if slot.state != "free":
+                        src, pipe, cyc = self.slot_uses.get((id(que), slot.index), (None, int(que.producer), None))
+                        where = (unit.block_idx, int(unit.sub), pipe, "TQue", None if cyc is None else round(cyc),
+                                 self._source(src))
+                        self.report.add("queue-leak", where, None, f"{unit.label} TQue({que.position})",
+                                        slot.addr, slot.addr + que.nbytes,
+                                        f"TQue({que.position}) buffer {slot.index} is still '{slot.state}' at "
+                                        "kernel end (FreeTensor missing)")
+        return self.report
+
+    def fault(self, unit, exc: Exception, src: str) -> None:
+        """A kernel stopped by an error the sanitizer classifies (hang on a flag, bad access)."""
+        fault = "unbalanced-flag" if isinstance(exc, KernelHangError) else (
+            "misaligned" if "aligned" in str(exc) else "out-of-bounds")
+        if not isinstance(exc, (KernelHangError, NpuBufferError)):
+            return
+        where = (unit.block_idx, int(unit.sub), None, "", None, src)
+        self.report.add(fault, where, None, message=str(exc))
+
+
+BLOCK_BYTES = 32
+
+
+def _stores_to_gm(ins) -> bool:
+    dst = getattr(ins, "dst", None)
+    return dst is not None and hasattr(dst, "gm")
+
+
+
+
+def _common(a: tuple, b: tuple) -> tuple:
+    """A byte range both share (for the report): the later start, the earlier end of the envelopes."""
+    lo = max(a[0], b[0])
+    hi = min(end_of(a), end_of(b))
+    return (lo, max(hi - lo, 1), 1, 0)
+
+
+def _flag(key) -> str:
+    if isinstance(key, tuple) and len(key) == 2:
+        return f"{key[0]}#{key[1]}"
+    return str(key)
