@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from npusim.launch import TimeoutVerdict
+from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
 from ops.common.inputs import normalized
 from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
