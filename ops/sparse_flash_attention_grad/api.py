@@ -8,18 +8,23 @@ stay real. An empty query returns zero gradients at once (seed '入参为空的�
 """
 from __future__ import annotations
 
-import numpy as np
-
 from npusim.launch import TimeoutVerdict
 from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
 from ops.common.inputs import normalized
-from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
+from ops.common.result import (
+    OpResult,
+    check_mode,
+    resolve_chip,
+    run_checked,
+    run_with_options,
+)
 from ops.sparse_flash_attention_grad.contract import DEFAULTS, INPUTS
 from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
 from ops.sparse_flash_attention_grad.launch import launch_kernel, zero_outputs
 from ops.sparse_flash_attention_grad.tiling import sfag_tiling, slot_counts
 from ops.sparse_flash_attention_grad.validate import validate
+
 
 @normalized(INPUTS)
 def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_sum,

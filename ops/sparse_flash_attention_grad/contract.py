@@ -12,7 +12,11 @@ N2 = 1, N1 a power of two <= 128, D and softmax shapes).
 """
 from __future__ import annotations
 
-from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from npusim.errors import (
+    ACLNN_ERR_INNER_TILING_ERROR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+)
 from ops.common.acl_dtypes import BF16, FP16, FP32, INT32, INT64
 from ops.common.errors import Rule
 from ops.common.inputs import InputContract

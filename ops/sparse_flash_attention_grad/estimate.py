@@ -19,7 +19,13 @@ import dataclasses
 
 import numpy as np
 
-from npusim.estimate import ADVICE_MARGIN, Estimate, contention_chip, marginal, timeout_verdict
+from npusim.estimate import (
+    ADVICE_MARGIN,
+    Estimate,
+    contention_chip,
+    marginal,
+    timeout_verdict,
+)
 from npusim.memory.gm import TensorSpec
 from ops.common.result import OpResult
 from ops.sparse_flash_attention_grad.launch import launch_kernel
@@ -120,7 +126,7 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     c1, c2 = (step, 2 * step) if n >= 2 * step else (max(1, n // 2), n)
     k = min(used, COMPANIONS)
     chip = contention_chip(spec, used / k)
-    flags = dict(prePost=False, blockDim=k)
+    flags = {"prePost": False, "blockDim": k}
     one = {c: _run(_sub_problem(problem, k, [row[:c]] * k, s2), chip, **flags) for c in {c1, c2}}
     two = {c: _run(_sub_problem(problem, 2 * k, [row[:c]] * (2 * k), s2), chip, **flags) for c in {c1, c2}}
     marg = {c * bs: two[c] - one[c] for c in {c1, c2}}  # a further token of c slots, after one like it
@@ -167,7 +173,7 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     per_core = np.bincount(np.arange(problem.T1) % used, weights=cost, minlength=used)
     zp = zero_post_cycles(problem, spec, used)
     fixed = zp + co["fixed"] - spec.launch_overhead_cycles
-    cycles = int(round(fixed + per_core.max()))
+    cycles = round(fixed + per_core.max())
     time_us = cycles / spec.clock_hz * 1e6
     has = work["chunks"] > 0
     est = Estimate(cycles, time_us, per_core, fixed,
@@ -185,7 +191,6 @@ def split_advice(problem, cost: np.ndarray, fixed: float, spec, seconds: float, 
     t1 = problem.T1
 
     def cost_of(k: int) -> float:  # the heaviest launch of k consecutive tokens
-        csum = np.concatenate([[0.0], np.cumsum(cost)])
         worst = 0.0
         for s0 in range(0, t1, max(k, 1)) if t1 // max(k, 1) < 64 else range(0, t1, max(1, t1 // 64)):
             seg = cost[s0:s0 + k]
@@ -196,4 +201,4 @@ def split_advice(problem, cost: np.ndarray, fixed: float, spec, seconds: float, 
     return timeout_verdict(seconds, spec.aicore_timeout_s, "T1 (query tokens)", t1, cost_of)
 
 
-__all__ = ["estimate_sfag", "token_work", "probe_coefficients", "zero_post_cycles", "ADVICE_MARGIN"]
+__all__ = ["ADVICE_MARGIN", "estimate_sfag", "probe_coefficients", "token_work", "zero_post_cycles"]

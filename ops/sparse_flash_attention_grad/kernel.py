@@ -22,14 +22,54 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.kernel import (ASCEND_IS_AIC, Cast, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, DataCopyExtParams,
-                           DataCopyPad, Duplicate, Exp, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
-                           GetSubBlockIdx, HardEvent, Mul, Muls, Nd2NzParams, Pipe, PipeBarrier, RoundMode,
-                           SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe, TPosition, TQue, WaitFlag)
+from npusim.kernel import (
+    ASCEND_IS_AIC,
+    Cast,
+    CrossCoreSetFlag,
+    CrossCoreWaitFlag,
+    DataCopy,
+    DataCopyExtParams,
+    DataCopyPad,
+    Duplicate,
+    Exp,
+    Fixpipe,
+    FixpipeParamsV220,
+    GetBlockIdx,
+    GetBlockNum,
+    GetSubBlockIdx,
+    HardEvent,
+    Mul,
+    Muls,
+    Nd2NzParams,
+    Pipe,
+    PipeBarrier,
+    RoundMode,
+    SetAtomicAdd,
+    SetAtomicNone,
+    SetFlag,
+    SyncAll,
+    TBuf,
+    TPipe,
+    TPosition,
+    TQue,
+    WaitFlag,
+)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.rowops import BroadcastRows, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
-from ops.sparse_flash_attention_grad.tiling import (GATHER_ROWS, K_CHUNK, N_CHUNK, PIECE_ROWS, POST_ROWS, SLICE_ROWS,
-                                                    SfagTilingData)
+from ops.common.rowops import (
+    BroadcastRows,
+    CopyRowsOut,
+    RowBroadcast,
+    RowReduce,
+)
+from ops.sparse_flash_attention_grad.tiling import (
+    GATHER_ROWS,
+    K_CHUNK,
+    N_CHUNK,
+    PIECE_ROWS,
+    POST_ROWS,
+    SLICE_ROWS,
+    SfagTilingData,
+)
 
 FLAG_GATHER, FLAG_C12, FLAG_VEC, FLAG_C345 = 1, 2, 3, 4  # cross-core flag ids
 F32 = np.dtype(np.float32)
@@ -142,7 +182,7 @@ class KernelSparseFlashAttentionGrad:
 
     # ------------------------------------------------------------------------------------- cube (AIC)
     def ProcessCube(self):
-        ti, isz, g = self.t, self.isz, self.G
+        isz, g = self.isz, self.G
         self.tiles = CubeTiles(self.pipe, self.inDt)
         self.qQue, self.doQue = TQue(TPosition.A1, 1), TQue(TPosition.A1, 1)
         self.pieceQue = TQue(TPosition.B1, BUFFER_NUM)

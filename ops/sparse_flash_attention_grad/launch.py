@@ -10,7 +10,9 @@ import numpy as np
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 from ops.sparse_flash_attention_grad.kernel import SfagKernelArgs
-from ops.sparse_flash_attention_grad.kernel import sparse_flash_attention_grad as sfag_kernel
+from ops.sparse_flash_attention_grad.kernel import (
+    sparse_flash_attention_grad as sfag_kernel,
+)
 from ops.sparse_flash_attention_grad.tiling import SYSTEM_WORKSPACE_BYTES
 
 OUTPUT_NAMES = ("d_query", "d_key", "d_value", "d_query_rope", "d_key_rope")

@@ -12,7 +12,11 @@ from npusim.memory.gm import TensorSpec
 from npusim.registry import OperatorEntry, ProblemParam
 from ops.common.problem_params import dtype_of, dtype_param
 from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
-from ops.sparse_flash_attention_grad.contract import BLOCK_SIZES, N1_VALUES, SELECTED_BLOCK_COUNT
+from ops.sparse_flash_attention_grad.contract import (
+    BLOCK_SIZES,
+    N1_VALUES,
+    SELECTED_BLOCK_COUNT,
+)
 
 PARAMS = (
     ProblemParam("S1", int, help="query tokens per batch"),
@@ -39,7 +43,7 @@ def build_call(p: dict) -> tuple[tuple, dict]:
     q = TensorSpec((b, s1, n1, 512), dt)
     kv = TensorSpec((b, s2, 1, 512), dt)
     sm = TensorSpec((b, 1, s1, n1), np.float32)
-    rope = dict(query_rope=TensorSpec((b, s1, n1, 64), dt), key_rope=TensorSpec((b, s2, 1, 64), dt)) \
+    rope = {"query_rope": TensorSpec((b, s1, n1, 64), dt), "key_rope": TensorSpec((b, s2, 1, 64), dt)} \
         if p["rope"] else {}
     kwargs = dict(scale_value=float(1 / np.sqrt(576 if p["rope"] else 512)), sparse_block_size=bs, layout="BSND",
                   sparse_mode=p["sparse_mode"], deterministic=bool(p["deterministic"]), **rope)

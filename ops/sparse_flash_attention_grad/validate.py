@@ -102,7 +102,7 @@ def _shape(x: Any, name: str) -> tuple:
         shape = tuple(x.shape)
         ok = all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0 for d in shape)
         np.dtype(x.dtype)
-    except Exception:  # any object may stand in for a tensor: refuse whatever breaks
+    except Exception:  # noqa: BLE001 - any object may stand in for a tensor: refuse whatever breaks
         ok = False
     if not ok:
         raise _fail("tensor_type", name, type(x).__name__)
@@ -132,9 +132,8 @@ def _seq(x: Any, name: str) -> np.ndarray:
     if isinstance(x, np.ndarray):
         if x.ndim == 1 and np.dtype(x.dtype) in C.SEQ_LEN_DTYPES:
             return x.astype(np.int64)
-    elif isinstance(x, (list, tuple, range)):
-        if all(_is_int(v) and _INT64_MIN <= int(v) <= _INT64_MAX for v in x):
-            return np.array([int(v) for v in x], dtype=np.int64).reshape(-1)
+    elif isinstance(x, (list, tuple, range)) and all(_is_int(v) and _INT64_MIN <= int(v) <= _INT64_MAX for v in x):
+        return np.array([int(v) for v in x], dtype=np.int64).reshape(-1)
     raise _fail("seq_lens_type", name, f"{type(x).__name__} {getattr(x, 'dtype', '')}".strip())
 
 
@@ -194,9 +193,9 @@ def validate(query, key, value, sparse_indices, d_out, out, softmax_max, softmax
         raise _fail("rope_pair", "query_rope" if query_rope is None else "key_rope", "only one given")
     tnd = layout == "TND"
     rank = 3 if tnd else 4
-    for n in shapes:
-        if len(shapes[n]) != rank:
-            raise _fail("rank", n, f"shape {shapes[n]} for layout {layout}")
+    for n, shape in shapes.items():
+        if len(shape) != rank:
+            raise _fail("rank", n, f"shape {shape} for layout {layout}")
     if int(sparse_mode) not in C.SPARSE_MODES:
         raise _fail("sparse_mode", "sparse_mode", f"{sparse_mode} ({C.UNSUPPORTED_SPARSE_MODES.get(int(sparse_mode), 'unknown')})")
     if tnd:
