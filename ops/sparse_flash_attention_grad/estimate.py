@@ -31,6 +31,7 @@ from ops.common.result import OpResult
 from ops.sparse_flash_attention_grad.launch import launch_kernel
 from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, sfag_tiling, slot_counts
 
+PROBE_TOKENS = 3  # tokens per probe core: the third runs in the steady state
 PROBE_BLOCKS = 64  # slots of the smaller probe token at most (bs = 1: about 800 instructions)
 COMPANIONS = 4  # cores of the probe launches (HBM/L2 bandwidth cut to their share of the used cores)
 DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
@@ -106,35 +107,103 @@ def _run(p, chip, **flags) -> float:
     """Cycles of one timing-mode launch of sub-problem *p* (tiling flags as given)."""
     counts = slot_counts(p.indices)
     til = dataclasses.replace(sfag_tiling(p, chip, None, counts), **flags)
-    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts)
+    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts, trace="none")
     return float(res.cycles)
 
 
+def _core_ends(problem, lists: list, s2: int, chip) -> tuple:
+    """One probe launch (no zero-fill/post) where core c runs the tokens of ``lists[c]`` (index rows, token t
+    of the sub-problem runs on core t % len(lists) as in tiling.py): each core's last cycle, and the launch
+    overhead (the launch's cycles beyond the last core)."""
+    k, depth = len(lists), max(len(x) for x in lists)
+    rows = [lists[t % k][t // k] if t // k < len(lists[t % k]) else [] for t in range(depth * k)]
+    p = _sub_problem(problem, depth * k, rows, s2)
+    counts = slot_counts(p.indices)
+    til = dataclasses.replace(sfag_tiling(p, chip, None, counts), prePost=False, blockDim=k)
+    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts, trace="full")
+    col = res.trace.columns
+    ends = np.zeros(k)
+    np.maximum.at(ends, col["core"].astype(np.int64), col["end"].astype(np.float64))
+    return ends, float(res.cycles) - float(ends.max())
+
+
 def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
-    """Tk (cycles per token), Mc (cycles per column) and the fixed cycles of the main loop, from three probes
-    of a representative token (the busiest core's widest) on one core (module docstring)."""
+    """The token-cost model of the main loop from one probe launch (module docstring): Tk and Mc of a token
+    in the steady state, the second token's correction, and the fill of a core's first token (a one-chunk
+    first token and a longer one differ)."""
     bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
     core_of = np.arange(problem.T1) % used
     busiest = int(np.argmax(np.bincount(core_of, weights=work["columns"], minlength=used)))
     mine = np.flatnonzero(core_of == busiest)
     rep = int(mine[np.argmax(work["columns"][mine])])
     n = int(work["slots"][rep])
-    b = int(problem.batch_of_tokens()[rep])
-    s2 = int(problem.seq_kv[b])
+    s2 = int(problem.seq_kv[int(problem.batch_of_tokens()[rep])])
     row = [int(v) for v in problem.indices[rep, :n]]
     step = min(cs, PROBE_BLOCKS)
     c1, c2 = (step, 2 * step) if n >= 2 * step else (max(1, n // 2), n)
-    k = min(used, COMPANIONS)
-    chip = contention_chip(spec, used / k)
-    flags = {"prePost": False, "blockDim": k}
-    one = {c: _run(_sub_problem(problem, k, [row[:c]] * k, s2), chip, **flags) for c in {c1, c2}}
-    two = {c: _run(_sub_problem(problem, 2 * k, [row[:c]] * (2 * k), s2), chip, **flags) for c in {c1, c2}}
-    marg = {c * bs: two[c] - one[c] for c in {c1, c2}}  # a further token of c slots, after one like it
-    if len(marg) > 1:
-        tk, mc = marginal(marg)
-    else:
-        tk, mc = next(iter(marg.values())), 0.0
-    return {"Tk": tk, "Mc": mc, "fixed": one[c1] - (tk + mc * c1 * bs), "probe_slots": (c1, c2)}
+    widths = sorted({c1, c2})
+    lists = [[row[:c]] * m for c in widths for m in range(1, PROBE_TOKENS + 1)]  # 1, 2, 3 tokens of each width
+    wide = None
+    if c2 <= cs and np.any(first_token_chunks(work, used) > 1):
+        # the probe tokens stay inside one chunk (bs = 1, or a narrow representative token) but some core's
+        # first token does not: one more core, a first token of two chunks (the widest such token's row)
+        firsts = first_tokens(work, used)
+        tw = int(firsts[np.argmax(work["slots"][firsts])])
+        wide = min(int(work["slots"][tw]), cs + step)
+        lists.append([[int(v) for v in problem.indices[tw, :wide]]])
+    chip = contention_chip(spec, used / len(lists))
+    ends, overhead = _core_ends(problem, lists, s2, chip)
+    per = {c: ends[i * PROBE_TOKENS:(i + 1) * PROBE_TOKENS] for i, c in enumerate(widths)}  # 1, 2, 3 tokens
+    steady = {c * bs: e[2] - e[1] for c, e in per.items()}
+    tk, mc = marginal(steady) if len(steady) > 1 else (next(iter(steady.values())), 0.0)
+
+    def cost(c):
+        return tk + mc * c * bs
+
+    second = float(np.mean([e[1] - e[0] - cost(c) for c, e in per.items()]))
+    first = {c: e[0] - cost(c) + overhead for c, e in per.items()}
+    fill_one = first[c1]
+    fill_multi = first[c2] if c2 > cs else (ends[-1] - cost(wide) + overhead if wide else fill_one)
+    # overlap rate: a token hides alpha cycles per column of the previous token's last chunk; a lone token's
+    # cost grows with its width by Mc + alpha (nothing hides it), a steady one by Mc. Only two single-chunk
+    # probe widths tell them apart.
+    alpha = 0.0
+    if c2 <= cs and c2 > c1:
+        alpha = max(0.0, (per[c2][0] - per[c1][0]) / ((c2 - c1) * bs) - mc)
+    return {"Tk": tk, "Mc": mc, "second": second, "fill_one": fill_one, "fill_multi": fill_multi, "alpha": alpha,
+            "ref_last": {1: last_chunk_columns(c1, bs), 2: last_chunk_columns(c2 if c2 > cs else wide or c1, bs)},
+            "probe_slots": (c1, c2)}
+
+
+def last_chunk_columns(slots, bs: int):
+    """Columns of a token's last chunk (slots * bs columns cut into chunks of CHUNK_ROWS)."""
+    cols = np.asarray(slots) * bs
+    return np.where(cols > 0, cols - CHUNK_ROWS * ((cols - 1) // CHUNK_ROWS), 0)
+
+
+def first_tokens(work: dict, used: int) -> np.ndarray:
+    """Each core's first token with work (cores without work are left out), round-robin as tiling.py."""
+    has = np.flatnonzero(work["chunks"] > 0)
+    _, first = np.unique(has % used, return_index=True)
+    return has[first]
+
+
+def nth_tokens(work: dict, used: int, nth: int) -> np.ndarray:
+    """Each core's *nth* token with work (0: the first), for the cores that have one."""
+    has = np.flatnonzero(work["chunks"] > 0)
+    core = has % used
+    order = np.argsort(core, kind="stable")
+    core_sorted = core[order]
+    start = np.searchsorted(core_sorted, core_sorted, side="left")
+    rank = np.empty_like(has)
+    rank[order] = np.arange(has.size) - start
+    if nth < 0:  # counted from the end
+        rank -= np.bincount(core, minlength=used)[core]
+    return has[rank == nth]
+
+
+def first_token_chunks(work: dict, used: int) -> np.ndarray:
+    return work["chunks"][first_tokens(work, used)]
 
 
 def zero_post_cycles(problem, spec, used: int) -> float:
@@ -170,9 +239,20 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
                         extra={"problem": problem, "estimate": est, "work": work})
     co = probe_coefficients(problem, spec, used, work)
     cost = np.where(work["chunks"] > 0, co["Tk"] + co["Mc"] * work["columns"], 0.0)
+    firsts = first_tokens(work, used)
+    fill = np.where(work["chunks"][firsts] > 1, co["fill_multi"], co["fill_one"])
+    cost[firsts] += fill  # the pipeline fill rides on each core's first token
+    cost[nth_tokens(work, used, 1)] += co["second"]  # the second token still overlaps the fill
+    # nothing follows a core's last token: its last chunk is hidden by no next token (the fill was measured
+    # with the probe token's last chunk)
+    lasts = nth_tokens(work, used, -1)
+    ref = np.zeros(used)
+    ref[firsts % used] = np.where(work["chunks"][firsts] > 1, co["ref_last"][2], co["ref_last"][1])
+    ref = ref[lasts % used]
+    cost[lasts] += co["alpha"] * (last_chunk_columns(work["slots"][lasts], problem.block_size) - ref)
     per_core = np.bincount(np.arange(problem.T1) % used, weights=cost, minlength=used)
     zp = zero_post_cycles(problem, spec, used)
-    fixed = zp + co["fixed"] - spec.launch_overhead_cycles
+    fixed = zp - spec.launch_overhead_cycles
     cycles = round(fixed + per_core.max())
     time_us = cycles / spec.clock_hz * 1e6
     has = work["chunks"] > 0

@@ -38,8 +38,9 @@ def zero_outputs(problem, full: bool) -> dict:
             for n, s in shapes.items() if s is not None}
 
 
-def launch_kernel(problem, til, spec, mode: str, inputs: tuple, counts, l2_warm=None):
-    """Run the mix kernel; returns (LaunchResult, outputs dict of GM arrays)."""
+def launch_kernel(problem, til, spec, mode: str, inputs: tuple, counts, l2_warm=None, **options):
+    """Run the mix kernel; returns (LaunchResult, outputs dict of GM arrays). *options* go to npusim.launch
+    (estimate probes ask for ``trace="full"`` whatever the call's trace level)."""
     full = mode == "full"
     outs = zero_outputs(problem, full)
     names = ("query", "key", "value", "d_out", "out", "softmax_max", "softmax_sum", "query_rope", "key_rope")
@@ -49,5 +50,5 @@ def launch_kernel(problem, til, spec, mode: str, inputs: tuple, counts, l2_warm=
     ws = np.zeros(ws_bytes, np.uint8) if full else TensorSpec((ws_bytes,), np.uint8)
     meta = {"operator": "SparseFlashAttentionGrad", "tiling": {k: v for k, v in til.asdict().items()}}
     res = launch(sfag_kernel, (*gm, *gm_out, GmArg("workspace", ws), til, kernel_args(problem, counts)),
-                 block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix", meta=meta, l2_warm=l2_warm)
+                 block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix", meta=meta, l2_warm=l2_warm, **options)
     return res, outs
