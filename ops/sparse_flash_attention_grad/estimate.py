@@ -141,8 +141,10 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     row = [int(v) for v in problem.indices[rep, :n]]
     step = min(cs, PROBE_BLOCKS)
     c1, c2 = (step, 2 * step) if n >= 2 * step else (max(1, n // 2), n)
-    widths = sorted({c1, c2})
-    lists = [[row[:c]] * m for c in widths for m in range(1, PROBE_TOKENS + 1)]  # 1, 2, 3 tokens of each width
+    # c1: cores of 1, 2 and 3 tokens; c2 (if wider): of 1 and 3 tokens (its second-token correction is c1's)
+    lists = [[row[:c1]] * m for m in range(1, PROBE_TOKENS + 1)]
+    if c2 != c1:
+        lists += [[row[:c2]], [row[:c2]] * PROBE_TOKENS]
     wide = None
     if c2 <= cs and np.any(first_token_chunks(work, used) > 1):
         # the probe tokens stay inside one chunk (bs = 1, or a narrow representative token) but some core's
@@ -153,15 +155,19 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
         lists.append([[int(v) for v in problem.indices[tw, :wide]]])
     chip = contention_chip(spec, used / len(lists))
     ends, overhead = _core_ends(problem, lists, s2, chip)
-    per = {c: ends[i * PROBE_TOKENS:(i + 1) * PROBE_TOKENS] for i, c in enumerate(widths)}  # 1, 2, 3 tokens
-    steady = {c * bs: e[2] - e[1] for c, e in per.items()}
+    second_raw = (ends[1] - ends[0]) - (ends[2] - ends[1])  # c1's second token against its third
+    steady = {c1 * bs: ends[2] - ends[1]}
+    one = {c1: ends[0]}
+    if c2 != c1:
+        steady[c2 * bs] = (ends[4] - ends[3] - second_raw) / (PROBE_TOKENS - 1)
+        one[c2] = ends[3]
     tk, mc = marginal(steady) if len(steady) > 1 else (next(iter(steady.values())), 0.0)
 
     def cost(c):
         return tk + mc * c * bs
 
-    second = float(np.mean([e[1] - e[0] - cost(c) for c, e in per.items()]))
-    first = {c: e[0] - cost(c) + overhead for c, e in per.items()}
+    second = second_raw
+    first = {c: e - cost(c) + overhead for c, e in one.items()}
     fill_one = first[c1]
     fill_multi = first[c2] if c2 > cs else (ends[-1] - cost(wide) + overhead if wide else fill_one)
     # overlap rate: a token hides alpha cycles per column of the previous token's last chunk; a lone token's
@@ -169,7 +175,7 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     # probe widths tell them apart.
     alpha = 0.0
     if c2 <= cs and c2 > c1:
-        alpha = max(0.0, (per[c2][0] - per[c1][0]) / ((c2 - c1) * bs) - mc)
+        alpha = max(0.0, (one[c2] - one[c1]) / ((c2 - c1) * bs) - mc)
     return {"Tk": tk, "Mc": mc, "second": second, "fill_one": fill_one, "fill_multi": fill_multi, "alpha": alpha,
             "ref_last": {1: last_chunk_columns(c1, bs), 2: last_chunk_columns(c2 if c2 > cs else wide or c1, bs)},
             "probe_slots": (c1, c2)}
