@@ -31,6 +31,7 @@ STEPS = {
     "estimate_accuracy_pfa": [sys.executable, "benchmarks/estimate_accuracy_pfa.py"],
     "estimate_accuracy_fa": [sys.executable, "benchmarks/estimate_accuracy_fa.py"],
     "estimate_accuracy_spkc": [sys.executable, "benchmarks/estimate_accuracy_spkc.py"],
+    "estimate_accuracy_sfag": [sys.executable, "benchmarks/estimate_accuracy_sfag.py"],
     "pfa_tiling": ([sys.executable, "-m", "npusim.cli", "sweep", "studies/pfa_tiling.toml"]
                    if (ROOT / "studies/pfa_tiling.toml").is_file() else [sys.executable, "studies/pfa_tiling.py"]),
     "timeout_map": [sys.executable, "studies/timeout_map.py"],

@@ -86,7 +86,26 @@ def _rows_performance() -> dict:
         rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
             (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
              f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
+    e = load("estimate_accuracy_sfag")
+    if e:
+        n = len(e["check"])
+        met = "" if e["check_max_pct"] <= 3 else ": NOT met"
+        worst = max((r for r in e["rows"] if r["half"] == "check"), key=lambda r: abs(r["error_pct"]))
+        rows[f"same, SparseFlashAttentionGrad, checking half of {len(e['tune']) + n} configurations (seed {e['seed']}, "
+             "`benchmarks/estimate_accuracy_sfag.py`)"] = \
+            (f"max {e['check_max_pct']:.2f}%, mean {e['check_mean_pct']:.2f}% over {n} (target <= 3%{met}; worst "
+             f"{worst['error_pct']:+.2f}% on {_sfag_case(worst['case'])}); tuning half max {e['tune_max_pct']:.2f}%")
+        h = e["huge"]
+        rows["SparseFlashAttentionGrad estimate, S1 = S2 = 128K, N1 = 128, 32 blocks of 64 per token (same script)"] = \
+            (f"{h['modeled_s']:.2f} s modeled; {h['cpu_s']:.2f} s CPU (target < 1 s), {h['wall_s']:.1f} s wall at load "
+             f"{h['load_avg'][0]:.1f}, {h['peak_mb']:.0f} MB peak")
     return rows
+
+
+def _sfag_case(c: dict) -> str:
+    """A short label of one SFAG accuracy case (make_case keywords)."""
+    keys = ("layout", "B", "S1", "S2", "seq_q", "seq_kv", "N1", "bs", "max_slots", "mode", "dtype", "rope")
+    return " ".join(f"{k}={c[k]}" for k in keys if k in c)
 
 
 EARLIER = "(*)"

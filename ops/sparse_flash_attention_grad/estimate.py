@@ -2,16 +2,22 @@
 
 The indices are real inputs that decide the work, so it is counted with numpy (never a Python loop per
 token): per token its chunks, columns (examined slots * bs) and gathered blocks; tokens go to cores
-round-robin as in tiling.py. A token's main-loop time is modelled as ``Tk + Mc * columns``; Tk, Mc and
-the launch's fixed cycles come from three short timing-mode probes of the real kernel on one AI Core
-whose HBM/L2 bandwidth is cut to its share of the launch (npusim.estimate.contention_chip), built from
-a representative token (the widest of the busiest core, its real index row and batch): one and two
-tokens of c1 slots, one and two of c2 = 2 * c1 (c1 = one chunk, at most PROBE_BLOCKS slots; a narrower
-token: half and all of its slots). The marginal token (two minus one) at both widths gives Tk and Mc,
-so the token-to-token overlap of the pipeline is part of them. The
-zero-fill and post steps stream the fp32 accumulators: they are timed on all used cores at two scaled
-sizes and extrapolated linearly in bytes. The estimate is post + zero-fill + fixed + the slowest core's
-sum of token times. Measured error against timing mode: benchmarks/estimate_accuracy_sfag.py.
+round-robin as in tiling.py. A core's main loop is the sum of its tokens' steady costs
+``Tk + Mc * columns + Ch * (chunks - 1)`` (a chunk's softmax-grad pass works all 512 columns however many
+are filled: the fixed part Ch), plus three corrections the pipeline makes: the fill of its first token (no
+earlier chunk hides its gather and matmuls; a first token of one chunk also runs its softmax-grad and
+scatter-adds with nothing behind them, so a longer first token has a smaller fill), the second token's
+(it still overlaps the fill), and alpha per column of its last token's last chunk (a token hides part of
+the previous token's last chunk; nothing follows the last one).
+
+All coefficients come from ONE probe launch of the real kernel in timing mode (probe_coefficients), on a
+few cores with HBM/L2 bandwidth cut to their share of the used cores (npusim.estimate.contention_chip),
+where each core runs its own list of tokens built from the busiest core's widest token (its real index
+row): 1, 2 and 3 tokens of a half chunk, 1 and 3 of a full chunk, 1 and 3 of two chunks (when some token
+spans chunks). Each core's last cycle is read from the trace. The zero-fill and post steps stream the
+fp32 accumulators: they are timed on all used cores at two scaled sizes and extrapolated linearly in
+bytes. The estimate is zero-fill/post + the slowest core's main loop. Measured error against timing
+mode, and the cost of an estimate at S1 = S2 = 128K: benchmarks/estimate_accuracy_sfag.py.
 """
 from __future__ import annotations
 
@@ -31,9 +37,8 @@ from ops.common.result import OpResult
 from ops.sparse_flash_attention_grad.launch import launch_kernel
 from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, sfag_tiling, slot_counts
 
-PROBE_TOKENS = 3  # tokens per probe core: the third runs in the steady state
-PROBE_BLOCKS = 64  # slots of the smaller probe token at most (bs = 1: about 800 instructions)
-COMPANIONS = 4  # cores of the probe launches (HBM/L2 bandwidth cut to their share of the used cores)
+PROBE_TOKENS = 3  # tokens of the longest probe core: the third runs in the steady state
+PROBE_BLOCKS = 64  # bs = 1: the narrow probe width is 64 slots, the wide 128 (3 DMAs per slot)
 DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
 ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post probe
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
@@ -128,9 +133,15 @@ def _core_ends(problem, lists: list, s2: int, chip) -> tuple:
 
 
 def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
-    """The token-cost model of the main loop from one probe launch (module docstring): Tk and Mc of a token
-    in the steady state, the second token's correction, and the fill of a core's first token (a one-chunk
-    first token and a longer one differ)."""
+    """The token-cost model of the main loop from one probe launch (module docstring).
+
+    A token of w columns in c chunks costs ``Tk + Mc * w + Ch * (c - 1)`` in the steady state: the gather and
+    matmuls grow with the columns, while the softmax-grad pass works all 512 columns of a chunk however many
+    are filled, so every chunk has a fixed part. Probe widths (slots of the representative token, the
+    busiest core's widest): a = b / 2 and b inside one chunk give Mc (and alpha, the overlap of a token with
+    the previous token's last chunk); a token of two chunks gives Ch. Cores run 1, 2 and 3 tokens of a
+    (steady cost from the third, the second token's correction) and 1 and 3 of the others; the single
+    tokens give each core's first-token fill (a one-chunk first token and a longer one differ)."""
     bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
     core_of = np.arange(problem.T1) % used
     busiest = int(np.argmax(np.bincount(core_of, weights=work["columns"], minlength=used)))
@@ -140,45 +151,50 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     s2 = int(problem.seq_kv[int(problem.batch_of_tokens()[rep])])
     row = [int(v) for v in problem.indices[rep, :n]]
     step = min(cs, PROBE_BLOCKS)
-    c1, c2 = (step, 2 * step) if n >= 2 * step else (max(1, n // 2), n)
-    # c1: cores of 1, 2 and 3 tokens; c2 (if wider): of 1 and 3 tokens (its second-token correction is c1's)
-    lists = [[row[:c1]] * m for m in range(1, PROBE_TOKENS + 1)]
-    if c2 != c1:
-        lists += [[row[:c2]], [row[:c2]] * PROBE_TOKENS]
-    wide = None
-    if c2 <= cs and np.any(first_token_chunks(work, used) > 1):
-        # the probe tokens stay inside one chunk (bs = 1, or a narrow representative token) but some core's
-        # first token does not: one more core, a first token of two chunks (the widest such token's row)
-        firsts = first_tokens(work, used)
-        tw = int(firsts[np.argmax(work["slots"][firsts])])
-        wide = min(int(work["slots"][tw]), cs + step)
-        lists.append([[int(v) for v in problem.indices[tw, :wide]]])
+    wb = min(n, cs, 2 * PROBE_BLOCKS)  # one chunk, or 128 slots of a wider chunk (bs = 1)
+    wa = max(1, wb // 2)
+    lists = [[row[:wa]] * m for m in range(1, PROBE_TOKENS + 1)]
+    if wb != wa:
+        lists += [[row[:wb]], [row[:wb]] * PROBE_TOKENS]
+    wm = None
+    if work["chunks"].max() > 1:  # some token spans chunks: a probe token of two chunks
+        if n > cs:
+            wm, rowm, s2m = min(n, cs + step), row, s2
+        else:  # the representative token fits one chunk: the widest multi-chunk token's row
+            tw = int(np.argmax(work["slots"]))
+            wm = min(int(work["slots"][tw]), cs + step)
+            rowm = [int(v) for v in problem.indices[tw, :wm]]
+            s2m = int(problem.seq_kv[int(problem.batch_of_tokens()[tw])])
+            s2 = max(s2, s2m)  # one sub-problem for all probe cores: keys of the longer batch
+        lists += [[rowm[:wm]], [rowm[:wm]] * PROBE_TOKENS]
     chip = contention_chip(spec, used / len(lists))
     ends, overhead = _core_ends(problem, lists, s2, chip)
-    second_raw = (ends[1] - ends[0]) - (ends[2] - ends[1])  # c1's second token against its third
-    steady = {c1 * bs: ends[2] - ends[1]}
-    one = {c1: ends[0]}
-    if c2 != c1:
-        steady[c2 * bs] = (ends[4] - ends[3] - second_raw) / (PROBE_TOKENS - 1)
-        one[c2] = ends[3]
-    tk, mc = marginal(steady) if len(steady) > 1 else (next(iter(steady.values())), 0.0)
+    second = (ends[1] - ends[0]) - (ends[2] - ends[1])  # width a: the second token against the third
+    steady = {wa: ends[2] - ends[1]}
+    one = {wa: ends[0]}
+    i = PROBE_TOKENS
+    for w in ([wb] if wb != wa else []) + ([wm] if wm else []):
+        steady[w] = (ends[i + 1] - ends[i] - second) / (PROBE_TOKENS - 1)
+        one[w] = ends[i]
+        i += 2
+    single = {w * bs: c for w, c in steady.items() if w <= cs}
+    tk, mc = marginal(single) if len(single) > 1 else (next(iter(single.values())), 0.0)
+    ch = 0.0
+    if wm:
+        chunks_m = -(-wm // cs)
+        ch = (steady[wm] - tk - mc * wm * bs) / (chunks_m - 1)
 
-    def cost(c):
-        return tk + mc * c * bs
+    def cost(w):
+        return tk + mc * w * bs + ch * (-(-w // cs) - 1)
 
-    second = second_raw
-    first = {c: e - cost(c) + overhead for c, e in one.items()}
-    fill_one = first[c1]
-    fill_multi = first[c2] if c2 > cs else (ends[-1] - cost(wide) + overhead if wide else fill_one)
-    # overlap rate: a token hides alpha cycles per column of the previous token's last chunk; a lone token's
-    # cost grows with its width by Mc + alpha (nothing hides it), a steady one by Mc. Only two single-chunk
-    # probe widths tell them apart.
-    alpha = 0.0
-    if c2 <= cs and c2 > c1:
-        alpha = max(0.0, (one[c2] - one[c1]) / ((c2 - c1) * bs) - mc)
-    return {"Tk": tk, "Mc": mc, "second": second, "fill_one": fill_one, "fill_multi": fill_multi, "alpha": alpha,
-            "ref_last": {1: last_chunk_columns(c1, bs), 2: last_chunk_columns(c2 if c2 > cs else wide or c1, bs)},
-            "probe_slots": (c1, c2)}
+    fill_one = one[wb] - cost(wb) + overhead
+    fill_multi = one[wm] - cost(wm) + overhead if wm else fill_one
+    # alpha: a lone token's cost grows with its width by Mc + alpha (no next token hides its last chunk),
+    # a steady one by Mc (docs/sfag.md "Estimate mode")
+    alpha = max(0.0, (one[wb] - one[wa]) / ((wb - wa) * bs) - mc) if wb != wa else 0.0
+    return {"Tk": tk, "Mc": mc, "Ch": ch, "second": second, "fill_one": fill_one, "fill_multi": fill_multi,
+            "alpha": alpha, "ref_last": {1: last_chunk_columns(wb, bs), 2: last_chunk_columns(wm or wb, bs)},
+            "probe_slots": (wa, wb, wm)}
 
 
 def last_chunk_columns(slots, bs: int):
@@ -206,10 +222,6 @@ def nth_tokens(work: dict, used: int, nth: int) -> np.ndarray:
     if nth < 0:  # counted from the end
         rank -= np.bincount(core, minlength=used)[core]
     return has[rank == nth]
-
-
-def first_token_chunks(work: dict, used: int) -> np.ndarray:
-    return work["chunks"][first_tokens(work, used)]
 
 
 def zero_post_cycles(problem, spec, used: int) -> float:
@@ -244,7 +256,7 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
                         workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
                         extra={"problem": problem, "estimate": est, "work": work})
     co = probe_coefficients(problem, spec, used, work)
-    cost = np.where(work["chunks"] > 0, co["Tk"] + co["Mc"] * work["columns"], 0.0)
+    cost = np.where(work["chunks"] > 0, co["Tk"] + co["Mc"] * work["columns"] + co["Ch"] * (work["chunks"] - 1), 0.0)
     firsts = first_tokens(work, used)
     fill = np.where(work["chunks"][firsts] > 1, co["fill_multi"], co["fill_one"])
     cost[firsts] += fill  # the pipeline fill rides on each core's first token

@@ -5,7 +5,8 @@ import numpy as np
 from npusim import TensorSpec
 from npusim.chip import chip
 from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
-from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag, split_advice, token_work
+from ops.sparse_flash_attention_grad.estimate import (estimate_counts, estimate_sfag, first_tokens, last_chunk_columns,
+                                                      nth_tokens, split_advice, token_work)
 from ops.sparse_flash_attention_grad.tiling import sfag_tiling
 from tests.ops.sfag_cases import make_case
 
@@ -26,6 +27,16 @@ def test_sfag_token_work_counts_gathered_blocks():
     w = token_work(prob)
     assert w["slots"].tolist() == [5, 70] and w["chunks"].tolist() == [1, 2]
     assert w["columns"].tolist() == [40, 560] and w["blocks"].tolist() == [3, 70]
+
+
+def test_sfag_core_token_ranks_and_last_chunks():
+    """Round-robin over 3 cores, tokens 1 and 7 without work: each core's first, second and last token with
+    work; a token's last chunk holds the columns past its full chunks."""
+    work = {"chunks": np.array([1, 0, 1, 1, 1, 1, 1, 0])}
+    assert first_tokens(work, 3).tolist() == [0, 4, 2]  # cores 0, 1, 2
+    assert sorted(nth_tokens(work, 3, 1).tolist()) == [3, 5]
+    assert sorted(nth_tokens(work, 3, -1).tolist()) == [4, 5, 6]
+    assert last_chunk_columns(np.array([0, 1, 8, 9, 16]), 64).tolist() == [0, 64, 512, 64, 512]
 
 
 def test_sfag_estimate_small_launch_is_timing_mode():
