@@ -34,6 +34,7 @@ STEPS = {
     "pfa_tiling": ([sys.executable, "-m", "npusim.cli", "sweep", "studies/pfa_tiling.toml"]
                    if (ROOT / "studies/pfa_tiling.toml").is_file() else [sys.executable, "studies/pfa_tiling.py"]),
     "timeout_map": [sys.executable, "studies/timeout_map.py"],
+    "sweep_scaling": [sys.executable, "benchmarks/sweep_scaling.py"],
 }
 
 

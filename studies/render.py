@@ -86,6 +86,15 @@ def _rows_performance() -> dict:
         rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
             (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
              f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
+    w = load("sweep_scaling")
+    if w:
+        lo, hi = w["load_range"]
+        rows["sweep scaling, 200 PFA tilings in timing mode, 2 vs 1 local worker (`benchmarks/sweep_scaling.py`)"] = \
+            (f"{w['ratio']:.2f}x ({w['one_worker_s']:.1f} s vs {w['two_workers_s']:.1f} s; target >= 1.7x), load average "
+             f"{lo:.1f}-{hi:.1f} during the runs")
+        rows["same: sweep overhead per point against a bare loop of the same calls"] = \
+            (f"{w['overhead_pct']:+.1f}% ({w['overhead_ms']:+.1f} ms on {1e3 * w['bare_s'] / w['points']:.0f} ms/point; "
+             "target < 5%)")
     return rows
 
 
