@@ -31,7 +31,7 @@ def pfa_tiling_table() -> str | None:
         cells = []
         for o in outers:
             at = ok[ok["t.sOuter"] == o]
-            cells.append(f"{at['time_us'].min():.1f} us" if len(at) else "refused (UB)")
+            cells.append(f"{at['time_us'].min():.1f} us" if len(at) else "refused")
         dflt = ok[ok["is_default"]]
         best = ok.loc[ok["time_us"].idxmin()]
         d = float(dflt["time_us"].iloc[0]) if len(dflt) else float("nan")
