@@ -11,13 +11,13 @@ import numpy as np
 from npusim.memory.gm import TensorSpec
 from npusim.registry import OperatorEntry, ProblemParam
 from ops.common.problem_params import dtype_of, dtype_param
-from ops.sparse_flash_attention_grad.space import tiling_space
 from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
 from ops.sparse_flash_attention_grad.contract import (
     BLOCK_SIZES,
     N1_VALUES,
     SELECTED_BLOCK_COUNT,
 )
+from ops.sparse_flash_attention_grad.space import tiling_space
 
 PARAMS = (
     ProblemParam("S1", int, help="query tokens per batch"),
