@@ -123,10 +123,10 @@ def sfag_golden(problem, query, key, value, d_out, out, softmax_max, softmax_sum
                             cmat = mmad(a[:, p0:p0 + pr].T, bmat[:, nc:nc + ncols].T, 16)
                             for lrow, rows, drow in dests:
                                 core_ops.append((buf, drow, rows, nc, cmat[lrow:lrow + rows]))
-                    for nc in range(0, Dt, N_CHUNK):
-                        ncols = min(N_CHUNK, Dt - nc)
-                        cmat = mmad(ds_low[:, p0:p0 + pr], ksel[p0:p0 + pr, nc:nc + ncols].T, 16)
-                        core_ops.append(("dq", t * G, G, nc, cmat))
+                for nc in range(0, Dt, N_CHUNK):  # dQ of the chunk, accumulated over its pieces in L0C
+                    ncols = min(N_CHUNK, Dt - nc)
+                    cmat = mmad(ds_low, ksel[:, nc:nc + ncols].T, 16)
+                    core_ops.append(("dq", t * G, G, nc, cmat))
         ops.append(core_chunks)
     order = _order(ops, None if problem.deterministic else atomic_log)
     with np.errstate(all="ignore"):

@@ -7,7 +7,8 @@ chunk i of a core (software pipelined by one chunk, flags in brackets):
     AIV0: Gather(i): K[idx*bs..] (+ K_rope) and V rows -> selK/selV workspace      [GATHER -> AIC]
     AIC : Cube12(i): S = [Q|Qr] selK^T, dP = dO selV^T (fp32) -> workspace          [C12 -> AIV]
     AIC : Cube345(i-1): dV rows += P^T dO, dK rows += dS^T [Q|Qr] (Fixpipe atomic scatter-add),
-          dQ += dS selK (Fixpipe atomic add)                                        [C345 -> AIV]
+          dQ += dS selK accumulated in L0C over the chunk, one Fixpipe atomic add per
+          128-column slice                                                          [C345 -> AIV]
     AIV0: Vec(i-1): P = exp(S*scale [masked] - max) / sum -> P (input dtype); dS = P (dP - rowsum) -> dS
                                                                                     [VEC -> AIC]
 AIV1 of each pair only takes part in the flags (tiling.md §4). Afterwards every AIV (SyncAll) runs the
@@ -289,7 +290,10 @@ class KernelSparseFlashAttentionGrad:
                 self.pieceQue.FreeTensor(bL1)
 
     def Cube345(self, i: int):
-        """Per piece: dV rows += P^T dO and dK rows += dS^T [Q|Qr] (scatter), dQ += dS selK (atomic)."""
+        """Per piece: dV rows += P^T dO and dK rows += dS^T [Q|Qr] (Fixpipe atomic scatter-add). Then dQ of
+        the chunk: per 128-column slice of D + Dr, dS selK accumulated in L0C over the chunk's pieces and
+        added once (Fixpipe atomic) into the token's dq rows (tiling.md §4 cube3: "dQ += dS Ksel accumulated
+        in L0C over the chunk's blocks ... D split into loops")."""
         ch, ti, g, D, Dt = self.chunks[i], self.t, self.G, self.D, self.Dt
         a, cr, kB = self.a, ti.chunkRows, c16(g) // 16
         bs = ti.sparseBlockSize
@@ -317,20 +321,20 @@ class KernelSparseFlashAttentionGrad:
                         Fixpipe(dstWs[drow * width + nc], cL0[lrow * 16],
                                 FixpipeParamsV220(nSize=ncols, mSize=rows, srcStride=c16(pr), dstStride=width))
                     self.cQue.FreeTensor(cL0)
-                if dstWs is self.dvWs:
-                    self.pieceQue.FreeTensor(aL1)
-                else:
-                    dsL1 = aL1
-            kL1 = self._load_piece(self.selK[i % 2][p0 * Dt], pr, Dt, Dt)
-            for nc in range(0, Dt, N_CHUNK):
-                ncols = min(N_CHUNK, Dt - nc)
-                cL0 = self.cQue.AllocTensor(F32)
+                self.pieceQue.FreeTensor(aL1)
+        for nc in range(0, Dt, N_CHUNK):
+            ncols = min(N_CHUNK, Dt - nc)
+            cL0 = self.cQue.AllocTensor(F32)
+            for p0 in range(0, ch.rows, PIECE_ROWS):
+                pr = min(PIECE_ROWS, ch.rows - p0)
+                dsL1 = self._load_piece(self.dsWs[i % 2][p0], g, pr, cr)
+                kL1 = self._load_piece(self.selK[i % 2][p0 * Dt + nc], pr, ncols, Dt)
                 self.tiles.SplitA(dsL1, kB, 0, g, 0, pr)
-                self.tiles.SplitB(kL1[(nc // 16) * c16(pr) * 16], c16(pr) // 16, pr, ncols)
-                self.tiles.Compute(cL0, g, ncols, pr, True)
-                self._fix(self.dqWs[ch.token * g * Dt + nc], cL0, g, ncols, g, Dt)
-            self.pieceQue.FreeTensor(kL1)
-            self.pieceQue.FreeTensor(dsL1)
+                self.tiles.SplitB(kL1, c16(pr) // 16, pr, ncols)
+                self.tiles.Compute(cL0, g, ncols, pr, p0 == 0)
+                self.pieceQue.FreeTensor(kL1)
+                self.pieceQue.FreeTensor(dsL1)
+            self._fix(self.dqWs[ch.token * g * Dt + nc], cL0, g, ncols, g, Dt)
 
     # ------------------------------------------------------------------------------------- vector (AIV)
     def ZeroWorkspace(self):
