@@ -187,14 +187,10 @@ class KernelSparseFlashAttentionGrad:
         self.tiles = CubeTiles(self.pipe, self.inDt)
         self.qQue, self.doQue = TQue(TPosition.A1, 1), TQue(TPosition.A1, 1)
         self.pieceQue = TQue(TPosition.B1, BUFFER_NUM)
-        self.dsQue = TQue(TPosition.A1, 1)  # the chunk's dS (G x 512), kept for dK and dQ
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
         self.pipe.InitBuffer(self.qQue, 1, c16(g) * self.Dt * isz)
         self.pipe.InitBuffer(self.doQue, 1, c16(g) * self.D * isz)
-        # L1 (512 KiB): [Q|Qr] and dO of the token, the chunk's dS, and 64 x 128 windows of the gathered rows
-        # (or a G x 64 piece of P): at G = 128, 144 + 128 + 128 + 2 x 16 KiB
-        self.pipe.InitBuffer(self.pieceQue, BUFFER_NUM, max(PIECE_ROWS * K_CHUNK, c16(g) * PIECE_ROWS) * isz)
-        self.pipe.InitBuffer(self.dsQue, 1, c16(g) * self.t.chunkRows * isz)
+        self.pipe.InitBuffer(self.pieceQue, BUFFER_NUM, max(PIECE_ROWS * self.Dt, c16(g) * PIECE_ROWS) * isz)
         self.pipe.InitBuffer(self.cQue, BUFFER_NUM, L0C_BUFFER_BYTES)
         self.qL1 = self.doL1 = None
         self.token = -1
@@ -276,36 +272,32 @@ class KernelSparseFlashAttentionGrad:
         self.cQue.FreeTensor(cL0)
 
     def Cube12(self, i: int):
-        """S = [Q|Qr] selK^T and dP = dO selV^T, piece by piece of 64 gathered rows, k chunk by k chunk."""
+        """S = [Q|Qr] selK^T and dP = dO selV^T, piece by piece of 64 gathered rows."""
         ch, ti, g, D, Dt = self.chunks[i], self.t, self.G, self.D, self.Dt
         cr, mB = ti.chunkRows, c16(g) // 16
         for p0 in range(0, ch.rows, PIECE_ROWS):
             pr = min(PIECE_ROWS, ch.rows - p0)
             for src, width, aL1, ws in ((self.selK[i % 2], Dt, self.qL1, self.sWs[i % 2]),
                                         (self.selV[i % 2], D, self.doL1, self.dpWs[i % 2])):
+                bL1 = self._load_piece(src[p0 * width], pr, width, width)
                 cL0 = self.cQue.AllocTensor(F32)
                 for kc in range(0, width, K_CHUNK):
                     kcols = min(K_CHUNK, width - kc)
-                    bL1 = self._load_piece(src[p0 * width + kc], pr, kcols, width)
                     self.tiles.SplitA(aL1, mB, 0, g, kc, kcols)
-                    self.tiles.SplitBTransposed(bL1, c16(pr) // 16, 0, kcols)
+                    self.tiles.SplitBTransposed(bL1, c16(pr) // 16, kc, kcols)
                     self.tiles.Compute(cL0, g, pr, kcols, kc == 0)
-                    self.pieceQue.FreeTensor(bL1)
                 self._fix(ws[p0], cL0, g, pr, g, cr)
+                self.pieceQue.FreeTensor(bL1)
 
     def Cube345(self, i: int):
         """Per piece: dV rows += P^T dO and dK rows += dS^T [Q|Qr] (Fixpipe atomic scatter-add). Then dQ of
         the chunk: per 128-column slice of D + Dr, dS selK accumulated in L0C over the chunk's pieces and
         added once (Fixpipe atomic) into the token's dq rows (tiling.md §4 cube3: "dQ += dS Ksel accumulated
-        in L0C over the chunk's blocks ... D split into loops"). The chunk's dS stays in L1 for both."""
+        in L0C over the chunk's blocks ... D split into loops")."""
         ch, ti, g, D, Dt = self.chunks[i], self.t, self.G, self.D, self.Dt
         a, cr, kB = self.a, ti.chunkRows, c16(g) // 16
         bs = ti.sparseBlockSize
         kv0 = int(a.cuKv[int(a.tokenBatch[ch.token])])
-        dsL1 = self.dsQue.AllocTensor(self.inDt)
-        DataCopy(dsL1, self.dsWs[i % 2], Nd2NzParams(1, g, ch.rows, 0, cr, c16(g), 1, 0))
-        self.dsQue.EnQue(dsL1)
-        dsL1 = self.dsQue.DeQue(self.inDt)
         for p0 in range(0, ch.rows, PIECE_ROWS):
             pr = min(PIECE_ROWS, ch.rows - p0)
             # the gathered blocks of this piece: (first row in the piece, rows, destination row)
@@ -314,9 +306,9 @@ class KernelSparseFlashAttentionGrad:
                 r0 = j * bs
                 if p0 <= r0 < p0 + pr:
                     dests.append((r0 - p0, rows, kv0 + v * bs))
-            pL1 = self._load_piece(self.pWs[i % 2][p0], g, pr, cr)
-            for aL1, dstWs, width, bL1 in ((pL1, self.dvWs, D, self.doL1),
-                                           (dsL1[(p0 // 16) * c16(g) * 16], self.dkWs, Dt, self.qL1)):
+            for src, dstWs, width, bL1 in ((self.pWs[i % 2], self.dvWs, D, self.doL1),
+                                           (self.dsWs[i % 2], self.dkWs, Dt, self.qL1)):
+                aL1 = self._load_piece(src[p0], g, pr, cr)
                 for nc in range(0, width, N_CHUNK):
                     ncols = min(N_CHUNK, width - nc)
                     cL0 = self.cQue.AllocTensor(F32)
@@ -329,19 +321,20 @@ class KernelSparseFlashAttentionGrad:
                         Fixpipe(dstWs[drow * width + nc], cL0[lrow * 16],
                                 FixpipeParamsV220(nSize=ncols, mSize=rows, srcStride=c16(pr), dstStride=width))
                     self.cQue.FreeTensor(cL0)
-            self.pieceQue.FreeTensor(pL1)
+                self.pieceQue.FreeTensor(aL1)
         for nc in range(0, Dt, N_CHUNK):
             ncols = min(N_CHUNK, Dt - nc)
             cL0 = self.cQue.AllocTensor(F32)
             for p0 in range(0, ch.rows, PIECE_ROWS):
                 pr = min(PIECE_ROWS, ch.rows - p0)
+                dsL1 = self._load_piece(self.dsWs[i % 2][p0], g, pr, cr)
                 kL1 = self._load_piece(self.selK[i % 2][p0 * Dt + nc], pr, ncols, Dt)
-                self.tiles.SplitA(dsL1, kB, 0, g, p0, pr)
+                self.tiles.SplitA(dsL1, kB, 0, g, 0, pr)
                 self.tiles.SplitB(kL1, c16(pr) // 16, pr, ncols)
                 self.tiles.Compute(cL0, g, ncols, pr, p0 == 0)
                 self.pieceQue.FreeTensor(kL1)
+                self.pieceQue.FreeTensor(dsL1)
             self._fix(self.dqWs[ch.token * g * Dt + nc], cL0, g, ncols, g, Dt)
-        self.dsQue.FreeTensor(dsL1)
 
     # ------------------------------------------------------------------------------------- vector (AIV)
     def ZeroWorkspace(self):
