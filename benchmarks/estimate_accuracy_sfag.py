@@ -21,15 +21,15 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from halves import SEED, plan, split_halves, summary  # noqa: E402
-from results import save  # noqa: E402
+from halves import SEED, plan, split_halves, summary
+from results import save
 
-from npusim import TensorSpec  # noqa: E402
-from npusim.chip import chip  # noqa: E402
-from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad  # noqa: E402
-from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag  # noqa: E402
-from ops.sparse_flash_attention_grad.tiling import sfag_tiling  # noqa: E402
-from tests.ops.sfag_cases import make_case  # noqa: E402
+from npusim import TensorSpec
+from npusim.chip import chip
+from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
+from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
+from ops.sparse_flash_attention_grad.tiling import sfag_tiling
+from tests.ops.sfag_cases import make_case
 
 # make_case keywords; tokens draw 1..max_slots random blocks, so max_slots * bs / 512 is the widest token's chunks
 GRID = [

@@ -1,11 +1,19 @@
-"""SparseFlashAttentionGrad: wall time and peak memory of full and timing mode, and the modeled time.
+"""SparseFlashAttentionGrad: wall/CPU time and peak memory of estimate, timing and full mode, and the modeled time.
 
 Case (issue 11): T1 = 2048 query tokens (TND, one batch), N1 = 64, D = 512, rope Dr = 64, fp16,
 sparse_indices of K = 2048 slots, sparse_block_size 64; each token selects 32 distinct random blocks
 (2048 key rows, DeepSeek-V3.2's top-k count) of S2 = 8192 keys, then -1. Each mode runs in a fresh
-process (peak RSS is its own); estimate mode is timed too, and its error against timing mode printed.
+process (its peak RSS is its own), with ``trace="summary"`` (busy cycles and counts per pipe; a full
+trace of this case would hold ~37M rows).
 
-    python benchmarks/sfag.py [--quick]     (--quick: T1 = 256)
+Full mode of the whole case is not run by default: it costs about 11x timing mode, and every atomic add
+of the main loop (dk/dv scatter-adds and dq adds, fp32 values) stays queued until the launch's closing
+SyncAll, about 2.4 MB per chunk (~20 GB for this case's 8192 chunks). Instead full mode runs on the
+same case cut to FULL_T1 tokens (one per AI Core, so every core works), and its CPU time and peak are
+reported beside the whole case's timing run with that cut named; ``--modes full`` runs the whole case.
+
+    python benchmarks/sfag.py [--quick] [--modes estimate timing full-cut full]   (--quick: T1 = 256)
+Results: benchmarks/results/sfag.json (README performance rows, ``python -m studies`` step ``sfag``).
 """
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from child_run import run_child  # noqa: E402
+from child_run import run_child
+from results import save
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -37,33 +46,40 @@ else:
     q = do = o = TensorSpec((T1, N1, D), np.float16); qr = TensorSpec((T1, N1, DR), np.float16)
     k = v = TensorSpec((S2, 1, D), np.float16); kr = TensorSpec((S2, 1, DR), np.float16)
     sm = ss = TensorSpec((1, T1, N1), np.float32)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 res = sparse_flash_attention_grad(q, k, v, idx, do, o, sm, ss, [T1], [S2], qr, kr, scale_value=1 / 24,
-                                  sparse_block_size=BS, layout="TND", mode=mode)
-wall = time.perf_counter() - t0
-print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "time_us": res.time_us, "instructions": len(res.trace) if res.trace is not None else 0,
-                  "block_dim": res.block_dim}))
+                                  sparse_block_size=BS, layout="TND", mode=mode,
+                                  **({} if mode == "estimate" else {"trace": "summary"}))
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+n = res.trace.summary().instructions if res.trace is not None else 0
+print(json.dumps({"mode": mode, "T1": T1, "wall_s": wall, "cpu_s": cpu, "time_us": res.time_us, "instructions": n,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "block_dim": res.block_dim,
+                  "load_avg": __import__("os").getloadavg()[0]}))
 """
 CASE = {"T1": 2048, "N1": 64, "S2": 8192, "BS": 64, "ROWS": 2048}
+FULL_T1 = 24  # the full-mode cut: one token per AI Core of the 910B2
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--modes", nargs="*", default=["estimate", "timing", "full"])
+    ap.add_argument("--modes", nargs="*", default=["estimate", "timing", "full-cut"])
     a = ap.parse_args(argv)
     case = dict(CASE, T1=256) if a.quick else CASE
     print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.1f}; case {case}")
+          f"load {os.getloadavg()[0]:.1f}; case {case}", flush=True)
     out = {}
     for mode in a.modes:
-        r = run_child(_CHILD, [mode] + [case[k] for k in ("T1", "N1", "S2", "BS", "ROWS")])
+        sim = "full" if mode == "full-cut" else mode
+        t1 = FULL_T1 if mode == "full-cut" else case["T1"]
+        r = run_child(_CHILD, [sim, t1] + [case[k] for k in ("N1", "S2", "BS", "ROWS")])
         out[mode] = r
-        print(f"{mode:8s} wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  modeled {r['time_us']:10.1f} us  "
-              f"instructions {r['instructions']}")
+        print(f"{mode:8s} T1 {t1:5d}  wall {r['wall_s']:8.1f} s  CPU {r['cpu_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
+              f"modeled {r['time_us']:10.1f} us  instructions {r['instructions']:,}  load {r['load_avg']:.1f}", flush=True)
     if "estimate" in out and "timing" in out:
         print(f"estimate vs timing: {100 * (out['estimate']['time_us'] / out['timing']['time_us'] - 1):+.2f}%")
+    if not a.quick:
+        save("sfag", {"case": case, "full_cut_t1": FULL_T1, "rows": out})
     return out
 
 

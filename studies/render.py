@@ -111,6 +111,31 @@ def _rows_performance() -> dict:
         rows["same: sweep overhead per point against a bare loop of the same calls"] = \
             (f"{w['overhead_pct']:+.1f}% ({w['overhead_ms']:+.1f} ms on {1e3 * w['bare_s'] / w['points']:.0f} ms/point; "
              "target < 5%)")
+    b = load("sfag")
+    if b:
+        c, r = b["case"], b["rows"]
+        name = (f"SparseFlashAttentionGrad T1 = {c['T1']}, N1 = {c['N1']}, D = 512 + 64, S2 = {c['S2']}, "
+                f"{c['ROWS'] // c['BS']} blocks of {c['BS']} per token, fp16")
+        if "timing" in r:
+            t = r["timing"]
+            txt = (f"{t['wall_s']:.0f} s wall ({t['cpu_s']:.0f} s CPU, load {t['load_avg']:.1f}), {t['peak_mb']:.0f} MB peak, "
+                   f"{t['instructions']:,} instructions; modeled {t['time_us']:.1f} us")
+            if "estimate" in r:
+                e = r["estimate"]
+                txt += f"; estimate {e['time_us']:.1f} us ({100 * (e['time_us'] / t['time_us'] - 1):+.1f}%) in {e['cpu_s']:.1f} s CPU"
+            rows[f"{name}, timing mode, `trace=\"summary\"` (`benchmarks/sfag.py`)"] = txt
+        if "full" in r:
+            f = r["full"]
+            rows["same SparseFlashAttentionGrad case, full mode (bit-exact outputs)"] = \
+                f"{f['wall_s']:.0f} s wall ({f['cpu_s']:.0f} s CPU), {f['peak_mb']:.0f} MB peak"
+        elif "full-cut" in r and "timing" in r:
+            f, t = r["full-cut"], r["timing"]
+            per = (f["cpu_s"] / f["instructions"]) / (t["cpu_s"] / t["instructions"])
+            rows["same SparseFlashAttentionGrad case, full mode (bit-exact outputs)"] = \
+                (f"whole case not run: full mode costs {per:.0f}x timing mode's CPU per instruction (about "
+                 f"{per * t['cpu_s'] / 60:.0f} min of CPU here) and queues every atomic add's values until the launch "
+                 f"ends; cut to T1 = {b['full_cut_t1']} (one token per AI Core): {f['wall_s']:.0f} s wall "
+                 f"({f['cpu_s']:.0f} s CPU), {f['peak_mb']:.0f} MB peak, modeled {f['time_us']:.1f} us")
     return rows
 
 
