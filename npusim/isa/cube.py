@@ -152,6 +152,9 @@ class Mmad(Instruction):
         else:  # NZ -> (rows, cols)
             acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
         integer = acc_t is np.int32
+        # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
+        # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
+        buf = None if integer else np.empty((k0, rows, cols), acc_t)
         with np.errstate(all="ignore"):  # padding rows may hold stale Inf/NaN; IEEE results are intended
             for kf in range(k1):
                 av = a[:, kf].reshape(rows, k0).astype(acc_t)
@@ -164,7 +167,7 @@ class Mmad(Instruction):
                     # NOTE: numpy integer matmul is exact and BLAS-free; int32 wraps like the hardware.
                     acc += av @ bv.T
                 else:
-                    acc += _fractal_sum(av, bv)
+                    acc += _fractal_sum(av, bv, buf)
         c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
 
     def reads(self):
@@ -180,15 +183,21 @@ class Mmad(Instruction):
         return ((_BK_L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize),)
 
 
-def _fractal_sum(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
+def _fractal_sum(av: np.ndarray, bv: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
     """sum_j av[:, j] * bv[:, j] for every (row, col), fp32, in the fixed pairwise tree.
 
     Level 1 adds products (0+1), (2+3), ...; each further level adds neighbouring partial sums, so
     for K0 = 16: (((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)))+(...8..15...). K0 is a power of two.
+    *buf*: a (K0, rows, cols) array the product planes are written to (its plane 0, the result, is
+    overwritten by the next call). Each level adds in place into the planes of the level before.
     """
-    p = av.T[:, :, None] * bv.T[:, None, :]  # (K0, rows, cols): one product plane per k
-    while p.shape[0] > 1:
-        p = p[0::2] + p[1::2]
+    k0 = av.shape[1]
+    p = np.multiply(av.T[:, :, None], bv.T[:, None, :], out=buf)  # (K0, rows, cols): a product plane per k
+    step = 1
+    while step < k0:
+        left = p[0::2 * step]
+        np.add(left, p[step::2 * step], out=left)
+        step *= 2
     return p[0]
 
 
