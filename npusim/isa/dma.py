@@ -29,7 +29,6 @@ from npusim.types import BufferKind, Pipe
 _BK_L0C = BufferKind.L0C
 _BK_L1 = BufferKind.L1
 _BK_UB = BufferKind.UB
-_P_MTE1 = Pipe.MTE1
 _P_MTE2 = Pipe.MTE2
 _P_MTE3 = Pipe.MTE3
 _P_V = Pipe.V
@@ -41,7 +40,7 @@ BLOCK = 32  # bytes per DataCopy block unit and per C0 (hardware.md §3, §4)
 FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3, §5)
 
 L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
-_MTE2, _MTE3 = int(Pipe.MTE2), int(Pipe.MTE3)
+_MTE1, _MTE2, _MTE3 = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.MTE3)
 _LOAD_PATHS = {BufferKind.UB: "gm_to_ub", BufferKind.L1: "gm_to_l1"}
 _STORE_PATHS = {BufferKind.UB: "ub_to_gm", BufferKind.L1: "l1_to_gm"}
 
@@ -510,7 +509,9 @@ class LoadData:
             dst.check(((p.repeatTimes - 1) * (p.dstGap + span) + span) * per)
             if unit.full:
                 self.execute()
-        _send(unit, self.name, _P_MTE1, path, self.nbytes)
+        # NOTE: unit.transfer called here, not through _send, for performance reasons (one frame less: the
+        # cube's inner loops issue a LoadData per tile, benchmarks/sim_speed.py); depth 2: __init__, kernel line
+        unit.transfer(unit.name_ids[self.name], _MTE1, path, self.nbytes, depth=2)
 
     def execute(self) -> None:
         p = self.params
