@@ -48,6 +48,7 @@ STEPS = {
     "sfag_block_size": [sys.executable, "studies/sfag_block_size.py"],
     "timeout_map": [sys.executable, "studies/timeout_map.py"],
     "sweep_scaling": [sys.executable, "benchmarks/sweep_scaling.py"],
+    "readme_examples": [sys.executable, "benchmarks/readme_examples.py"],  # after the studies: the sweep example hits their cache
 }
 
 

@@ -207,6 +207,33 @@ def _from_table(make, what: str):
     return render_block
 
 
+#: Lines of an example's output shown under it (the rest is elided).
+EXAMPLE_LINES = 24
+
+
+def _example(name: str):
+    """The block under README example *name*: how long it ran as written, and what it printed
+    (benchmarks/readme_examples.py)."""
+    def render_block(body: str, stale: list) -> str:
+        r = ((load("readme_examples") or {}).get("examples") or {}).get(name)
+        if r is None:
+            stale.append(f"README example {name}")
+            return body
+        m = load("readme_examples")["machine"]
+        if r["status"] != 0:
+            raise SystemExit(f"README example {name} failed when last run (benchmarks/readme_examples.py): "
+                             f"{r['stderr_tail'][-500:]}")
+        lines = r["stdout"].rstrip("\n").splitlines()
+        if len(lines) > EXAMPLE_LINES:
+            lines = lines[:EXAMPLE_LINES] + [f"... ({len(lines) - EXAMPLE_LINES} more lines)"]
+        head = (f"Ran as written in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU) on {m['cpu']}, {m['cpus']} CPUs "
+                f"({m['date_utc'][:10]}, load average {m['load_avg'][0]:g}; `benchmarks/readme_examples.py {name}`)")
+        if not lines:
+            return head + ".\n"
+        return head + ". It printed:\n\n" + "\n".join("    " + ln if ln else "" for ln in lines) + "\n"
+    return render_block
+
+
 def study_times(body: str, stale: list) -> str:
     t = load("studies_steps")
     if not t:
@@ -238,7 +265,8 @@ def render(root: Path = ROOT) -> list[str]:
         text = path.read_text()
 
         def sub(m):
-            fn = RENDERERS.get(m.group("key"))
+            key = m.group("key")
+            fn = RENDERERS.get(key) or (_example(key[len("example-"):]) if key.startswith("example-") else None)
             if fn is None:
                 raise SystemExit(f"{name}: no renderer for generated block {m.group('key')!r}")
             return m.group(1) + fn(m.group("body"), stale) + m.group(4)
