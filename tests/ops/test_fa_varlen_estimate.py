@@ -175,8 +175,8 @@ def test_fa_varlen_estimate_counts_match_tiling():
     res = run([300, 0, 700, 100, 1500], [300, 5, 700, 100, 1500], n1=8, n2=2, mode=3, run_mode="timing")
     til = res.tiling
     work = Work(res.extra["problem"], get_chip("Ascend910B2"), None)
-    assert work.starts == til.sparseStartIdx and work.block_dim == til.blockDim
-    st = til.sparseStartIdx
+    assert work.worker_starts == til.sparseStartIdx and work.block_dim == til.blockDim
+    st = til.sparseStartIdx[::til.workers // til.blockDim]  # per AI Core (vector-master: 2 workers each)
     assert work.core_tiles.tolist() == [sum(til.tiles(i) for i in range(st[c], st[c + 1])) for c in range(til.blockDim)]
     assert [work.item(i) for i in range(til.items)] == [
         (til.itemB[i], til.itemN[i], til.itemS1o[i], til.itemRows[i], til.itemS2Start[i], til.itemS2End[i],
