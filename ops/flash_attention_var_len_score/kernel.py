@@ -152,10 +152,15 @@ class KernelFlashAttentionVarLenScore:
     def InitCube(self):
         ti, dp, isz = self.t, self.Dp, self.isz
         self.tiles = CubeTiles(self.pipe, self.inDt)
-        self.qQue, self.kQue = TQue(TPosition.A1, ti.qBufNum), TQue(TPosition.B1, BUFFER_NUM)
+        self.kQue = TQue(TPosition.B1, BUFFER_NUM)
+        # Q blocks: one queue of qBufNum buffers (SameAB), or one single-buffer queue per worker (vector-master:
+        # each worker's Q stays resident while the other's item changes)
+        qNum = ti.qBufNum if self.sab else 1
+        self.qQues = [TQue(TPosition.A1, qNum) for _ in self.units]
         self.pQue, self.vQue = TQue(TPosition.A1, BUFFER_NUM), TQue(TPosition.B1, BUFFER_NUM)
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
-        self.pipe.InitBuffer(self.qQue, ti.qBufNum, self.s1B * dp * isz)
+        for que in self.qQues:
+            self.pipe.InitBuffer(que, qNum, self.s1B * dp * isz)
         self.pipe.InitBuffer(self.kQue, BUFFER_NUM, ti.nChunk * dp * isz)
         self.pipe.InitBuffer(self.pQue, BUFFER_NUM, self.s1B * ti.kChunk * isz)
         self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
@@ -176,9 +181,9 @@ class KernelFlashAttentionVarLenScore:
             self.Mm2Step(n - 1)
         if not self.vtReady:
             CrossCoreWaitFlag(FLAG_VT)
-        for q in self.qL1:
+        for que, q in zip(self.qQues, self.qL1):
             if q is not None:
-                self.qQue.FreeTensor(q)
+                que.FreeTensor(q)
 
     def Mm2Step(self, t: int):
         if not self.vtReady:
@@ -196,12 +201,12 @@ class KernelFlashAttentionVarLenScore:
         n1d, n2d = ti.n1Size * D, ti.n2Size * D
         if first:
             if self.qL1[k] is not None:
-                self.qQue.FreeTensor(self.qL1[k])
-            qL1 = self.qQue.AllocTensor(self.inDt)
+                self.qQues[k].FreeTensor(self.qL1[k])
+            qL1 = self.qQues[k].AllocTensor(self.inDt)
             off = (a.cuQ[b] + s1o * self.s1B) * n1d + n * D
             DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, D, 0, n1d, c16(rows), 1, 0))
-            self.qQue.EnQue(qL1)
-            self.qL1[k] = self.qQue.DeQue(self.inDt)
+            self.qQues[k].EnQue(qL1)
+            self.qL1[k] = self.qQues[k].DeQue(self.inDt)
         qL1 = self.qL1[k]
         kvOff = a.cuKv[b] * n2d + (n // ti.gSize) * D
         wsS = self.ws[k][0][t % 2]
