@@ -381,7 +381,11 @@ class KernelPromptFlashAttention:
                 self.UpdateOutputStep(t - 1, parOf)
         if n:
             self.UpdateOutputStep(n - 1, parOf)
-        for idx in sorted(self.outPending):  # every SetFlag has its WaitFlag before the kernel ends
+        self.DrainCopyOut()
+
+    def DrainCopyOut(self):
+        """Kernel end: wait the P copy-outs' MTE3_MTE2 flags no CopyIn consumed (every SetFlag has its WaitFlag)."""
+        for idx in sorted(self.outPending):
             WaitFlag(HardEvent.MTE3_MTE2, idx)
         self.outPending.clear()
 
