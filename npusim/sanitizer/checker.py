@@ -58,7 +58,10 @@ class Sanitizer:
     """Checks one launch; :attr:`report` holds what it found."""
 
     def __init__(self, collector=None):
-        self.collector = collector  # the enclosing sanitizing() block's report, which gathers this one's
+        #: the enclosing sanitizing() block's Session (session.py): gathers this launch's reports and keeps
+        #: the GM initialisation state of the block's earlier launches; None for a launch sanitized alone
+        self.collector = collector
+        self.hosts: dict = {}  # id(GmBuffer) -> the host object (array, TensorSpec) it was made from
         self.report = SanitizerReport()
         self.launch = None
         self.units: list = []
@@ -76,6 +79,12 @@ class Sanitizer:
         self.launch = launch
         launch.sanitizer = self
         orig_set, orig_wait, orig_sync = launch.cross_set, launch.cross_wait, launch.sync_all
+        orig_gm = launch.gm
+
+        def gm(name, array):  # remember the host memory behind each GM buffer (GM state across launches)
+            buf = orig_gm(name, array)
+            self.hosts[id(buf)] = array
+            return buf
 
         def cross_set(unit, flag_id, pipe, label_id, depth):
             orig_set(unit, flag_id, pipe, label_id, depth + 1)
@@ -103,7 +112,7 @@ class Sanitizer:
             clock.drain()
             clock.receive(-1, gens[gen])
 
-        launch.cross_set, launch.cross_wait, launch.sync_all = cross_set, cross_wait, sync_all
+        launch.cross_set, launch.cross_wait, launch.sync_all, launch.gm = cross_set, cross_wait, sync_all, gm
 
     def attach_unit(self, unit) -> None:
         idx = len(self.units)
@@ -250,7 +259,11 @@ class Sanitizer:
         entry = self.gm.get(id(gm))
         if entry is None:
             nbytes = gm.size * gm.dtype.itemsize
-            init = InitMap(nbytes) if gm.name in UNINITIALISED_GM and nbytes <= MAX_INIT_GM_BYTES else None
+            init = None
+            if gm.name in UNINITIALISED_GM and nbytes <= MAX_INIT_GM_BYTES:
+                host = self.hosts.get(id(gm))
+                init = (self.collector.gm_init(host, nbytes) if self.collector is not None and host is not None
+                        else InitMap(nbytes))
             entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", GM_BUCKET), init)
         _, shadow, init = entry
         if r[0] < 0 or end_of(r) > gm.size * gm.dtype.itemsize:
@@ -288,7 +301,8 @@ class Sanitizer:
                 bad = init.first_unwritten(r, False)
                 if bad is not None:
                     self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
-                                 f"{ins.name} reads {gm.name} bytes nothing has written in this launch")
+                                 f"{ins.name} reads {gm.name} bytes nothing has written (this launch or an earlier "
+                                 "one of the session)")
                     init.verified.add(r)
 
     @staticmethod

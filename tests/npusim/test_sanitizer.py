@@ -117,3 +117,52 @@ def test_hang_on_a_flag_never_set_is_a_report_when_sanitizing():
     res = launch(kernel, (GmArg("x", np.zeros(16, np.float16)),), block_dim=1, chip="Ascend910B2",
                  kernel_type="vector", sanitize=True)
     assert list(res.sanitizer.df.fault) == ["unbalanced-flag"]
+
+
+def _fill_workspace(ws):
+    _, ub = _ub_of(256)
+    Duplicate(ub, 2.0, 256)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(ws, ub, 256)
+
+
+def _read_workspace(ws, z):
+    _, ub = _ub_of(256)
+    DataCopy(ub, ws, 256)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(z, ub, 256)
+
+
+def _ub_of(n):
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, n * 2)
+    return pipe, buf.Get(np.float16)
+
+
+def _two_launches(ws_first, ws_second):
+    z = np.zeros(256, np.float16)
+    opts = dict(block_dim=1, chip="Ascend910B2", kernel_type="vector")
+    launch(_fill_workspace, (GmArg("workspace", ws_first),), **opts)
+    launch(_read_workspace, (GmArg("workspace", ws_second), GmArg("z", z)), **opts)
+
+
+def test_workspace_written_by_an_earlier_launch_of_the_session_counts_as_written():
+    """Launches of one sanitizing() block run in stream order (npusim/sanitizer/session.py): a workspace one
+    launch fills is initialised for the next; a fresh workspace is not; a launch sanitized alone sees only
+    itself."""
+    from npusim.sanitizer import sanitizing
+
+    ws = np.zeros(256, np.float16)
+    with sanitizing() as report:
+        _two_launches(ws, ws)
+    assert len(report) == 0, report.summary()
+    with sanitizing() as report:
+        _two_launches(ws, np.zeros(256, np.float16))  # another allocation: nothing wrote it
+    assert list(report.df.fault) == ["uninitialised-read"]
+    assert "earlier one of the session" in report.df.message[0]
+    alone = launch(_read_workspace, (GmArg("workspace", ws), GmArg("z", np.zeros(256, np.float16))), block_dim=1,
+                   chip="Ascend910B2", kernel_type="vector", sanitize=True)
+    assert list(alone.sanitizer.df.fault) == ["uninitialised-read"]
