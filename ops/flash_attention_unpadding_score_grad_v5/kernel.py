@@ -160,6 +160,12 @@ def PostDsink(workspace, dsink, tiling: FagTilingData):
         CopyRowsOut(dsink[n], a, 1, 1, 8, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+    # the post loop's first CopyIn (MTE2) reuses these UB bytes: wait for the last Adds (V) reading the
+    # partials and the last dsink CopyOut (MTE3) reading the sum
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    SetFlag(HardEvent.MTE3_MTE2, 0)
+    WaitFlag(HardEvent.MTE3_MTE2, 0)
     pipe.Reset()
 
 
