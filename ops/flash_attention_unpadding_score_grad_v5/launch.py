@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.launch import GmArg, launch
+from npusim.launch import GmArg, call_trace_level, launch
 from npusim.memory.gm import TensorSpec
 from ops.flash_attention_unpadding_score_grad_v5.kernel import FagKernelArgs, fag_main, fag_post, fag_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
@@ -64,9 +64,16 @@ def _meta(til, kernel: str) -> dict:
                        "blocks": til.blocks}}
 
 
+def _side_trace():
+    """Trace level of the pre and post launches: the call's, except that a ``file:PATH`` trace is the main
+    launch's alone (the others would overwrite its file); they keep a summary then."""
+    level = call_trace_level()
+    return "summary" if isinstance(level, str) and level.startswith("file:") else level
+
+
 def launch_pre(til, spec, mode: str, ws):
     return launch(fag_pre, (GmArg("workspace", ws), til), block_dim=spec.aiv_count, chip=spec, mode=mode,
-                  kernel_type="vector", meta=_meta(til, "pre"))
+                  kernel_type="vector", meta=_meta(til, "pre"), trace=_side_trace())
 
 
 def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
@@ -80,7 +87,7 @@ def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
 def launch_post(problem, til, spec, mode: str, ws, outs: dict):
     gm = [GmArg(k, outs[k]) if k in outs else None for k in ("dq", "dk", "dv", "dsink", "dq_rope", "dk_rope")]
     return launch(fag_post, (GmArg("workspace", ws), *gm, til, kernel_args(problem)), block_dim=spec.aiv_count,
-                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"))
+                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"), trace=_side_trace())
 
 
 def run_launches(problem, til, spec, mode: str, inputs: dict) -> tuple[dict, dict, object]:

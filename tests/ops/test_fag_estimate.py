@@ -9,10 +9,6 @@ from npusim.predict import predict, report
 from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.common.masks import compressed_causal_mask
 
-# NOTE: not yet sanitizer-clean: the sanitizer (issue 12, landed last) reports one finding on these kernels
-# that is not investigated yet; see the issue 10 report.
-pytestmark = pytest.mark.unsanitized
-
 
 def _specs(s, n, d):
     t = lambda shape: TensorSpec(shape, np.float16)  # noqa: E731

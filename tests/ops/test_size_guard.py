@@ -13,6 +13,7 @@ from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.examples.vector_add import add_custom, add_tiling
 from npusim.launch import GmArg, launch
 from ops.common import guard
+from ops.flash_attention_unpadding_score_grad_v5.api import flash_attention_unpadding_score_grad_v5 as fag
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 from ops.prompt_flash_attention_v2.api import prompt_flash_attention_v2 as pfa
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache as spkc
@@ -38,7 +39,7 @@ def test_fa_reproducer_refused_up_front():
     assert res.time_us > 0
 
 
-@pytest.mark.parametrize("op", ["pfa", "fa", "spkc"])
+@pytest.mark.parametrize("op", ["pfa", "fa", "spkc", "fag"])
 def test_every_operator_checks_its_work_against_the_budget(op, monkeypatch):
     """With the budget cut to a few instructions a small call is refused in both simulating modes."""
     monkeypatch.setitem(guard.MAX_INSTRUCTIONS, "timing", 10)
@@ -49,6 +50,11 @@ def test_every_operator_checks_its_work_against_the_budget(op, monkeypatch):
     elif op == "fa":
         x = np.zeros((64, 2, 32), np.float16)
         _refused_mode(lambda: fa(x, x, x, actual_seq_qlen=[64], actual_seq_kvlen=[64], head_num=2))
+    elif op == "fag":
+        from tests.ops.fag_cases import make_case
+        args, _ = make_case(seq_q=[64], seq_kv=[64], n1=2, n2=1, d=32)
+        _refused_mode(lambda: fag(**args))
+        _refused_mode(lambda: fag(**args, mode="timing"))
     else:
         k, kc = np.ones((10, 2, 32), np.float16), np.zeros((4, 8, 2, 32), np.float16)
         before = kc.copy()
