@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from npusim.examples.broken import KERNELS, fault_line, run_broken
+from npusim.examples.broken import KERNELS, VARIANTS, fault_line, run_broken
 from npusim.kernel import (
     Adds,
     DataCopy,
@@ -28,14 +28,24 @@ from npusim.sanitizer import COLUMNS, FAULTS
 BROKEN = "npusim/examples/broken.py"
 
 
-@pytest.mark.parametrize("fault", sorted(KERNELS))
+EXAMPLES = {**{f: f for f in KERNELS}, **{name: fault for name, (fault, _) in VARIANTS.items()}}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
 @pytest.mark.parametrize("mode", ["full", "timing"])
-def test_each_fault_is_reported_at_its_line_and_gone_once_fixed(fault, mode):
-    res = run_broken(fault, mode=mode)
+def test_each_fault_is_reported_at_its_line_and_gone_once_fixed(example, mode):
+    res = run_broken(example, mode=mode)
     df = res.sanitizer.df
-    assert list(df.fault) == [fault], res.sanitizer.summary()
-    assert df.source[0].endswith(f"{BROKEN}:{fault_line(fault)}"), df.source[0]
-    assert len(run_broken(fault, fixed=True, mode=mode).sanitizer) == 0
+    assert list(df.fault) == [EXAMPLES[example]], res.sanitizer.summary()
+    assert df.source[0].endswith(f"{BROKEN}:{fault_line(example)}"), df.source[0]
+    assert len(run_broken(example, fixed=True, mode=mode).sanitizer) == 0
+
+
+def test_uninitialised_local_read_names_the_buffer_and_bytes():
+    """A read inside the core (not a store to GM) of a UB range nothing wrote: the second operand's bytes."""
+    row = run_broken("uninitialised-local-read").sanitizer.df.iloc[0]
+    assert (row.instruction, row["pipe"]) == ("Adds", "PIPE_V") and row.other_source == ""
+    assert row.memory.endswith("UB") and row.byte_start == 512  # the second TBuf starts after 256 fp16
 
 
 def test_two_instruction_reports_name_both_sides_and_the_bytes():
