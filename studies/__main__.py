@@ -34,6 +34,7 @@ def _study(name: str) -> list[list[str]]:
 STEPS = {
     "sim_speed": [sys.executable, "benchmarks/sim_speed.py"],
     "pfa": [sys.executable, "benchmarks/pfa.py"],
+    "sanitizer": [sys.executable, "benchmarks/sanitizer.py"],
     "fa_varlen": [sys.executable, "benchmarks/fa_varlen.py"],
     "spkc": [sys.executable, "benchmarks/scatter_pa_kv_cache.py"],
     "quick_tour": [sys.executable, "benchmarks/quick_tour.py"],

@@ -55,6 +55,14 @@ def _rows_performance() -> dict:
              f"a float32 numpy attention of the same shape and mask ({n['wall_s']:.2f} s; target <= 10x)")
         so, si, _, cores = t["tiling"]
         rows["same: modeled operator time"] = f"{t['time_us']:.1f} us ({cores} AI Cores, sOuter {so}, sInner {si})"
+    z = load("sanitizer")
+    if z:
+        lo, hi = z["load_range"]
+        rows["same, timing mode with `sanitize=True`, against plain timing mode in the same round "
+             "(`benchmarks/sanitizer.py`)"] = \
+            (f"{z['ratio']:.2f}x CPU time ({z['sanitized_cpu_s']:.1f} s vs {z['plain_cpu_s']:.1f} s; wall "
+             f"{z['sanitized_wall_s']:.1f} s vs {z['plain_wall_s']:.1f} s at load average {lo:.1f}-{hi:.1f}; target "
+             f"<= 3x), {z['reports']} reports on {z['instructions']:,} instructions")
     fa = load("fa_varlen")
     if fa:
         t, f = fa["rows"]["timing"], fa["rows"]["full"]
