@@ -29,7 +29,7 @@ from collections import deque
 
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.isa.cube import MMAD_SETTLE_FRACTALS
-from npusim.memory.local import LocalBuffer
+from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
 from npusim.sanitizer.regions import accesses, end_of
 from npusim.sanitizer.report import SanitizerReport
@@ -265,19 +265,26 @@ class Sanitizer:
         if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
             store = pipe in OUT_PIPES and _stores_to_gm(ins)
             if store or own[3] == UNJUDGED:
-                self._judge_local(own, init, rec, shadow.name, buf.kind, r, store, ins)
+                self._judge_local(own, init, rec, shadow.name, buf, r, store, ins)
 
-    def _judge_local(self, cell, init, rec, memory, kind, r, store, ins) -> None:
+    def _judge_local(self, cell, init, rec, memory, buf, r, store, ins) -> None:
         """Uninitialised local bytes: a store to GM must have every block written, another read some."""
         verdict, bad = init.judge(r)
         if verdict == COMPLETE or (verdict == TOUCHED and not store):
             cell[3] = verdict
             return
+        if not store:  # a range of padding in an allocation the kernel did fill (e.g. a chunk of padding
+            # columns converted with the rest of a tile) is not a fault; a read of an allocation (TBuf, queue
+            # slot) nothing ever wrote is
+            alloc = _allocation(ins, buf, r[0])
+            if alloc is not None and init.judge((alloc[0], alloc[1] - alloc[0], 1, 0))[0] != UNJUDGED:
+                cell[3] = TOUCHED
+                return
         cell[3] = COMPLETE  # reported once
-        what = "bytes" if store else "a range of which no byte"
+        what = "bytes no instruction of this core has written (stored to GM)" if store else \
+            "bytes of an allocation no instruction of this core has written"
         self._report("uninitialised-read", rec, None, memory, (bad, BLOCK_BYTES, 1, 0),
-                     f"{ins.name} reads {kind} {what} no instruction of this core has written"
-                     + (" (stored to GM)" if store else ""))
+                     f"{ins.name} reads {buf.kind} {what}")
 
     def _global(self, unit, clock, pipe, rec, gm, r, write, ins) -> None:
         entry = self.gm.get(id(gm))
@@ -395,6 +402,17 @@ class Sanitizer:
 BLOCK_BYTES = 32
 #: code object -> whether its frames' ``self`` is an instruction (isa classes' __init__ / issue)
 _INSTRUCTION_CODE: dict = {}
+
+
+def _allocation(ins, buf, addr: int):
+    """[base, limit) of the allocation of the local operand of *ins* in *buf* that holds byte *addr*, or None."""
+    for cls in type(ins).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            value = getattr(ins, name, None)
+            for t in (value if isinstance(value, tuple) else (value,)):
+                if t.__class__ is LocalTensor and t.buffer is buf and t.base <= addr < t.limit:
+                    return t.base, t.limit
+    return None
 
 
 def _stores_to_gm(ins) -> bool:
