@@ -30,9 +30,7 @@ def _unsupported(problem, deterministic: bool) -> str | None:
     """The first feature of a valid call the kernel does not model yet, or None."""
     p = problem
     checks = ((np.dtype(p.dtype).itemsize != 2, "fp32 inputs (the b32 transposing L1->L0 load is not modelled)"),
-              (max(p.D, p.rope_d) > MAX_D, f"D > {MAX_D}"), (p.pse_form != "none", "pse_shift"),
-              (p.dropout, "dropout"),
-              (p.mask_form == "prefix_3072", "sparse_mode 6 (prefix)"))
+              (max(p.D, p.rope_d) > MAX_D, f"D > {MAX_D}"))
     return next((what for bad, what in checks if bad), None)
 
 
@@ -64,7 +62,7 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
         return (lambda: _estimate(problem, til, spec)), til.workspaceSize
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
                   softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
-                  query_rope=query_rope, key_in_rope=key_in_rope)
+                  query_rope=query_rope, key_in_rope=key_in_rope, pse_shift=pse_shift, drop_mask=drop_mask)
     return (lambda: _run(problem, til, spec, mode, inputs)), til.workspaceSize
 
 

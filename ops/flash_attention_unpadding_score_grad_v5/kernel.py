@@ -19,14 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.launch import current_unit
-from npusim.kernel import (ASCEND_IS_AIC, Add, Div, Sub, CMPMODE, SELMODE, Cast, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy,
-                           Exp,
+from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, Sub, CMPMODE, SELMODE, Cast,
+                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Sqrt,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
                            PipeBarrier, RoundMode, Select, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe,
                            TPosition, TQue, WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
+from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 
@@ -55,6 +57,16 @@ class FagKernelArgs:
     masked: bool  # a compressed causal atten_mask is read for the flagged blocks
     inDtype: np.dtype
     sink: bool = False  # sink_in given: dsink partials per (block, AIV)
+    pseForm: str = "none"  # none | alibi (pse_type 0/1, [Bp, N1, 1024, maxSkv]) | slope (2/3, [B, N1] or [N1])
+    pseType: int = 1  # 1: (S + pse) * scale; 0, 2, 3: S * scale + pse
+    pseB: int = 1  # alibi: Bp (batch b reads b % Bp); slope: rows of the slope tensor (1 for [N1])
+    pseS2: int = 0  # alibi: maxSkv (the tensor's last dim)
+    qStart: int = 0
+    kvStart: int = 0
+    dropout: bool = False
+    cuSS: tuple = ()  # sum of Sq * Skv over the earlier batches (drop mask bit offsets)
+    seqKv: tuple = ()
+    prefixN: tuple = ()  # sparse 6
 
 
 # ------------------------------------------------------------------------------------------- pre / post
@@ -166,8 +178,11 @@ def PostDsink(workspace, dsink, tiling: FagTilingData):
 # ------------------------------------------------------------------------------------------- main kernel
 class KernelFagBasic:
     def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope,
-             keyRope, workspace, tiling: FagTilingData, args: FagKernelArgs):
+             keyRope, pseShift, dropMask, workspace, tiling: FagTilingData, args: FagKernelArgs):
         self.sinkGm, self.qrGm, self.krGm = sinkIn, queryRope, keyRope
+        self.pseGm, self.dropGm = pseShift, dropMask
+        self.dropBytesGm = workspace[tiling.dropBytesOffset] if args.dropout and not tiling.dropMaskBitMode else None
+        self.alibiGm = workspace[tiling.alibiOffset].ReinterpretCast(F16) if args.pseForm == "slope" else None
         self.Dr = tiling.ropeD
         self.t, self.a = tiling, args
         self.qGm, self.kGm, self.vGm, self.dyGm, self.oGm = query, key, value, dy, attentionIn
@@ -197,6 +212,10 @@ class KernelFagBasic:
         if ASCEND_IS_AIC():
             self.ProcessCube()
         else:
+            if self.a.pseForm == "slope" and GetBlockIdx() == 0:
+                PseInnerAlibiCreate(self.alibiGm)
+            if self.a.dropout and not self.t.dropMaskBitMode:
+                DropMaskAdapter(self.dropGm, self.dropBytesGm, self.a.cuSS[-1] * self.t.n1Size)
             self.VecSftg()
             self.ProcessVector()
 
@@ -392,19 +411,35 @@ class KernelFagBasic:
                              ("max8", half * 32), ("sum8", half * 32), ("sfmg8", half * 32)):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
-        if self.a.sink:
+        a = self.a
+        if a.sink or a.pseForm != "none" or a.dropout:  # fp32 scratch: pse slice, dropped P, dP * P
+            self.ub["tmp"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["tmp"], half * BASE * 4)
+        if a.sink:
             n1 = self.t.n1Size
             for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", half * 32), ("psr", half * 4 + 32),
-                                 ("prod", half * BASE * 4), ("rowv", half * 4 + 32), ("acc", half * 64 * 4),
-                                 ("one", 32), ("one8", 256)):
+                                 ("rowv", half * 4 + 32), ("acc", half * 64 * 4), ("one", 32), ("one8", 256)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
             SetFlag(HardEvent.MTE2_S, 3)
             WaitFlag(HardEvent.MTE2_S, 3)
-        if self.a.masked:
-            for name, nbytes in (("mask", half * BASE), ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2),
-                                 ("zeros", CMP_CHUNK * 2)):
+        if a.pseForm != "none":  # the pse slice in its GM dtype (alibi: input dtype; slope: the fp16 j - i table)
+            self.pseQ = TQue(TPosition.VECIN, 1)
+            self.vpipe.InitBuffer(self.pseQ, 1, half * BASE * (2 if a.pseForm == "slope" else self.inDt.itemsize))
+        if a.pseForm == "slope":
+            ns = a.pseB * self.t.n1Size
+            self.ub["slopes"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["slopes"], -(-ns // 8) * 32)
+            CopyRowsIn(self.ub["slopes"].Get(F32), self.pseGm, 1, ns, ns, -(-ns // 8) * 8)
+            SetFlag(HardEvent.MTE2_S, 4)
+            WaitFlag(HardEvent.MTE2_S, 4)
+        if a.dropout:  # bit mode: one 32-byte slot per row; byte mode: one byte per element
+            self.dropQ = TQue(TPosition.VECIN, 1)
+            self.vpipe.InitBuffer(self.dropQ, 1, half * (32 if self.t.dropMaskBitMode else BASE))
+        if self.a.masked or a.dropout:
+            for name, nbytes in (("mask", half * BASE * (2 if a.maskForm == "prefix_3072" else 1)),
+                                 ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2), ("zeros", CMP_CHUNK * 2)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
@@ -445,8 +480,12 @@ class KernelFagBasic:
         CopyRowsIn(S, self._slot(self.mm2, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
         SetFlag(HardEvent.MTE2_V, 0)
         WaitFlag(HardEvent.MTE2_V, 0)
+        if a.pseForm != "none" and a.pseType == 1:  # (S + pse) * scale
+            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
         Muls(S, S, t.scaleValue, cnt)
         PipeBarrier(Pipe.V)
+        if a.pseForm != "none" and a.pseType != 1:  # S * scale + pse
+            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
         if a.sink:
             self.SinkProb(n, max8, sum8, mine)
         if masked:
@@ -458,7 +497,14 @@ class KernelFagBasic:
         RowBroadcast("div", S, S, sum8, mine, cols, pitch)
         PipeBarrier(Pipe.V)
         out = ub["out"].Get(dt)
-        Cast(out, S, RoundMode.CAST_ROUND, cnt)
+        if a.dropout:  # dV takes the dropped P: Pd = keep ? P / keep_prob : 0 (a copy; dS needs P itself)
+            pd = ub["tmp"].Get(F32)
+            Copy(pd, S, 64, cnt // 64, CopyRepeatParams(1, 1, 8, 8))
+            PipeBarrier(Pipe.V)
+            self.Dropout(pd, b, n, row0, s2o * BASE, mine, cols, pitch)
+            Cast(out, pd, RoundMode.CAST_ROUND, cnt)
+        else:
+            Cast(out, S, RoundMode.CAST_ROUND, cnt)
         SetFlag(HardEvent.V_MTE3, 0)
         WaitFlag(HardEvent.V_MTE3, 0)
         CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch, self.cast_pitch)
@@ -472,6 +518,8 @@ class KernelFagBasic:
         WaitFlag(HardEvent.MTE2_V, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+        if a.dropout:  # dP = keep ? dP / keep_prob : 0
+            self.Dropout(dP, b, n, row0, s2o * BASE, mine, cols, pitch)
         if a.sink:
             self.SinkPartial(i, dP, S, mine, cols, pitch)
         RowBroadcast("sub", dP, dP, sf8, mine, cols, pitch)
@@ -506,7 +554,7 @@ class KernelFagBasic:
     def SinkPartial(self, i: int, dP, P, rows: int, cols: int, pitch: int):
         """dsink partial of this block's rows: sum_r psink[r] * sum_c dP[r, c] P[r, c] -> workspace slot."""
         ub = self.ub
-        prod, rowv, acc = ub["prod"].Get(F32), ub["rowv"].Get(F32), ub["acc"].Get(F32)
+        prod, rowv, acc = ub["tmp"].Get(F32), ub["rowv"].Get(F32), ub["acc"].Get(F32)
         Mul(prod, dP, P, rows * pitch)
         PipeBarrier(Pipe.V)
         RowReduce("sum", rowv, prod, acc, rows, cols, pitch)
@@ -533,12 +581,100 @@ class KernelFagBasic:
         if a.maskForm == "full":
             self._select(S, row0 * a.maskCols + col0, a.maskCols, rows, cols, pitch, CMPMODE.EQ)
             return
+        if a.maskForm == "prefix_3072":
+            kind, causal, rect = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, BASE,
+                                                   pitch)
+            if kind in ("causal", "rect"):
+                self._select(S, causal if kind == "causal" else rect, COMPRESSED_MASK_SIZE, rows, cols, pitch,
+                             CMPMODE.EQ)
+            elif kind == "both":
+                self._select_both(S, causal, rect, rows, cols, pitch)
+            return
         delta = row0 - col0 + a.nextLU[b]
         if delta < cols:
             self._select(S, causal_tile_offset(delta, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
         dpre = row0 - col0 - a.preLU[b] - 1
         if dpre + rows >= 0:
             self._select(S, causal_tile_offset(dpre, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
+
+    def _select_both(self, S, off1: int, off2: int, rows: int, cols: int, pitch: int):
+        """Prefix: keep scores unless both mask windows hold a nonzero byte (fp16 product != 0)."""
+        m = self.ub["mask"].Get(U8)
+        n = rows * pitch
+        CopyRowsIn(m, self.maskGm[off1], rows, cols, COMPRESSED_MASK_SIZE, pitch)
+        CopyRowsIn(m[n:], self.maskGm[off2], rows, cols, COMPRESSED_MASK_SIZE, pitch)
+        SetFlag(HardEvent.MTE2_V, 2)
+        WaitFlag(HardEvent.MTE2_V, 2)
+        bits, h1, zeros = self.ub["bits"].Get(U8), self.ub["half"].Get(F16), self.ub["zeros"].Get(F16)
+        step = CMP_CHUNK // 2  # the two windows' fp16 halves share the CMP_CHUNK buffer
+        h2 = h1[step:]
+        for k in range(0, n, step):
+            c = min(step, n - k)
+            Cast(h1, m[k:], RoundMode.CAST_NONE, c)
+            Cast(h2, m[n + k:], RoundMode.CAST_NONE, c)
+            PipeBarrier(Pipe.V)
+            Mul(h1, h1, h2, c)
+            PipeBarrier(Pipe.V)
+            Compare(bits[k // 8:], h1, zeros, CMPMODE.EQ, c)
+            PipeBarrier(Pipe.V)
+        Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, n)
+        PipeBarrier(Pipe.V)
+        SetFlag(HardEvent.V_MTE2, 2)
+        WaitFlag(HardEvent.V_MTE2, 2)
+
+    # ------------------------------------------------------------------------------------ pse, dropout
+    def AddPse(self, S, b: int, n: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
+        """S += pse for this AIV's rows of the block. alibi: the window of the compressed [Bp, N1, 1024, maxSkv]
+        tensor (ops/common/pse.py; rows above the diagonal read nothing, the causal mask drops them). slope
+        (PseSlopeCopyIn): fp32(table[r, c] = c - r) + (col0 + kvStart - row0 - qStart), Abs, [Sqrt], * -slope."""
+        a = self.a
+        tmp = self.ub["tmp"].Get(F32)
+        if a.pseForm == "alibi":
+            if not alibi_slice_needed(row0, rows, col0):
+                return
+            m0, k0 = alibi_read_window(row0, col0, a.pseS2)
+            skip = max(0, -m0)  # rows wholly above the diagonal (read window before row 0): masked anyway
+            if skip >= rows:
+                return
+            off = (((b % a.pseB) * self.t.n1Size + n) * ALIBI_ROWS + m0 + skip) * a.pseS2 + k0
+            p = self.pseQ.AllocTensor(self.inDt)
+            AddPseSlice(S[skip * pitch], p, tmp, self.pseGm[off], rows - skip, min(cols, a.pseS2 - k0), a.pseS2,
+                        pitch, self.pseQ)
+            return
+        cnt = rows * pitch
+        slope = self.ub["slopes"].Get(F32).GetValue((b * self.t.n1Size if a.pseB > 1 else 0) + n) \
+            if current_unit().full else 0.0
+        h = self.pseQ.AllocTensor(F16)
+        CopyRowsIn(h, self.alibiGm, rows, cols, BASE, pitch)
+        self.pseQ.EnQue(h)
+        h = self.pseQ.DeQue(F16)
+        Cast(tmp, h, RoundMode.CAST_NONE, cnt)
+        PipeBarrier(Pipe.V)
+        self.pseQ.FreeTensor(h)
+        Adds(tmp, tmp, float(np.float32(col0 + a.kvStart - row0 - a.qStart)), cnt)
+        PipeBarrier(Pipe.V)
+        Abs(tmp, tmp, cnt)
+        PipeBarrier(Pipe.V)
+        if a.pseType == 3:
+            Sqrt(tmp, tmp, cnt)
+            PipeBarrier(Pipe.V)
+        Muls(tmp, tmp, -float(slope), cnt)
+        PipeBarrier(Pipe.V)
+        Add(S, S, tmp, cnt)
+        PipeBarrier(Pipe.V)
+
+    def Dropout(self, X, b: int, n: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
+        """X := keep ? X * (1 / keep_prob) : 0 with the keep bits of (b, n, rows row0.., columns col0..)."""
+        a, t = self.a, self.t
+        skv = a.seqKv[b]
+        bit0 = t.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + row0 * skv + col0
+        d = self.dropQ.AllocTensor(U8)
+        if t.dropMaskBitMode:
+            ApplyDropoutBits(X, d, self.dropGm, bit0, rows, cols, skv, pitch, t.keepProbRecip, self.dropQ)
+        else:
+            ApplyDropoutBytes(X, d, self.dropBytesGm[bit0], rows, cols, skv, pitch, t.keepProbRecip, self.dropQ,
+                              self.ub["bits"].Get(U8), self.ub["half"].Get(F16), self.ub["zeros"].Get(F16),
+                              CMP_CHUNK)
 
     def _select(self, S, off: int, gm_pitch: int, rows: int, cols: int, pitch: int, keep):
         """Keep scores where the mask byte compares *keep* 0 (EQ: keep where 0), else NEG."""
@@ -554,10 +690,38 @@ class KernelFagBasic:
         WaitFlag(HardEvent.V_MTE2, 2)
 
 
+def PseInnerAlibiCreate(alibiGm):
+    """pse_type 2/3: the fp16 [BASE, BASE] table of c - r in GM, read by every block (CANN PseInnerAlibiCreate
+    writes it with CreateVecIndex per row). Row 0 = 0..BASE-1 (16 scalar writes, then Adds doubling), row r =
+    row 0 - r (Adds); all values are integers below 2048, exact in fp16."""
+    pipe = TPipe()
+    buf = TBuf()
+    pipe.InitBuffer(buf, BASE * BASE * 2)
+    t = buf.Get(F16)
+    if current_unit().full:
+        for c in range(16):
+            t.SetValue(c, c)
+    SetFlag(HardEvent.S_V, 0)
+    WaitFlag(HardEvent.S_V, 0)
+    w = 16
+    while w < BASE:
+        Adds(t[w], t, float(w), w)
+        PipeBarrier(Pipe.V)
+        w *= 2
+    for r in range(1, BASE):
+        Adds(t[r * BASE], t, -float(r), BASE)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(alibiGm, t, BASE * BASE)
+    SetFlag(HardEvent.MTE3_V, 0)
+    WaitFlag(HardEvent.MTE3_V, 0)
+    pipe.Reset()
+
+
 def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
-             workspace, tiling: FagTilingData, args: FagKernelArgs):
+             pseShift, dropMask, workspace, tiling: FagTilingData, args: FagKernelArgs):
     """Main kernel entry, named like the CANN kernel: build the class, Init, Process."""
     op = KernelFagBasic()
     op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
-            workspace, tiling, args)
+            pseShift, dropMask, workspace, tiling, args)
     op.Process()

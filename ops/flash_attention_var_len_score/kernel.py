@@ -23,7 +23,7 @@ from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Com
                            UnaryRepeatParams, WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
 from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
-from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.flash_attention_var_len_score.tiling import CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, FaVarLenTilingData
@@ -36,8 +36,6 @@ BUFFER_NUM = 2
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX: masked score, invalid-row max (tiling.md §0, §2)
 POS = float(np.finfo(np.float32).max)  # +FLT_MAX: invalid-row sum (tiling.md §2)
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
-RECT_ROW = COMPRESSED_MASK_SIZE  # first row of the prefix rectangle in the 3072 x 2048 mask
-RECT_HALF = 1024  # its left half is 0, its right half 1 (sparse_mode doc, mode 6)
 
 
 @dataclass(frozen=True)
@@ -496,20 +494,12 @@ class KernelFlashAttentionVarLenScore:
                     self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.NE)
             return
         # prefix (mode 6): masked iff causal window and rectangle window are both 1
-        s1, s2, pfx = a.seqQ[b], a.seqKv[b], a.prefixN[b]
-        delta = r0 - col0 + s2 - s1
-        use_rect = s1 + pfx > s2
-        dpre = pfx - col0 if use_rect else 0
-        if delta >= pitch or dpre >= pitch:
-            return
-        inter = s1 - s2 + pfx
-        rect = RECT_ROW * COMPRESSED_MASK_SIZE + RECT_HALF - min(max(dpre, 0), RECT_HALF)
-        causal = causal_tile_offset(delta, sliceRows, self.W)
-        if r0 >= inter:
-            self._select_window(S, causal, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        elif r0 + sliceRows <= inter:
-            self._select_window(S, rect, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        else:
+        kind, causal, rect = prefix_tile_reads(r0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], sliceRows, self.W,
+                                               pitch)
+        if kind in ("causal", "rect"):
+            off = causal if kind == "causal" else rect
+            self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+        elif kind == "both":
             self._select_and_windows(S, causal, rect, sr, cols, pitch)
 
     def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
