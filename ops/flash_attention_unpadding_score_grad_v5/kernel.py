@@ -20,7 +20,7 @@ import numpy as np
 
 from npusim.launch import current_unit
 from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, Sub, CMPMODE, SELMODE, Cast,
-                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Sqrt,
+                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
                            PipeBarrier, RoundMode, Select, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe,
@@ -692,17 +692,19 @@ class KernelFagBasic:
 
 def PseInnerAlibiCreate(alibiGm):
     """pse_type 2/3: the fp16 [BASE, BASE] table of c - r in GM, read by every block (CANN PseInnerAlibiCreate
-    writes it with CreateVecIndex per row). Row 0 = 0..BASE-1 (16 scalar writes, then Adds doubling), row r =
-    row 0 - r (Adds); all values are integers below 2048, exact in fp16."""
+    writes it with CreateVecIndex per row). Lanes 0..15: a 16 x 16 matrix of rows r = r (Duplicate per row)
+    transposed; then 0..BASE-1 by Adds doubling; row r = row 0 - r (Adds). Every value is an integer below
+    2048, exact in fp16."""
     pipe = TPipe()
-    buf = TBuf()
+    buf, sq = TBuf(), TBuf()
     pipe.InitBuffer(buf, BASE * BASE * 2)
-    t = buf.Get(F16)
-    if current_unit().full:
-        for c in range(16):
-            t.SetValue(c, c)
-    SetFlag(HardEvent.S_V, 0)
-    WaitFlag(HardEvent.S_V, 0)
+    pipe.InitBuffer(sq, 16 * 16 * 2)
+    t, m = buf.Get(F16), sq.Get(F16)
+    for r in range(16):
+        Duplicate(m[r * 16], float(r), 16)
+    PipeBarrier(Pipe.V)
+    Transpose(t, m)
+    PipeBarrier(Pipe.V)
     w = 16
     while w < BASE:
         Adds(t[w], t, float(w), w)
@@ -715,6 +717,8 @@ def PseInnerAlibiCreate(alibiGm):
     DataCopy(alibiGm, t, BASE * BASE)
     SetFlag(HardEvent.MTE3_V, 0)
     WaitFlag(HardEvent.MTE3_V, 0)
+    SetFlag(HardEvent.MTE3_MTE2, 0)
+    WaitFlag(HardEvent.MTE3_MTE2, 0)
     pipe.Reset()
 
 

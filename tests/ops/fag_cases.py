@@ -85,3 +85,23 @@ def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode
 def ref_args(a):
     """The reference functions' keyword arguments from an operator args dict."""
     return {k: a.get(k) for k in ("query_rope", "key_in_rope", "pse_shift", "drop_mask", "atten_mask", "sink_in")}
+
+
+def golden_of(a, p, res, **over):
+    """The golden of an operator call (args dict *a*, FagProblem *p*, its OpResult *res*) with the run's
+    block count and atomic order; *over* overrides golden keywords (block_dim, atomics, deterministic)."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
+    kw = dict(block_dim=res.tiling.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
+              atten_mask=a.get("atten_mask"), query_rope=a["query_rope"], key_in_rope=a["key_in_rope"],
+              pse_shift=a.get("pse_shift"), drop_mask=a.get("drop_mask"))
+    kw.update(over)
+    return fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                      a["attention_in"], **kw)
+
+
+def reference_pair(a, p):
+    """(float64 reference, the same formulas rounded to the input dtype) of an operator call."""
+    from ops.flash_attention_unpadding_score_grad_v5.reference import fag_reference
+    args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
+    kw = ref_args(a) | {"prefix": a.get("prefix")}
+    return fag_reference(*args, **kw), fag_reference(*args, **kw, dtype=p.dtype)
