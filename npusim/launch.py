@@ -470,6 +470,16 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             bar.close()
 
 
+def buffer_peaks(units) -> dict[str, int]:
+    """Per buffer kind (UB, L1, L0A, ...), the most bytes any one core held at once during the launch:
+    what the tiling really takes on chip, measured rather than recomputed from the tiling."""
+    peaks: dict[str, int] = {}
+    for u in units:
+        for kind, buf in u.buffers.items():
+            peaks[kind.value] = max(peaks.get(kind.value, 0), buf.peak)
+    return peaks
+
+
 def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta: dict | None) -> LaunchResult:
     cycles = int(np.ceil(max(u.end_cycle for u in run.units) + chip.launch_overhead_cycles))
     seconds = cycles / chip.clock_hz
@@ -479,6 +489,7 @@ def _result(run: Launch, chip, mode: str, block_dim: int, kernel_type: str, meta
     info = {"chip": chip.name, "npusim_version": __version__, "mode": mode, "block_dim": block_dim,
             "kernel_type": kernel_type, **(meta or {})}
     info["launch_overhead_cycles"] = chip.launch_overhead_cycles  # in `cycles`, not in the trace
+    info["buffer_peak_bytes"] = buffer_peaks(run.units)
     trace = run.build_trace(info)
     report = None
     if run.sanitizer is not None:

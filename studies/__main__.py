@@ -18,8 +18,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results import load, save  # noqa: E402
 
-#: step name -> command (run from the repository root)
+
+
+def _study(name: str) -> list[list[str]]:
+    """A sweep study: run it into studies/out/NAME.parquet (from the cache where the model is unchanged),
+    then write its report (figures, ranking, verdict) to studies/out/NAME/."""
+    cli = [sys.executable, "-m", "npusim.cli", "sweep"]
+    return [cli + [f"studies/{name}.toml"], cli + ["report", f"studies/out/{name}.parquet", "--out", f"studies/out/{name}"]]
+
+
+#: step name -> command, or list of commands (run from the repository root)
 STEPS = {
     "sim_speed": [sys.executable, "benchmarks/sim_speed.py"],
     "pfa": [sys.executable, "benchmarks/pfa.py"],
@@ -31,10 +42,18 @@ STEPS = {
     "estimate_accuracy_pfa": [sys.executable, "benchmarks/estimate_accuracy_pfa.py"],
     "estimate_accuracy_fa": [sys.executable, "benchmarks/estimate_accuracy_fa.py"],
     "estimate_accuracy_spkc": [sys.executable, "benchmarks/estimate_accuracy_spkc.py"],
-    "pfa_tiling": ([sys.executable, "-m", "npusim.cli", "sweep", "studies/pfa_tiling.toml"]
-                   if (ROOT / "studies/pfa_tiling.toml").is_file() else [sys.executable, "studies/pfa_tiling.py"]),
+    "pfa_tiling": _study("pfa_tiling"),
+    "whatif_pfa": _study("whatif_hbm_l2_pfa"),
+    "whatif_fa": _study("whatif_hbm_l2_fa"),
+    "sfag_block_size": [sys.executable, "studies/sfag_block_size.py"],
     "timeout_map": [sys.executable, "studies/timeout_map.py"],
+    "sweep_scaling": [sys.executable, "benchmarks/sweep_scaling.py"],
+    "readme_examples": [sys.executable, "benchmarks/readme_examples.py"],  # after the studies: the sweep example hits their cache
 }
+
+
+def _commands(step) -> list[list[str]]:
+    return step if isinstance(step[0], list) else [step]
 
 
 def main(argv=None) -> int:
@@ -45,19 +64,26 @@ def main(argv=None) -> int:
     p.add_argument("--list", action="store_true", help="list the steps and their commands")
     args = p.parse_args(argv)
     if args.list:
-        for name, cmd in STEPS.items():
-            print(f"{name:24s} {' '.join(cmd[1:])}")
+        for name, step in STEPS.items():
+            print(f"{name:24s} " + " && ".join(" ".join(cmd[1:]) for cmd in _commands(step)))
         return 0
     failed = []
+    times = (load("studies_steps") or {}).get("steps", {})
     for name in ([] if args.render else (args.only or list(STEPS))):
-        print(f"== {name}: {' '.join(STEPS[name][1:])}", flush=True)
         t0 = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        if subprocess.run(STEPS[name], cwd=ROOT, env=env).returncode:
-            failed.append(name)
-        print(f"== {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        for cmd in _commands(STEPS[name]):
+            print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+            if subprocess.run(cmd, cwd=ROOT, env=env).returncode:
+                failed.append(name)
+                break
+        wall = time.perf_counter() - t0
+        print(f"== {name}: {wall:.0f} s", flush=True)
+        if name not in failed:
+            times[name] = {"wall_s": wall}
+            save("studies_steps", {"steps": times})
     sys.path.insert(0, str(ROOT / "studies"))
-    from render import render
+    from render import render  # noqa: PLC0415
 
     for s in render():
         print(f"not regenerated (no saved result): {s}")

@@ -14,6 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from results import load  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "studies"))
+import sweep_tables  # noqa: E402
+
 TARGETS = ("README.md", "docs/scatter_pa_kv_cache.md", "docs/performance.md")
 _BLOCK = re.compile(r"(<!-- generated:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=key) -->)", re.S)
 
@@ -86,6 +89,15 @@ def _rows_performance() -> dict:
         rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
             (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
              f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
+    w = load("sweep_scaling")
+    if w:
+        lo, hi = w["load_range"]
+        rows["sweep scaling, 200 PFA tilings in timing mode, 2 vs 1 local worker (`benchmarks/sweep_scaling.py`)"] = \
+            (f"{w['ratio']:.2f}x ({w['one_worker_s']:.1f} s vs {w['two_workers_s']:.1f} s; target >= 1.7x), load average "
+             f"{lo:.1f}-{hi:.1f} during the runs")
+        rows["same: sweep overhead per point against a bare loop of the same calls"] = \
+            (f"{w['overhead_pct']:+.1f}% ({w['overhead_ms']:+.1f} ms on {1e3 * w['bare_s'] / w['points']:.0f} ms/point; "
+             "target < 5%)")
     return rows
 
 
@@ -176,8 +188,63 @@ def speed(body: str, stale: list) -> str:
     return "\n".join(out) + "\n\n" + _machine_line(["sim_speed"]) + "\n"
 
 
+def _from_table(make, what: str):
+    """A renderer whose body is a table made from a committed sweep result (sweep_tables.py)."""
+    def render_block(body: str, stale: list) -> str:
+        text = make()
+        if text is None:
+            stale.append(what)
+            return body
+        return text
+    return render_block
+
+
+#: Lines of an example's output shown under it (the rest is elided).
+EXAMPLE_LINES = 24
+
+
+def _example(name: str):
+    """The block under README example *name*: how long it ran as written, and what it printed
+    (benchmarks/readme_examples.py)."""
+    def render_block(body: str, stale: list) -> str:
+        r = ((load("readme_examples") or {}).get("examples") or {}).get(name)
+        if r is None:
+            stale.append(f"README example {name}")
+            return body
+        m = load("readme_examples")["machine"]
+        if r["status"] != 0:
+            raise SystemExit(f"README example {name} failed when last run (benchmarks/readme_examples.py): "
+                             f"{r['stderr_tail'][-500:]}")
+        lines = r["stdout"].rstrip("\n").splitlines()
+        if len(lines) > EXAMPLE_LINES:
+            lines = lines[:EXAMPLE_LINES] + [f"... ({len(lines) - EXAMPLE_LINES} more lines)"]
+        head = (f"Ran as written in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU) on {m['cpu']}, {m['cpus']} CPUs "
+                f"({m['date_utc'][:10]}, load average {m['load_avg'][0]:g}; `benchmarks/readme_examples.py {name}`)")
+        if not lines:
+            return head + ".\n"
+        return head + ". It printed:\n\n" + "\n".join("    " + ln if ln else "" for ln in lines) + "\n"
+    return render_block
+
+
+def study_times(body: str, stale: list) -> str:
+    t = load("studies_steps")
+    if not t:
+        stale.append("README study times")
+        return body
+    names = {"pfa_tiling": "PFA tiling study (timing mode)", "whatif_pfa": "PFA what-if study (estimate mode)",
+             "whatif_fa": "FA varlen what-if study (estimate mode)"}
+    parts = [f"{label} {t['steps'][k]['wall_s'] / 60:.1f} min" for k, label in names.items() if k in t["steps"]]
+    if not parts:
+        stale.append("README study times")
+        return body
+    return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line(['studies_steps'])}\n"
+
+
 RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
-             "speed": speed}
+             "speed": speed, "study-times": study_times,
+             "pfa-tiling": _from_table(sweep_tables.pfa_tiling_table, "README PFA tiling table"),
+             "whatif-pfa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_pfa"), "README PFA what-if"),
+             "whatif-fa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_fa"), "README FA what-if")}
 
 
 def render(root: Path = ROOT) -> list[str]:
@@ -190,7 +257,8 @@ def render(root: Path = ROOT) -> list[str]:
         text = path.read_text()
 
         def sub(m):
-            fn = RENDERERS.get(m.group("key"))
+            key = m.group("key")
+            fn = RENDERERS.get(key) or (_example(key[len("example-"):]) if key.startswith("example-") else None)
             if fn is None:
                 raise SystemExit(f"{name}: no renderer for generated block {m.group('key')!r}")
             return m.group(1) + fn(m.group("body"), stale) + m.group(4)

@@ -17,7 +17,7 @@ from npusim.types import BufferKind
 class LocalBuffer:
     """One on-chip memory of a sub-core: capacity, alignment, allocations, and (full mode) its bytes."""
 
-    __slots__ = ("kind", "capacity", "align", "data", "_top", "owner")
+    __slots__ = ("kind", "capacity", "align", "data", "_top", "_peak", "owner")
 
     def __init__(self, kind: BufferKind, capacity: int, align: int, with_data: bool, owner: str):
         self.kind = kind
@@ -27,6 +27,7 @@ class LocalBuffer:
         # NOTE: one zero-filled byte array per buffer; typed views are taken per tensor.
         self.data = np.zeros(self.capacity, np.uint8) if with_data else None
         self._top = 0
+        self._peak = 0  # most bytes ever allocated at once (survives reset): the tiling's on-chip footprint
 
     def allocate(self, nbytes: int, what: str) -> int:
         """Reserve *nbytes* (rounded up to the alignment); return the byte address.
@@ -43,11 +44,18 @@ class LocalBuffer:
                 f"{self.owner} {self.kind}: allocating {size} bytes for {what} at offset {addr} exceeds "
                 f"capacity {self.capacity} bytes ({addr + size - self.capacity} bytes over)")
         self._top = addr + size
+        if self._top > self._peak:
+            self._peak = self._top
         return addr
 
     @property
     def used(self) -> int:
         return self._top
+
+    @property
+    def peak(self) -> int:
+        """The high-water mark of this buffer over the launch (bytes, alignment included)."""
+        return self._peak
 
     def reset(self) -> None:
         """Free every allocation (TPipe.Reset / Destroy)."""

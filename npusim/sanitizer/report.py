@@ -125,11 +125,20 @@ class SanitizerReport:
         return json.dumps([{k: _plain(v) for k, v in r.items()} for r in self._rows.values()])
 
 
+#: Kernel sources under this directory (the checkout npusim runs from) are shown relative to it.
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _short(src: str) -> str:
+    """A kernel source line as a reader finds it: relative to the project root for the shipped kernels
+    (the same text from any working directory), relative to the working directory otherwise."""
     if not src:
         return "?"
     path, _, line = src.rpartition(":")
-    return f"{os.path.relpath(path) if os.path.isabs(path) else path}:{line}"
+    if os.path.isabs(path):
+        root = os.path.commonpath([path, _PROJECT_ROOT]) == _PROJECT_ROOT
+        path = os.path.relpath(path, _PROJECT_ROOT if root else None)
+    return f"{path}:{line}"
 
 
 def _sub_index(name: str) -> int:

@@ -6,7 +6,9 @@ row with status "refused" and the status code and message; any other exception b
 """
 from __future__ import annotations
 
+import inspect
 import time
+from functools import cache
 
 from npusim.errors import AclnnError
 from npusim.sweep.study import Point
@@ -22,13 +24,22 @@ def chip_of(point: Point):
 
 
 def call_point(point: Point):
-    """The operator call of *point* (OpResult); raises what the operator raises."""
+    """The operator call of *point* (OpResult); raises what the operator raises. A row needs the trace
+    summary only (bound unit, busy shares), so the call keeps just that (``trace="summary"``: no
+    per-instruction rows are built) where the operator takes ``trace=``."""
     from npusim import registry
 
     entry = registry.get(point.operator)
     args, kwargs = entry.build_call(dict(point.problem))
     tiling = dict(point.tiling) or None
+    if point.mode == "timing" and _takes_trace(entry.api):
+        kwargs["trace"] = "summary"
     return entry.api(*args, **kwargs, chip=chip_of(point), mode=point.mode, tiling=tiling)
+
+
+@cache
+def _takes_trace(api) -> bool:
+    return "trace" in inspect.signature(api).parameters
 
 
 def run_point(point: Point) -> dict:

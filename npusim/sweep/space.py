@@ -101,3 +101,25 @@ def ladder(lo: int, hi: int, align: int) -> tuple[int, ...]:
     if top >= lo and top not in out:
         out.append(top)
     return tuple(out)
+
+
+def measured_buffers(result) -> dict:
+    """UB and L1 bytes a launch really held (the simulator's buffer high-water marks, launch.buffer_peaks),
+    for operators whose tiling has no closed-form buffer plan; None when no trace was kept (estimate mode
+    runs no kernel, ``trace="none"`` keeps no metadata)."""
+    peaks = getattr(result.trace, "meta", {}).get("buffer_peak_bytes") if result.trace is not None else None
+    if not peaks:
+        return {"ub_bytes": None, "l1_bytes": None}
+    return {"ub_bytes": peaks.get("UB"), "l1_bytes": peaks.get("L1")}
+
+
+def core_count_space(operator: str, chip, constraints: tuple[str, ...] = ()) -> TilingSpace:
+    """The space of an operator whose only tiling override is ``blockDim`` (AI Cores in use): the
+    backward operators, whose block sizes are fixed by their templates."""
+    def measure(result, chip_, overrides: dict) -> dict:
+        return {"eff.blockDim": int(result.block_dim), **measured_buffers(result)}
+
+    return TilingSpace(operator=operator,
+                       axes=(Axis("blockDim", steps(1, chip.aic_count, 1), f"AI Cores in [1, {chip.aic_count}]",
+                                  "blockDim"),),
+                       constraints=constraints, measure=measure)

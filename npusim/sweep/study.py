@@ -68,10 +68,11 @@ class Point:
 
     @property
     def key(self) -> str:
-        """Hash of everything that decides the result (the label excluded): the cache key."""
-        from npusim import __version__
+        """Hash of everything that decides the result (the label excluded): the cache key. The model
+        code itself enters as a fingerprint of its sources (fingerprint.py), so a changed model re-runs."""
+        from npusim.sweep.fingerprint import model_fingerprint
 
-        blob = json.dumps([RESULT_SCHEMA, __version__, self.operator, self.mode, self.problem, self.chip,
+        blob = json.dumps([RESULT_SCHEMA, model_fingerprint(self.operator), self.operator, self.mode, self.problem, self.chip,
                            self.chip_changes, self.tiling], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

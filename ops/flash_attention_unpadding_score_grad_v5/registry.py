@@ -7,6 +7,7 @@ from npusim.memory.gm import TensorSpec
 from npusim.registry import OperatorEntry, ProblemParam
 from ops.common.masks import compressed_causal_mask
 from ops.common.problem_params import dtype_of, dtype_param, sparse_mode_param, token_params
+from ops.flash_attention_unpadding_score_grad_v5.space import tiling_space
 from ops.flash_attention_unpadding_score_grad_v5.api import flash_attention_unpadding_score_grad_v5
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS
 
@@ -40,4 +41,5 @@ def build_call(p: dict) -> tuple[tuple, dict]:
 
 
 ENTRY = OperatorEntry(name="fag", title="FlashAttentionUnpaddingScoreGradV5",
-                      api=flash_attention_unpadding_score_grad_v5, params=PARAMS, build_call=build_call)
+                      api=flash_attention_unpadding_score_grad_v5, params=PARAMS, build_call=build_call,
+                      tiling_space=tiling_space)

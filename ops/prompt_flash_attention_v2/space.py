@@ -38,4 +38,4 @@ def measure(result, chip, overrides: dict) -> dict:
     til, problem = result.tiling, result.extra["problem"]
     so, si, sm = til.sOuterFactor, til.sInnerFactor, til.softmaxSOuterFactor
     return {"eff.sOuter": so, "eff.sInner": si, "eff.softmaxSOuter": sm, "eff.blockDim": til.blockDim,
-            "ub_bytes": T.ub_bytes(problem, so, si, sm), "l1_bytes": T.l1_bytes(problem, so)}
+            "ub_bytes": T.ub_bytes(problem, so, si, sm), "l1_bytes": T.l1_bytes(problem, so, T.kv_chunk(problem, chip, so))}

@@ -11,6 +11,7 @@ import numpy as np
 from npusim.memory.gm import TensorSpec
 from npusim.registry import OperatorEntry, ProblemParam
 from ops.common.problem_params import dtype_of, dtype_param
+from ops.sparse_flash_attention_grad.space import tiling_space
 from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad
 from ops.sparse_flash_attention_grad.contract import BLOCK_SIZES, N1_VALUES, SELECTED_BLOCK_COUNT
 
@@ -47,4 +48,5 @@ def build_call(p: dict) -> tuple[tuple, dict]:
 
 
 ENTRY = OperatorEntry(name="sfag", title="SparseFlashAttentionGrad", api=sparse_flash_attention_grad, params=PARAMS,
-                      build_call=build_call)
+                      build_call=build_call,
+                      tiling_space=tiling_space)

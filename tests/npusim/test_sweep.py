@@ -55,6 +55,41 @@ def test_space_ends_are_legal_and_one_step_out_is_refused(op):
         assert e.value.status == 161002 and axis.name in e.value.message
 
 
+@pytest.mark.parametrize("op,problem", [("sfag", {"S1": 4, "S2": 128, "N1": 1, "blocks": 2, "rope": 0}),
+                                        ("fag", {"T": 128, "N": 1, "D": 64})])
+def test_core_count_spaces_of_the_backward_operators(op, problem):
+    """blockDim 1 and every AI Core run (timing mode: the UB/L1 bytes are the measured buffer peaks),
+    one past is refused with 161002 naming blockDim; estimate mode has no buffer figures."""
+    entry, spec = registry.get(op), get_chip("Ascend910B2")
+    problem = Study(operator=op, problems=[problem]).problem_dicts()[0][1]
+    space = entry.tiling_space(problem, spec)
+    assert space.names == ("blockDim",) and space.axis("blockDim").values == tuple(range(1, spec.aic_count + 1))
+    args, kwargs = entry.build_call(problem)
+    for v in (1, spec.aic_count):
+        res = entry.api(*args, **kwargs, mode="timing", tiling={"blockDim": v})
+        got = space.measure(res, spec, {"blockDim": v})
+        assert 1 <= got["eff.blockDim"] <= v
+        assert 0 < got["ub_bytes"] <= spec.ub_bytes and 0 < got["l1_bytes"] <= spec.l1_bytes
+    est = entry.api(*args, **kwargs, mode="estimate", tiling={"blockDim": 1})
+    assert space.measure(est, spec, {})["ub_bytes"] is None
+    with pytest.raises(AclnnError) as e:
+        entry.api(*args, **kwargs, mode="estimate", tiling={"blockDim": spec.aic_count + 1})
+    assert e.value.status == 161002 and "blockDim" in e.value.message
+
+
+@pytest.mark.parametrize("op", ["pfa", "fa"])
+def test_space_buffer_bytes_equal_what_the_kernel_allocates(op):
+    """The closed-form UB/L1 bytes a space reports (usable in estimate mode) equal the buffer high-water
+    marks the simulator measures when the kernel runs."""
+    entry, spec = registry.get(op), get_chip("Ascend910B2")
+    problem = Study(operator=op, problems=[PROBLEMS[op]]).problem_dicts()[0][1]
+    args, kwargs = entry.build_call(problem)
+    res = entry.api(*args, **kwargs, mode="timing")
+    peaks = res.trace.meta["buffer_peak_bytes"]
+    got = entry.tiling_space(problem, spec).measure(res, spec, {})
+    assert (got["ub_bytes"], got["l1_bytes"]) == (peaks["UB"], peaks["L1"])
+
+
 def test_space_rejects_unknown_axis_and_empty_values():
     space = registry.get("pfa").tiling_space({}, get_chip("Ascend910B2"))
     with pytest.raises(AclnnError, match="no tiling axis 'sFoo'"):
@@ -139,6 +174,32 @@ def test_cache_runs_only_new_points_and_retries_errors(tmp_path, monkeypatch):
     monkeypatch.undo()
     fixed = sweep(pfa_study(tmp_path, tiling={"sOuter": [16], "sInner": [256]}), workers=1, progress=False)
     assert (fixed["status"] == "ok").all()
+
+
+def test_cache_key_follows_the_model_code(tmp_path, monkeypatch):
+    """A row computed by other model code is not reused: the key holds a fingerprint of the sources."""
+    from npusim.sweep import fingerprint
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("X = 1\n")
+    (pkg / "sub" / "b.py").write_text("Y = 2\n")
+    before = fingerprint.source_digest(str(pkg))
+    assert fingerprint.source_digest.__wrapped__(str(pkg)) == before  # deterministic
+    (pkg / "sub" / "b.py").write_text("Y = 3\n")
+    assert fingerprint.source_digest.__wrapped__(str(pkg)) != before
+    from npusim.sweep.search import planned_points
+
+    point = planned_points(Study.from_dict(pfa_study(tmp_path)))[0]
+    key = point.key
+    real = fingerprint.source_digest
+    fingerprint.model_fingerprint.cache_clear()
+    monkeypatch.setattr(fingerprint, "source_digest",
+                        lambda d: real(d) + ("edited" if d.endswith("prompt_flash_attention_v2") else ""))
+    assert point.key != key  # the operator's own code changed
+    monkeypatch.undo()
+    fingerprint.model_fingerprint.cache_clear()
+    assert point.key == key
 
 
 def test_local_pool_and_dask_cluster_equal_the_serial_run_bit_for_bit(tmp_path):

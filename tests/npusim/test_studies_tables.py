@@ -1,0 +1,36 @@
+"""The generated README blocks of the sweep studies come from the results files (studies/sweep_tables.py)."""
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "studies"))
+import sweep_tables  # noqa: E402
+
+
+def test_whatif_table_reads_the_default_tiling_rows(tmp_path, monkeypatch):
+    rows = [{"problem": "p", "status": "ok", "is_default": True, "chip.hbm_bw_bytes_per_s": bw * 1e9,
+             "chip.l2_bytes": l2 * 2 ** 20, "time_us": 1000.0 * l2 / bw}
+            for bw in (382.5, 1530.0, 3060.0) for l2 in (12, 192)]
+    rows.append(dict(rows[0], is_default=False, time_us=1.0))  # a tiled point: not the default's time
+    pd.DataFrame(rows).to_parquet(tmp_path / "w.parquet")
+    monkeypatch.setattr(sweep_tables, "OUT", tmp_path)
+    lines = sweep_tables.whatif_table("w").splitlines()
+    assert lines[0] == "| problem | L2 MiB | HBM 382 GB/s | HBM 1530 GB/s | HBM 3060 GB/s |"
+    assert lines[2] == "| p | 12 | 31 us | 8 us | 4 us |"
+    assert lines[3] == "| p | 192 | 502 us | 125 us | 63 us |"
+    assert sweep_tables.whatif_table("missing") is None
+
+
+def test_pfa_tiling_table_marks_refused_outers_and_the_gain(tmp_path, monkeypatch):
+    base = {"problem": "c", "bound": "MTE2"}
+    rows = [dict(base, status="ok", is_default=True, **{"t.sOuter": None, "t.sInner": None, "eff.sOuter": 128,
+                                                         "eff.sInner": 960, "time_us": 150.0}),
+            dict(base, status="ok", is_default=False, **{"t.sOuter": 64, "t.sInner": 768, "eff.sOuter": 64,
+                                                          "eff.sInner": 768, "time_us": 120.0}),
+            dict(base, status="refused", is_default=False, **{"t.sOuter": 128, "t.sInner": 768, "eff.sOuter": None,
+                                                               "eff.sInner": None, "time_us": None})]
+    pd.DataFrame(rows).to_parquet(tmp_path / "pfa_tiling.parquet")
+    monkeypatch.setattr(sweep_tables, "OUT", tmp_path)
+    last = sweep_tables.pfa_tiling_table().strip().splitlines()[-1]
+    assert last == "| c | 120.0 us | refused | 150.0 us (sOuter 128, sInner 960) | (64, 768) (+25.0%) | MTE2 |"
