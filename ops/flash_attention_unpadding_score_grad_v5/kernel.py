@@ -38,7 +38,21 @@ F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
 N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
 CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
-SFMG_ROWS = 64  # (token, head) rows per sfmg step
+SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
+SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
+L1_COLS = 256  # operand columns per L1 block when D > 256 (four 128 x 256 b16 blocks + P, dS fit 512 KiB L1)
+
+
+def sfmg_rows(dp: int, itemsize: int) -> int:
+    """Rows per VecSftg step: 64, or fewer so that dy, attention_in (input dtype), their fp32 copies and the fold
+    accumulators of the rows fit SFMG_UB_BYTES (D > 144)."""
+    per_row = dp * (2 * itemsize + 8) + 64 * 4 + 4 + 32
+    return max(8, min(SFMG_ROWS, SFMG_UB_BYTES // per_row) // 8 * 8)
+
+
+def l1_cols(D: int, Dr: int) -> int:
+    """Columns of one L1 operand block: all of D (and the rope width) up to 256, else L1_COLS chunks."""
+    return max(c16(D), c16(Dr)) if max(D, Dr) <= L1_COLS else L1_COLS
 POST_ELEMS = 8192  # fp32 elements per post-kernel step
 
 
@@ -230,7 +244,8 @@ class KernelFagBasic:
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
         t, dt, D = self.t, self.inDt, self.D
-        dp = c16(max(D, self.Dr))
+        dp = l1_cols(D, self.Dr)
+        self.l1w = dp
         self.tiles = CubeTiles(self.pipe, dt)
         self.l1 = {}
         for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * 2), ("b", TPosition.B1, BASE * dp * 2),
@@ -304,6 +319,15 @@ class KernelFagBasic:
             Fixpipe(dst[dn], c, FixpipeParamsV220(nSize=dcols, mSize=m, srcStride=c16(m), dstStride=dst_pitch))
             self.cQue.FreeTensor(c)
 
+    def _mm_ab_chunks(self, que: str, gm, ws, a_load, brows: int, m: int, width: int, pitch: int, dst_pitch: int):
+        """ws (GM fp32) += A B for B = gm (brows x width, row pitch *pitch*), loaded into L1 queue *que* l1w
+        columns at a time; the Fixpipes go out per 128 columns in column order either way."""
+        for c0 in range(0, width, self.l1w):
+            w = min(self.l1w, width - c0)
+            bL1 = self._load(que, gm[c0], brows, w, pitch)
+            self._mm_ab_atomic(ws[c0], a_load, bL1, brows, m, w, dst_pitch)
+            self._free(que, bL1)
+
     def _rows(self, b: int, n: int, s1o: int, s2o: int):
         """GM offsets of the block's Q/dY rows and K/V rows (first element)."""
         t, a, D = self.t, self.a, self.D
@@ -318,16 +342,24 @@ class KernelFagBasic:
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
             qo, kvo = self._rows(b, n, s1o, s2o)
-            parts = [(lambda: ("a", self._load("a", self.qGm[qo], rows, D, n1p)),
-                      lambda: ("b", self._load("b", self.kGm[kvo], cols, D, n2p)), D)]
+            # D in L1 blocks of l1w columns (all of D up to 256); the k range accumulates in one L0C
+            parts = [self._part("a", "b", self.qGm[qo + c0], self.kGm[kvo + c0], rows, cols, min(self.l1w, D - c0),
+                                n1p, n2p) for c0 in range(0, D, self.l1w)]
             if Dr:  # S = [Q | Q_rope] [K | K_rope]^T: the rope part continues the same accumulation
                 qro, kro = qo // D * Dr, kvo // D * Dr
-                parts.append((lambda: ("a", self._load("a", self.qrGm[qro], rows, Dr, t.n1Size * Dr)),
-                              lambda: ("b", self._load("b", self.krGm[kro], cols, Dr, t.n2Size * Dr)), Dr))
+                parts += [self._part("a", "b", self.qrGm[qro + c0], self.krGm[kro + c0], rows, cols,
+                                     min(self.l1w, Dr - c0), t.n1Size * Dr, t.n2Size * Dr)
+                          for c0 in range(0, Dr, self.l1w)]
             self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
             self._mm_abt(self._slot(self.mm1, task, j, F32),
-                         [(lambda: ("c", self._load("c", self.dyGm[qo], rows, D, n1p)),
-                           lambda: ("d", self._load("d", self.vGm[kvo], cols, D, n2p)), D)], rows, cols, BASE)
+                         [self._part("c", "d", self.dyGm[qo + c0], self.vGm[kvo + c0], rows, cols,
+                                     min(self.l1w, D - c0), n1p, n2p) for c0 in range(0, D, self.l1w)],
+                         rows, cols, BASE)
+
+    def _part(self, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
+        """One k range of an A B^T accumulation: loaders of A (rows x k) and B^T (cols x k) into L1 queues qa, qb."""
+        return (lambda: (qa, self._load(qa, a_gm, rows, k, a_pitch)),
+                lambda: (qb, self._load(qb, b_gm, cols, k, b_pitch)), k)
 
     def Cube23(self, task: int):
         t, D, Dr = self.t, self.D, self.Dr
@@ -342,20 +374,14 @@ class KernelFagBasic:
             dst_a = lambda: self._split_a_transposed(dsL1, rows, cols)  # noqa: E731
             for gm, ws, width, pitch in ((self.kGm[kvo], self.dqWs[qo], D, t.n2Size * D),
                                          *(((self.krGm[kro], self.dqrWs[qro], Dr, t.n2Size * Dr),) if Dr else ())):
-                kL1 = self._load("b", gm, cols, width, pitch)
-                self._mm_ab_atomic(ws, ds_a, kL1, cols, rows, width, t.n1Size * width)
-                self._free("b", kL1)
+                self._mm_ab_chunks("b", gm, ws, ds_a, cols, rows, width, pitch, t.n1Size * width)
             for gm, ws, width, pitch in ((self.qGm[qo], self.dkWs[kvo], D, t.n1Size * D),
                                          *(((self.qrGm[qro], self.dkrWs[kro], Dr, t.n1Size * Dr),) if Dr else ())):
-                qL1 = self._load("a", gm, rows, width, pitch)
-                self._mm_ab_atomic(ws, dst_a, qL1, rows, cols, width, t.n2Size * width)
-                self._free("a", qL1)
+                self._mm_ab_chunks("a", gm, ws, dst_a, rows, cols, width, pitch, t.n2Size * width)
             self._free("s", dsL1)
             pL1 = self._load("p", self._slot(self.mm2, task, j, self.inDt), rows, cols, self.cast_pitch)
-            dyL1 = self._load("c", self.dyGm[qo], rows, D, t.n1Size * D)
-            self._mm_ab_atomic(self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols), dyL1, rows, cols,
-                               D, t.n2Size * D)
-            self._free("c", dyL1)
+            self._mm_ab_chunks("c", self.dyGm[qo], self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols),
+                               rows, cols, D, t.n1Size * D, t.n2Size * D)
             self._free("p", pL1)
         SetAtomicNone()
 
@@ -364,18 +390,19 @@ class KernelFagBasic:
         """sfmg[t, n, :] = rowsum(fp32(dy) * fp32(attention_in)) over D, broadcast to 8; then SyncAll."""
         t, dt, D = self.t, self.inDt, self.D
         dp = c16(D)
+        step = sfmg_rows(dp, dt.itemsize)
         pipe = TPipe()
         bufs = {}
-        for name, nbytes in (("dy", SFMG_ROWS * dp * dt.itemsize), ("o", SFMG_ROWS * dp * dt.itemsize),
-                             ("x", SFMG_ROWS * dp * 4), ("y", SFMG_ROWS * dp * 4), ("acc", SFMG_ROWS * 64 * 4),
-                             ("row", SFMG_ROWS * 4), ("b8", SFMG_ROWS * 32)):
+        for name, nbytes in (("dy", step * dp * dt.itemsize), ("o", step * dp * dt.itemsize),
+                             ("x", step * dp * 4), ("y", step * dp * 4), ("acc", step * 64 * 4),
+                             ("row", step * 4), ("b8", step * 32)):
             bufs[name] = TBuf()
             pipe.InitBuffer(bufs[name], nbytes)
         rows_all = t.t1Size * t.n1Size
         share = -(-rows_all // (t.sfmgWorkers or GetBlockNum()))
         lo = GetBlockIdx() * share
-        for r0 in range(lo, min(lo + share, rows_all), SFMG_ROWS):
-            nr = min(SFMG_ROWS, lo + share - r0, rows_all - r0)
+        for r0 in range(lo, min(lo + share, rows_all), step):
+            nr = min(step, lo + share - r0, rows_all - r0)
             dyL, oL = bufs["dy"].Get(dt), bufs["o"].Get(dt)
             CopyRowsIn(dyL, self.dyGm[r0 * D], nr, D, D, dp)
             CopyRowsIn(oL, self.oGm[r0 * D], nr, D, D, dp)

@@ -1,4 +1,4 @@
-"""FlashAttentionUnpaddingScoreGradV5: pse (types 0-3), dropout and sparse 6 (prefix) on the simulator.
+"""FlashAttentionUnpaddingScoreGradV5: pse (types 0-3), dropout, sparse 6 (prefix) and D > 256 on the simulator.
 
 Bit-exact against the independent golden over a pairwise grid of the new features crossed with the
 old ones (dtype, GQA, layout, masks, sink, determinism), accuracy of every output against the float64
@@ -41,6 +41,11 @@ GRID = {
     "fp16_pse2_mode8_dropbytes_sink": dict(seq_q=[150, 40], seq_kv=[150, 40], n1=2, n2=1, d=16, pse_type=2,
                                            slopes="N", causal=True, sparse_mode=8, pre=300, nxt=5, dropout=0.75,
                                            sink=True, q_start=2, kv_start=2),
+    # D > 256: operands pass through L1 in blocks of 256 columns
+    "fp16_d272_dropbits_sink": dict(seq_q=[150, 40], seq_kv=[136, 40], n1=2, n2=1, d=272, sink=True, dropout=0.9),
+    "bf16_d768_mode3": dict(seq_q=[130], seq_kv=[140], n1=1, n2=1, d=768, dtype="bf16", causal=True, sparse_mode=3),
+    "bf16_rope272_pse2": dict(seq_q=[130], seq_kv=[130], n1=2, n2=1, d=16, dtype="bf16", rope_d=272, pse_type=2,
+                              slopes="N"),
 }
 
 
@@ -56,7 +61,8 @@ def test_fag_features_bit_exact_and_accurate(name):
     gradient rule (factor 3) of the float64 reference, dsink included."""
     a, p, res = _run(GRID[name])
     gold = golden_of(a, p, res)
-    assert set(gold) == set(res.outputs) == {"dq", "dk", "dv"} | ({"dsink"} if p.sink else set())
+    extra = ({"dsink"} if p.sink else set()) | ({"dq_rope", "dk_rope"} if p.rope_d else set())
+    assert set(gold) == set(res.outputs) == {"dq", "dk", "dv"} | extra
     for out in gold:
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
     ref, low = reference_pair(a, p)
