@@ -229,7 +229,7 @@ class KernelFagBasic:
             if self.a.pseForm == "slope" and GetBlockIdx() == 0:
                 PseInnerAlibiCreate(self.alibiGm)
             if self.a.dropout and not self.t.dropMaskBitMode:
-                DropMaskAdapter(self.dropGm, self.dropBytesGm, self.a.cuSS[-1] * self.t.n1Size)
+                DropMaskAdapter(self.dropGm, self.dropBytesGm, self.t.dropAdapterBits)
             self.VecSftg()
             self.ProcessVector()
 

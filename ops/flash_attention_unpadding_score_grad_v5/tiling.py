@@ -75,6 +75,7 @@ class FagTilingData:
     dropMaskBitMode: bool = True  # every row's keep bits start on a byte (Skv % 8 == 0): Select by the bits
     dropBytesOffset: int = 0  # otherwise the adapter's one-byte-per-element copy of the mask
     alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, BASE] table of j - i (PseInnerAlibiCreate)
+    dropAdapterBits: int = 0  # byte mode: keep bits the adapter expands (all of them; estimate's sample: a share)
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -185,4 +186,4 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
         ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
         keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode, dropBytesOffset=drop_off,
-        alibiOffset=alibi_off)
+        alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0)
