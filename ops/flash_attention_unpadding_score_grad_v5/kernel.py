@@ -26,7 +26,7 @@ from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRep
                            PipeBarrier, RoundMode, Select, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe,
                            TPosition, TQue, WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
+from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
 from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
@@ -243,7 +243,7 @@ class KernelFagBasic:
 
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
-        t, dt, D = self.t, self.inDt, self.D
+        dt, D = self.inDt, self.D
         dp = l1_cols(D, self.Dr)
         self.l1w = dp
         self.tiles = CubeTiles(self.pipe, dt)
@@ -692,16 +692,11 @@ class KernelFagBasic:
 
     def Dropout(self, X, b: int, n: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
         """X := keep ? X * (1 / keep_prob) : 0 with the keep bits of (b, n, rows row0.., columns col0..)."""
-        a, t = self.a, self.t
-        skv = a.seqKv[b]
-        bit0 = t.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + row0 * skv + col0
-        d = self.dropQ.AllocTensor(U8)
-        if t.dropMaskBitMode:
-            ApplyDropoutBits(X, d, self.dropGm, bit0, rows, cols, skv, pitch, t.keepProbRecip, self.dropQ)
-        else:
-            ApplyDropoutBytes(X, d, self.dropBytesGm[bit0], rows, cols, skv, pitch, t.keepProbRecip, self.dropQ,
-                              self.ub["bits"].Get(U8), self.ub["half"].Get(F16), self.ub["zeros"].Get(F16),
-                              CMP_CHUNK)
+        a, t, ub = self.a, self.t, self.ub
+        bit0 = keep_bit_offset(t.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], row0, col0)
+        ApplyDropout(X, self.dropQ, self.dropGm, self.dropBytesGm, bit0, rows, cols, a.seqKv[b], pitch,
+                     t.keepProbRecip, t.dropMaskBitMode, ub["bits"].Get(U8), ub["half"].Get(F16), ub["zeros"].Get(F16),
+                     CMP_CHUNK)
 
     def _select(self, S, off: int, gm_pitch: int, rows: int, cols: int, pitch: int, keep):
         """Keep scores where the mask byte compares *keep* 0 (EQ: keep where 0), else NEG."""

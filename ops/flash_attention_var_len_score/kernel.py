@@ -22,7 +22,7 @@ from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Com
                            Pipe, PipeBarrier, RoundMode, Select, SetFlag, Sub, SyncAll, TBuf, TPipe, TPosition, TQue,
                            UnaryRepeatParams, WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
+from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
 from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
@@ -547,14 +547,9 @@ class KernelFlashAttentionVarLenScore:
 
     def Dropout(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int):
         a, ti = self.a, self.t
-        skv = a.seqKv[b]
-        bit0 = ti.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + r0 * skv + col0
-        d = self.dropQ.AllocTensor(U8)
-        if ti.dropMaskBitMode:
-            ApplyDropoutBits(S, d, self.dropGm, bit0, sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ)
-        else:
-            ApplyDropoutBytes(S, d, self.dropBytesGm[bit0], sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ,
-                              self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
+        bit0 = keep_bit_offset(ti.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], r0, col0)
+        ApplyDropout(S, self.dropQ, self.dropGm, self.dropBytesGm, bit0, sr, cols, a.seqKv[b], pitch, ti.keepProbRecip,
+                     ti.dropMaskBitMode, self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
 
     # ---- vec2: running output
     def ProcessVec2(self, t: int):
