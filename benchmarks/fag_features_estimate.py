@@ -5,10 +5,11 @@ choice was made on benchmarks/fag.py's first shape). blockDim 4 forces several r
 the estimate takes its extrapolated path (the busiest core alone). Prints per case the estimate and timing
 times, the relative error and the CPU seconds (time.process_time) of each mode.
 
-    python benchmarks/fag_features_estimate.py
+    python benchmarks/fag_features_estimate.py ["case name" ...]
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -28,17 +29,19 @@ CASES = {  # name: (Sq per batch, Skv per batch, N1, N2, D, extra keywords)
     "prefix (sparse 6)": ([1400, 700], [1600, 900], 2, 1, 64, dict(sparse_mode=6, atten_mask=PREFIX,
                                                                    prefix=[300, 250])),
     "D = 512 causal": ([1100], [1100], 2, 1, 512, dict(sparse_mode=2, atten_mask=CAUSAL)),
+    "fp32 causal": ([1300], [1300], 2, 1, 64, dict(dtype=np.float32, sparse_mode=2, atten_mask=CAUSAL)),
 }
 
 
 def call_args(sq, skv, n1, n2, d, extra):
     t1, t2 = sum(sq), sum(skv)
-    ts = lambda *s, dt=np.float16: TensorSpec(s, dt)  # noqa: E731
+    extra = dict(extra)
+    io = extra.pop("dtype", np.float16)
+    ts = lambda *s, dt=io: TensorSpec(s, dt)  # noqa: E731
     kw = dict(query=ts(t1, n1, d), query_rope=None, key_in=ts(t2, n2, d), key_in_rope=None, value=ts(t2, n2, d),
               dy=ts(t1, n1, d), attention_in=ts(t1, n1, d), softmax_max=ts(t1, n1, 8, dt=np.float32),
               softmax_sum=ts(t1, n1, 8, dt=np.float32), actual_seq_qlen=np.cumsum(sq).tolist(),
               actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1, scale_value=d ** -0.5)
-    extra = dict(extra)
     pse = extra.pop("pse", None)
     if pse == "slope":
         kw["pse_shift"] = ts(n1, dt=np.float32)
@@ -54,6 +57,8 @@ def main():
     print(f"{'case':28s} {'blocks':>6s} {'estimate us':>12s} {'timing us':>10s} {'error':>8s} {'cpu est':>8s} "
           f"{'cpu timing':>10s}")
     for name, case in CASES.items():
+        if sys.argv[1:] and name not in sys.argv[1:]:
+            continue
         kw = call_args(*case)
         t0 = time.process_time()
         est = fag(**kw, mode="estimate", tiling=til)

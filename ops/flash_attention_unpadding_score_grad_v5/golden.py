@@ -20,7 +20,8 @@ Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V 
     (rope: dq_rope += Mmad(dS, K_rope) after dq, dk_rope += Mmad(dS^T, Q_rope) after dk)
 
 with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = cast(dq * scale),
-dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND).
+dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND); fp32 inputs: no casts (P and dS
+stay fp32; the cube reads P^T, dS^T written by the vector side, the same values).
 
 Sink: each AIV half of a block (rows split (r + 1) // 2) gives one partial
 ``sum_r ps[r] * rowsum(dP * P)[r]`` with ps = Exp(sink[n] - max) / sum (fp32); per head the partials
@@ -45,6 +46,13 @@ _NCHUNK = 128  # output columns per Fixpipe (one atomic write)
 def _f64_round(fn, *args) -> np.ndarray:
     with np.errstate(all="ignore"):
         return np.asarray(cast(fn(*(np.asarray(a, np.float64) for a in args)), "fp32"))
+
+
+def _to_input(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """fp32 values in the input dtype (CAST_ROUND to fp16/bf16; fp32 inputs keep the fp32 values), as fp32."""
+    if dt == _F32:
+        return np.asarray(x, _F32)
+    return np.asarray(cast(x, dt, "round")).astype(_F32)
 
 
 def sections(problem) -> list:
@@ -161,14 +169,14 @@ def _block(problem, ctx: dict, blk) -> list:
         qr, kr = ctx["qr"][tq:tq + rows, n], ctx["kr"][tk:tk + cols, kv]
         qs, ks = np.concatenate([pad(q), qr], axis=1), np.concatenate([pad(k), kr], axis=1)
     with np.errstate(all="ignore"):
-        s = mmad(qs, ks, 16)
+        s = mmad(qs, ks, ctx["k0"])
         pse = None if p.pse_form == "none" else _pse(p, ctx, b, n, i0, j0, rows, cols)
         if pse is not None and p.pse_type == 1:  # (S + pse) * scale
             s = (s + pse).astype(_F32)
         s = (s * np.float32(p.scale)).astype(_F32)
         if pse is not None and p.pse_type != 1:  # S * scale + pse
             s = (s + pse).astype(_F32)
-        dp = mmad(g, v, 16)
+        dp = mmad(g, v, ctx["k0"])
         if masked:
             jm = np.arange(j0, j0 + cols)[None, :] - np.arange(i0, i0 + rows)[:, None]
             drop = (jm > int(p.next_tokens_lu[b])) | (jm < -int(p.pre_tokens_lu[b]))
@@ -197,15 +205,14 @@ def _block(problem, ctx: dict, blk) -> list:
         for lo, hi in ((0, h), (h, rows)):
             if hi > lo:
                 ctx["dsink"][n].append(row_sum(y[None, lo:hi])[0])
-    pc = np.asarray(cast(pd, ctx["dt"], "round")).astype(_F32)
-    dsc = np.asarray(cast(ds, ctx["dt"], "round")).astype(_F32)
+    pc, dsc = _to_input(pd, ctx["dt"]), _to_input(ds, ctx["dt"])
     steps = [("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)]
     if p.rope_d:  # kernel order per block: dq, dq_rope, dk, dk_rope, dv
         steps[1:1] = [("dq_rope", dsc, kr.T, tq, n)]
         steps[3:3] = [("dk_rope", dsc.T, qr.T, tk, kv)]
     out = []
     for kind, a, bt, r0, h in steps:
-        val = mmad(a, bt, 16)
+        val = mmad(a, bt, ctx["k0"])
         for dn in range(0, val.shape[1], _NCHUNK):
             out.append((kind, r0, h, dn, val[:, dn:dn + _NCHUNK]))
     return out
@@ -226,7 +233,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     dt = np.dtype(p.dtype)
     f = lambda x: np.asarray(x).astype(_F32)  # noqa: E731 - widening is exact
     ctx = {"q": f(query), "k": f(key_in), "v": f(value), "dy": f(dy), "max": softmax_max, "sum": softmax_sum,
-           "dt": dt, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask,
+           "dt": dt, "k0": 32 // dt.itemsize, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask,
            "qr": None if query_rope is None else f(query_rope), "kr": None if key_in_rope is None else f(key_in_rope), "dsink": {n: [] for n in range(p.N1)},
            "pse": None if pse_shift is None else f(pse_shift),
            "bits": None if drop_mask is None else np.unpackbits(np.asarray(drop_mask).view(np.uint8).reshape(-1),
@@ -280,5 +287,5 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         out["dsink"] = -total
     with np.errstate(all="ignore"):
         for kind, x in acc.items():
-            out[kind] = np.asarray(cast(x if kind == "dv" else (x * scale).astype(_F32), dt, "round"))
+            out[kind] = _to_input(x if kind == "dv" else (x * scale).astype(_F32), dt).astype(dt)
     return out

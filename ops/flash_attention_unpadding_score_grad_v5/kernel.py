@@ -20,7 +20,7 @@ import numpy as np
 
 from npusim.launch import current_unit
 from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, Sub, CMPMODE, SELMODE, Cast,
-                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Sqrt, Transpose,
+                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Gather, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
                            PipeBarrier, RoundMode, Select, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe,
@@ -30,6 +30,7 @@ from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
 from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
+from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template
@@ -50,9 +51,10 @@ def sfmg_rows(dp: int, itemsize: int) -> int:
     return max(8, min(SFMG_ROWS, SFMG_UB_BYTES // per_row) // 8 * 8)
 
 
-def l1_cols(D: int, Dr: int) -> int:
-    """Columns of one L1 operand block: all of D (and the rope width) up to 256, else L1_COLS chunks."""
-    return max(c16(D), c16(Dr)) if max(D, Dr) <= L1_COLS else L1_COLS
+def l1_cols(D: int, Dr: int, itemsize: int = 2) -> int:
+    """Columns of one L1 operand block: all of D (and the rope width) up to 256 (fp32: 128), else blocks of that."""
+    limit = L1_COLS * 2 // itemsize
+    return max(c16(D), c16(Dr)) if max(D, Dr) <= limit else limit
 POST_ELEMS = 8192  # fp32 elements per post-kernel step
 
 
@@ -141,7 +143,10 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
                 Muls(x, x, tiling.scaleValue, n)
                 PipeBarrier(Pipe.V)
             y = outQ.AllocTensor(dt)
-            Cast(y, x, RoundMode.CAST_ROUND, n)
+            if dt.itemsize == 4:  # fp32 outputs: the fp32 sum itself
+                Copy(y, x, 64, -(-n // 64), CopyRepeatParams(1, 1, 8, 8))
+            else:
+                Cast(y, x, RoundMode.CAST_ROUND, n)
             inQ.FreeTensor(x)
             outQ.EnQue(y)
             y = outQ.DeQue(dt)
@@ -197,6 +202,10 @@ class KernelFagBasic:
         self.pseGm, self.dropGm = pseShift, dropMask
         self.dropBytesGm = workspace[tiling.dropBytesOffset] if args.dropout and not tiling.dropMaskBitMode else None
         self.alibiGm = workspace[tiling.alibiOffset].ReinterpretCast(F16) if args.pseForm == "slope" else None
+        self.b32 = np.dtype(args.inDtype).itemsize == 4
+        if self.b32:  # fp32: Q^T, K^T, dY^T per head in GM, and per core P^T / dS^T section buffers
+            self.qT, self.kT, self.dyT = (workspace[o].ReinterpretCast(F32) for o in
+                                          (tiling.qTOffset, tiling.kTOffset, tiling.dyTOffset))
         self.Dr = tiling.ropeD
         self.t, self.a = tiling, args
         self.qGm, self.kGm, self.vGm, self.dyGm, self.oGm = query, key, value, dy, attentionIn
@@ -216,6 +225,8 @@ class KernelFagBasic:
         base = tiling.mmOffset + self.core * 4 * sec
         self.mm1 = [base + i * sec for i in range(2)]  # dP, then dS (byte offsets)
         self.mm2 = [base + (2 + i) * sec for i in range(2)]  # S, then P
+        tbase = tiling.mmTOffset + self.core * 4 * sec
+        self.mmT = [[tbase + (2 * k + i) * sec for i in range(2)] for k in range(2)]  # fp32: P^T, dS^T
         self.secs = list(tiling.core_sections(self.core))
         # P / dS rows overwrite the first half of their own fp32 S / dP rows (pitch BASE fp32 = 512 bytes), so
         # each AIV's writes stay inside the rows it has read (CANN copyOutOffset = 2 x the fp32 offset)
@@ -230,6 +241,11 @@ class KernelFagBasic:
                 PseInnerAlibiCreate(self.alibiGm)
             if self.a.dropout and not self.t.dropMaskBitMode:
                 DropMaskAdapter(self.dropGm, self.dropBytesGm, self.t.dropAdapterBits)
+            if self.b32:  # the cube reads Q, K, dY as B^T of dK, dQ, dV: transposed copies (ops/common/transpose.py)
+                t, w = self.t, self.t.sfmgWorkers
+                TransposeHeads(self.qGm, self.qT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
+                TransposeHeads(self.kGm, self.kT, t.t2Size, t.n2Size, self.D, t.t2Pitch, w)
+                TransposeHeads(self.dyGm, self.dyT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
             self.VecSftg()
             self.ProcessVector()
 
@@ -244,13 +260,15 @@ class KernelFagBasic:
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
         dt, D = self.inDt, self.D
-        dp = l1_cols(D, self.Dr)
+        isz = dt.itemsize
+        dp = l1_cols(D, self.Dr, isz)
         self.l1w = dp
+        self.kChunk = K_CHUNK * 2 // isz  # fp32: 64 k columns fill a 32 KiB L0A/L0B buffer of 128 rows
         self.tiles = CubeTiles(self.pipe, dt)
         self.l1 = {}
-        for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * 2), ("b", TPosition.B1, BASE * dp * 2),
-                                  ("c", TPosition.A1, BASE * dp * 2), ("d", TPosition.B1, BASE * dp * 2),
-                                  ("p", TPosition.A1, BASE * BASE * 2), ("s", TPosition.A1, BASE * BASE * 2)):
+        for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * isz), ("b", TPosition.B1, BASE * dp * isz),
+                                  ("c", TPosition.A1, BASE * dp * isz), ("d", TPosition.B1, BASE * dp * isz),
+                                  ("p", TPosition.A1, BASE * BASE * isz), ("s", TPosition.A1, BASE * BASE * isz)):
             q = TQue(pos, 1)
             self.pipe.InitBuffer(q, 1, nbytes)
             self.l1[name] = q
@@ -285,8 +303,8 @@ class KernelFagBasic:
         first = True
         for load_a, load_bt, k in parts:
             (qa, aL1), (qb, bTL1) = load_a(), load_bt()
-            for kc in range(0, k, K_CHUNK):
-                kcols = min(K_CHUNK, k - kc)
+            for kc in range(0, k, self.kChunk):
+                kcols = min(self.kChunk, k - kc)
                 self.tiles.SplitA(aL1, c16(m) // 16, 0, m, kc, kcols)
                 self.tiles.SplitBTransposed(bTL1, c16(n) // 16, kc, kcols)
                 self.tiles.Compute(c, m, n, kcols, first)
@@ -362,6 +380,9 @@ class KernelFagBasic:
                 lambda: (qb, self._load(qb, b_gm, cols, k, b_pitch)), k)
 
     def Cube23(self, task: int):
+        if self.b32:
+            self.Cube23T(task)
+            return
         t, D, Dr = self.t, self.D, self.Dr
         s = self.secs[task]
         SetAtomicAdd(F32)
@@ -385,6 +406,32 @@ class KernelFagBasic:
             self._free("p", pL1)
         SetAtomicNone()
 
+    def Cube23T(self, task: int):
+        """fp32 (no b32 transposing loads): dQ += dS (K^T)^T, dK += (dS^T) (Q^T)^T, dV += (P^T) (dY^T)^T, each an
+        A B^T product per 128 columns of D with A from the section buffers (dS; dS^T and P^T written by the
+        AIVs) and B^T from the transposed copies; Fixpipes add atomically as in Cube23."""
+        t, D = self.t, self.D
+        s = self.secs[task]
+        SetAtomicAdd(F32)
+        for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
+            b, n, s1o, s2o, rows, cols, _ = self._blk(i)
+            qo, kvo = self._rows(b, n, s1o, s2o)
+            tq, tk, kvh = self.a.cuQ[b] + s1o * BASE, self.a.cuKv[b] + s2o * BASE, n // t.gSize
+            ds, dsT, pT = (self._slot(reg, task, j, F32) for reg in (self.mm1, self.mmT[1], self.mmT[0]))
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dqWs[qo + dn], [self._part("s", "b", ds, self.kT[(kvh * D + dn) * t.t2Pitch + tk],
+                                                             rows, w, cols, BASE, t.t2Pitch)], rows, w, t.n1Size * D)
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dkWs[kvo + dn], [self._part("s", "a", dsT, self.qT[(n * D + dn) * t.t1Pitch + tq],
+                                                              cols, w, rows, BASE, t.t1Pitch)], cols, w, t.n2Size * D)
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dvWs[kvo + dn], [self._part("p", "c", pT, self.dyT[(n * D + dn) * t.t1Pitch + tq],
+                                                              cols, w, rows, BASE, t.t1Pitch)], cols, w, t.n2Size * D)
+        SetAtomicNone()
+
     # ---------------------------------------------------------------------------------------- vector
     def VecSftg(self):
         """sfmg[t, n, :] = rowsum(fp32(dy) * fp32(attention_in)) over D, broadcast to 8; then SyncAll."""
@@ -393,8 +440,9 @@ class KernelFagBasic:
         step = sfmg_rows(dp, dt.itemsize)
         pipe = TPipe()
         bufs = {}
+        fp32 = dt.itemsize == 4
         for name, nbytes in (("dy", step * dp * dt.itemsize), ("o", step * dp * dt.itemsize),
-                             ("x", step * dp * 4), ("y", step * dp * 4), ("acc", step * 64 * 4),
+                             ("x", step * dp * 4), ("y", 32 if fp32 else step * dp * 4), ("acc", step * 64 * 4),
                              ("row", step * 4), ("b8", step * 32)):
             bufs[name] = TBuf()
             pipe.InitBuffer(bufs[name], nbytes)
@@ -409,10 +457,13 @@ class KernelFagBasic:
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
             x, y = bufs["x"].Get(F32), bufs["y"].Get(F32)
-            Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
-            Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
-            PipeBarrier(Pipe.V)
-            Mul(x, x, y, nr * dp)
+            if dt.itemsize == 4:  # fp32: the product of the inputs themselves
+                Mul(x, dyL, oL, nr * dp)
+            else:
+                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
+                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
+                PipeBarrier(Pipe.V)
+                Mul(x, x, y, nr * dp)
             PipeBarrier(Pipe.V)
             row = bufs["row"].Get(F32)
             RowReduce("sum", row, x, bufs["acc"].Get(F32), nr, D, dp)
@@ -434,7 +485,8 @@ class KernelFagBasic:
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.ub = {}
-        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", half * BASE * 2),
+        out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
+        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
                              ("max8", half * 32), ("sum8", half * 32), ("sfmg8", half * 32)):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
@@ -442,10 +494,13 @@ class KernelFagBasic:
         if a.sink or a.pseForm != "none" or a.dropout:  # fp32 scratch: pse slice, dropped P, dP * P
             self.ub["tmp"] = TBuf()
             self.vpipe.InitBuffer(self.ub["tmp"], half * BASE * 4)
+        if a.sink or self.b32:  # acc: the sink's row folds, and (fp32) the transposes' Gather offsets
+            self.ub["acc"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["acc"], half * 64 * 4)
         if a.sink:
             n1 = self.t.n1Size
             for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", half * 32), ("psr", half * 4 + 32),
-                                 ("rowv", half * 4 + 32), ("acc", half * 64 * 4), ("one", 32), ("one8", 256)):
+                                 ("rowv", half * 4 + 32), ("one", 32), ("one8", 256)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
@@ -523,18 +578,20 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         RowBroadcast("div", S, S, sum8, mine, cols, pitch)
         PipeBarrier(Pipe.V)
-        out = ub["out"].Get(dt)
+        out, pv = ub["out"].Get(dt), S
         if a.dropout:  # dV takes the dropped P: Pd = keep ? P / keep_prob : 0 (a copy; dS needs P itself)
-            pd = ub["tmp"].Get(F32)
-            Copy(pd, S, 64, cnt // 64, CopyRepeatParams(1, 1, 8, 8))
+            pv = ub["tmp"].Get(F32)
+            Copy(pv, S, 64, cnt // 64, CopyRepeatParams(1, 1, 8, 8))
             PipeBarrier(Pipe.V)
-            self.Dropout(pd, b, n, row0, s2o * BASE, mine, cols, pitch)
-            Cast(out, pd, RoundMode.CAST_ROUND, cnt)
+            self.Dropout(pv, b, n, row0, s2o * BASE, mine, cols, pitch)
+        if self.b32:  # fp32: P^T (dV's A operand) into the P^T section buffer; dP's buffer is still free
+            self.CopyOutT(pv, ub["dp"].Get(F32), self._slot(self.mmT[0], task, j, F32), lo, mine, cols, pitch)
         else:
-            Cast(out, S, RoundMode.CAST_ROUND, cnt)
-        SetFlag(HardEvent.V_MTE3, 0)
-        WaitFlag(HardEvent.V_MTE3, 0)
-        CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch, self.cast_pitch)
+            Cast(out, pv, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
+                        self.cast_pitch)
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
         # SubGrapB: dS = (dP - sfmg) * P
@@ -553,14 +610,35 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         Mul(dP, dP, S, cnt)
         PipeBarrier(Pipe.V)
-        Cast(out, dP, RoundMode.CAST_ROUND, cnt)
-        SetFlag(HardEvent.V_MTE3, 1)
-        WaitFlag(HardEvent.V_MTE3, 1)
-        CopyRowsOut(self._slot(self.mm1, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch, self.cast_pitch)
+        if self.b32:  # fp32: dS over its own dP rows, and dS^T (dK's A operand) gathered into the free S buffer
+            SetFlag(HardEvent.V_MTE3, 1)
+            WaitFlag(HardEvent.V_MTE3, 1)
+            CopyRowsOut(self._slot(self.mm1, task, j, F32)[lo * BASE], dP, mine, cols, pitch, BASE)
+            self.CopyOutT(dP, S, self._slot(self.mmT[1], task, j, F32), lo, mine, cols, pitch)
+        else:
+            Cast(out, dP, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 1)
+            WaitFlag(HardEvent.V_MTE3, 1)
+            CopyRowsOut(self._slot(self.mm1, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
+                        self.cast_pitch)
         SetFlag(HardEvent.MTE3_MTE2, 1)
         WaitFlag(HardEvent.MTE3_MTE2, 1)
         SetFlag(HardEvent.MTE3_V, 1)
         WaitFlag(HardEvent.MTE3_V, 1)
+
+    def CopyOutT(self, src, dst, gm, lo: int, rows: int, cols: int, pitch: int):
+        """fp32: the transpose of src (rows x cols, UB pitch *pitch*) -> gm (a section block, [cols, BASE] fp32)
+        columns lo..lo+rows: Gather 64 columns at a time into *dst* (cols rows of R = rows rounded up to 8)."""
+        R = -(-rows // 8) * 8
+        o = self.ub["acc"].Get(np.int32)
+        TransposeOffsets(o, R, min(cols, 64), pitch)
+        for c0 in range(0, cols, 64):
+            Gather(dst[c0 * R], src, o.ReinterpretCast(np.uint32), c0 * 4, min(64, cols - c0) * R)
+        SetFlag(HardEvent.V_MTE3, 2)
+        WaitFlag(HardEvent.V_MTE3, 2)
+        CopyRowsOut(gm[lo], dst, cols, rows, R, BASE)
+        SetFlag(HardEvent.MTE3_V, 2)
+        WaitFlag(HardEvent.MTE3_V, 2)
 
     def SinkProb(self, n: int, max8, sum8, rows: int):
         """psr[r] = exp(sink[n] - max[r]) / sum[r] (the sink's probability per row), contiguous."""

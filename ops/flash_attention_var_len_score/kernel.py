@@ -16,15 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Compare, Copy, CrossCoreSetFlag,
+from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Cast, Compare, Copy, CrossCoreSetFlag,
                            CrossCoreWaitFlag, DataCopy, DataCopyParams, Duplicate, Exp, Fixpipe, FixpipeParamsV220,
-                           Gather, GetBlockIdx, GetBlockNum, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
+                           GetBlockIdx, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
                            Pipe, PipeBarrier, RoundMode, Select, SetFlag, Sub, SyncAll, TBuf, TPipe, TPosition, TQue,
-                           UnaryRepeatParams, WaitFlag)
+                           WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
 from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
 from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
+from ops.common.transpose import TransposeHeads
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.flash_attention_var_len_score.tiling import CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, FaVarLenTilingData
 
@@ -241,49 +242,9 @@ class KernelFlashAttentionVarLenScore:
 
     def TransposeV(self):
         """V (T2 rows of N2*D) -> V^T per kv head [N2, D, vTransPitch] in the workspace (Gather)."""
-        ti, D = self.t, self.D
-        d8 = -(-D // 8) * 8
-        R = max(8, min(64, 8192 // d8) // 8 * 8)
-        pipe = TPipe()
-        vin, vout, offs = TBuf(), TBuf(), TBuf()
-        pipe.InitBuffer(vin, R * d8 * 4)
-        pipe.InitBuffer(vout, R * d8 * 4)
-        pipe.InitBuffer(offs, R * d8 * 4)
-        o = offs.Get(np.int32)
-        Duplicate(o, 0, R)
-        for p in range(R.bit_length()):  # o[r] = r * d8 * 4 bytes: add 2^p * d8 * 4 on the lanes with bit p
-            word = sum(1 << r for r in range(R) if r >> p & 1)
-            if word:
-                PipeBarrier(Pipe.V)
-                Adds(o, o, (1 << p) * d8 * 4, (word, 0), 1, UnaryRepeatParams())
-        step = 1
-        while step < D:  # o[d * R + r] = (r * d8 + d) * 4, doubling over d (R * 4 bytes is 32-byte aligned)
-            PipeBarrier(Pipe.V)
-            Adds(o[step * R:], o, step * 4, min(step, D - step) * R)
-            step *= 2
-        PipeBarrier(Pipe.V)
-        per_head = -(-ti.t2Size // R)
-        units = ti.n2Size * per_head
-        g, G = GetBlockIdx(), GetBlockNum()
-        share = -(-units // G)
-        for u in range(g * share, min((g + 1) * share, units)):
-            n2, t0 = u // per_head, (u % per_head) * R
-            nr = min(R, ti.t2Size - t0)
-            src = vin.Get(F32)
-            CopyRowsIn(src, self.vGm[t0 * ti.n2Size * D + n2 * D], nr, D, ti.n2Size * D, d8)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
-            dst = vout.Get(F32)
-            Gather(dst, src, o.ReinterpretCast(np.uint32), 0, D * R)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            CopyRowsOut(self.vTGm[n2 * D * ti.vTransPitch + t0], dst, D, nr, R, ti.vTransPitch)
-            SetFlag(HardEvent.MTE3_MTE2, 0)
-            WaitFlag(HardEvent.MTE3_MTE2, 0)
-            SetFlag(HardEvent.MTE3_V, 0)
-            WaitFlag(HardEvent.MTE3_V, 0)
+        ti = self.t
+        TransposeHeads(self.vGm, self.vTGm, ti.t2Size, ti.n2Size, self.D, ti.vTransPitch)
         SyncAll()
-        pipe.Reset()
 
     # ------------------------------------------------------------------------------------- vector (AIV)
     def InitVector(self):

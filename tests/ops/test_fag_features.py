@@ -1,4 +1,5 @@
-"""FlashAttentionUnpaddingScoreGradV5: pse (types 0-3), dropout, sparse 6 (prefix) and D > 256 on the simulator.
+"""FlashAttentionUnpaddingScoreGradV5: pse (types 0-3), dropout, sparse 6 (prefix), D > 256 and fp32 on the
+simulator.
 
 Bit-exact against the independent golden over a pairwise grid of the new features crossed with the
 old ones (dtype, GQA, layout, masks, sink, determinism), accuracy of every output against the float64
@@ -44,6 +45,12 @@ GRID = {
     # D > 256: operands pass through L1 in blocks of 256 columns
     "fp16_d272_dropbits_sink": dict(seq_q=[150, 40], seq_kv=[136, 40], n1=2, n2=1, d=272, sink=True, dropout=0.9),
     "bf16_d768_mode3": dict(seq_q=[130], seq_kv=[140], n1=1, n2=1, d=768, dtype="bf16", causal=True, sparse_mode=3),
+    # fp32: P^T, dS^T from the vector side and transposed Q, K, dY copies (no b32 transposing loads)
+    "fp32_mode3_alibi_dropbits_sink": dict(seq_q=[150, 40], seq_kv=[150, 40], n1=2, n2=1, d=40, dtype="fp32",
+                                           sink=True, dropout=0.8, pse_type=1, alibi="B", causal=True,
+                                           sparse_mode=3),
+    "fp32_d200_gqa_layout_prefix": dict(seq_q=[130, 20], seq_kv=[140, 30], n1=4, n2=2, d=200, dtype="fp32",
+                                        sparse_mode=6, prefix=[20, 15], layout=""),
     "bf16_rope272_pse2": dict(seq_q=[130], seq_kv=[130], n1=2, n2=1, d=16, dtype="bf16", rope_d=272, pse_type=2,
                               slopes="N"),
 }
@@ -99,7 +106,7 @@ def test_fag_pse_read_windows_bit_exact(kw):
 
 def test_fag_features_deterministic():
     """deterministic=True with pse, dropout and prefix: the ordered reduction, bit for bit."""
-    for name in ("bf16_pse0_alibi1_mode0_band_dropbytes", "bf16_prefix_gqa_dropbits"):
+    for name in ("bf16_pse0_alibi1_mode0_band_dropbytes", "bf16_prefix_gqa_dropbits", "fp32_mode3_alibi_dropbits_sink"):
         a, p, res = _run(GRID[name], deterministic=True)
         gold = golden_of(a, p, res, deterministic=True, atomics=None)
         for out in gold:
@@ -190,7 +197,7 @@ def test_fag_features_fuzz(data):
     equal = d(st.booleans())
     skv = sq if equal else [d(st.integers(1, 150)) for _ in range(b)]
     kw = dict(seq_q=sq, seq_kv=skv, n1=d(st.sampled_from([1, 2, 4])), d=d(st.sampled_from([16, 24, 40])),
-              dtype=d(st.sampled_from(["fp16", "bf16"])), seed=d(st.integers(0, 99)),
+              dtype=d(st.sampled_from(["fp16", "bf16", "fp32"])), seed=d(st.integers(0, 99)),
               sink=d(st.booleans()), layout=d(st.sampled_from(["same_as_input", ""])))
     kw["n2"] = d(st.sampled_from([n for n in (1, 2) if kw["n1"] % n == 0]))
     mode = d(st.sampled_from([None, 0, 2, 3, 6, 8]))

@@ -109,13 +109,6 @@ def test_fag_timing_mode_and_three_launches():
     assert full.cycles == res.cycles
 
 
-@pytest.mark.parametrize("over, what", [(dict(dtype="fp32"), "fp32")])
-def test_fag_unmodelled_features_say_so(over, what):
-    a, _ = make_case(**{**dict(seq_q=[16], seq_kv=[16], n1=1, n2=1, d=16), **over})
-    with pytest.raises(NotImplementedError, match=what):
-        fag(**a)
-
-
 @pytest.mark.parametrize("name", ["bf16_d40_gqa_varlen_sink", "fp16_d144_mode3_gqa_layout_sink", "bf16_d40_rope24_mode3"])
 def test_fag_deterministic_bit_exact(name):
     """deterministic=True: per-core copies summed in core order, bit-exact with the golden's ordered
