@@ -9,7 +9,8 @@ the elements of one AIV. So:
 - pre / post: simulated with outputs cut to 1 and 2 steps per AIV; the line through the two points
   is read at the real elements per AIV.
 
-Not covered: the post kernel's dsink reduction (a sink adds one Add per block on AIV 0, left out).
+pse, dropout and prefix run in the sample as in the full launch (the drop-mask adapter pass of unaligned
+rows with the sample core's share of the bits). Not covered: the post kernel's dsink reduction (a sink adds one Add per block on AIV 0, left out).
 ``benchmarks/fag.py --estimate`` measures the error against timing mode on shapes this module was
 not tuned on.
 """
@@ -27,8 +28,6 @@ from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, laun
 from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
 
 SAMPLE_TIMEOUT_S = 1e9
-
-
 
 
 def _line(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
@@ -52,7 +51,11 @@ def _busiest_core_tiling(til):
         starts.append(starts[-1] + til.secStart[sec + 1] - til.secStart[sec])
     cut = {f: tuple(getattr(til, f)[i] for i in rows)
            for f in ("blkB", "blkN", "blkS1o", "blkS2o", "blkRows", "blkCols", "blkMasked")}
-    return replace(til, blockDim=1, sections=len(secs), secStart=tuple(starts), sfmgWorkers=2 * til.blockDim, **cut)
+    # the sfmg rows and the drop-mask adapter's bits are shared by every AIV of the full launch: the sample's AIVs
+    # take their share of them only
+    adapter = -(-til.dropAdapterBits // til.blockDim) if til.dropAdapterBits else 0
+    return replace(til, blockDim=1, sections=len(secs), secStart=tuple(starts), sfmgWorkers=2 * til.blockDim,
+                   dropAdapterBits=adapter, **cut)
 
 
 def _main_cycles(problem, til, spec, inputs) -> float:
@@ -126,6 +129,10 @@ def _spec_inputs(problem) -> dict:
     if p.rope_d:
         out["query_rope"] = TensorSpec((p.T1, p.N1, p.rope_d), dt)
         out["key_in_rope"] = TensorSpec((p.T2, p.N2, p.rope_d), dt)
+    if p.pse_form != "none":
+        out["pse_shift"] = TensorSpec(p.pse_shape, f32 if p.pse_form == "slope" else dt)
+    if p.dropout:
+        out["drop_mask"] = TensorSpec((p.drop_mask_bytes,), "uint8")
     return out
 
 

@@ -71,6 +71,17 @@ class FagTilingData:
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
     dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
     dkRopeOffset: int = 0
+    keepProbRecip: float = 1.0  # dropout: fp32 1 / keep_prob (AscendC DropOut multiplies by it)
+    dropMaskBitMode: bool = True  # every row's keep bits start on a byte (Skv % 8 == 0): Select by the bits
+    dropBytesOffset: int = 0  # otherwise the adapter's one-byte-per-element copy of the mask
+    alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, BASE] table of j - i (PseInnerAlibiCreate)
+    dropAdapterBits: int = 0  # byte mode: keep bits the adapter expands (all of them; estimate's sample: a share)
+    qTOffset: int = 0  # fp32: Q^T [N1, D, t1Pitch], K^T [N2, D, t2Pitch], dY^T [N1, D, t1Pitch] (ops/common/transpose)
+    kTOffset: int = 0
+    dyTOffset: int = 0
+    t1Pitch: int = 0
+    t2Pitch: int = 0
+    mmTOffset: int = 0  # fp32: per core two section buffers (task parity) of P^T and of dS^T
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -91,6 +102,18 @@ def _keep_range(problem, b: int):
     return int(problem.next_tokens_lu[b]), int(problem.pre_tokens_lu[b])
 
 
+def _block_state(problem, b: int, i0: int, i1: int, j0: int, j1: int) -> tuple[bool, bool]:
+    """(skipped, masked) of the block of rows i0..i1, columns j0..j1 of batch b. Band modes: kept iff
+    -pre <= j - i <= next. Prefix (sparse 6): element dropped iff j - i > Skv - Sq and j >= prefix[b]."""
+    if problem.mask_form == "prefix_3072":
+        d, pfx = int(problem.seq_kv[b]) - int(problem.seq_q[b]), int(problem.prefix_n[b])
+        return j0 - i1 > d and j0 >= pfx, j1 - i0 > d and j1 >= pfx
+    nxt, pre = _keep_range(problem, b)
+    if j0 - i1 > nxt or j1 - i0 < -pre:
+        return True, True
+    return False, j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
+
+
 def block_list(problem) -> list:
     """Blocks in section order: list of sections, each a list of (b, n, s1o, s2o, rows, cols, masked)."""
     sections = []
@@ -98,7 +121,6 @@ def block_list(problem) -> list:
         sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
         if sq == 0:
             continue
-        nxt, pre = _keep_range(problem, b)
         n1b, n2b = -(-sq // BASE), -(-skv // BASE)
         for n in range(problem.N1):
             for rg in range(0, n1b, ROW_GROUP):
@@ -110,9 +132,9 @@ def block_list(problem) -> list:
                         for s2o in range(cg, min(cg + COL_GROUP, n2b)):
                             cols = min(BASE, skv - s2o * BASE)
                             j0, j1 = s2o * BASE, s2o * BASE + cols - 1
-                            if j0 - i1 > nxt or j1 - i0 < -pre:
-                                continue  # every element masked: skipped
-                            masked = j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
+                            skipped, masked = _block_state(problem, b, i0, i1, j0, j1)
+                            if skipped:
+                                continue  # every element masked
                             sec.append((b, n, s1o, s2o, rows, cols, masked))
                     if sec:
                         sections.append(sec)
@@ -151,6 +173,23 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     dsink_off = off
     if problem.sink:
         off += _a(len(flat) * 2 * 8 * 4)
+    bit_mode = bool((p.seq_kv[p.seq_q > 0] % 8 == 0).all())
+    drop_off = off
+    if p.dropout and not bit_mode:
+        off += _a(p.drop_mask_bits)
+    alibi_off = off
+    if p.pse_form == "slope":
+        off += _a(BASE * BASE * 2)
+    keep32 = np.float32(p.keep_prob)
+    t1p, t2p = -(-p.T1 // 8) * 8, -(-p.T2 // 8) * 8
+    t_offs = [0, 0, 0]
+    mm_t = 0
+    if np.dtype(p.dtype).itemsize == 4:
+        for k, size in enumerate((p.N1 * p.D * t1p * 4, p.N2 * p.D * t2p * 4, p.N1 * p.D * t1p * 4)):
+            t_offs[k] = off
+            off += _a(size)
+        mm_t = off
+        off += block_dim * 2 * 2 * mm_section
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
@@ -160,4 +199,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
         deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
-        ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr)
+        ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
+        keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode, dropBytesOffset=drop_off,
+        alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0,
+        qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t)
