@@ -12,6 +12,8 @@ accumulation (non-deterministic) or per-core copies summed in core order (determ
 from __future__ import annotations
 
 
+import numpy as np
+
 from npusim.launch import TimeoutVerdict
 from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
