@@ -20,7 +20,8 @@ from ops.common.result import OpResult, check_mode, resolve_chip
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS
 from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, split_advice
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, run_launches  # noqa: F401
-from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.tiling import block_dim_override, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
 MAX_D = 256  # L1 holds four 128 x D operand blocks (kernel.py ProcessCube)
@@ -59,9 +60,11 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
     if what is not None:
         raise NotImplementedError(f"flash_attention_unpadding_score_grad_v5: {what} is not modelled yet "
                                   "(docs/fag.md 'Coverage')")
-    til = fag_tiling(problem, spec, tiling, deterministic)
     if mode == "estimate":
-        return (lambda: _estimate(problem, til, spec)), til.workspaceSize
+        work = count_work(problem, block_dim_override(tiling, spec), spec.aic_count)
+        til = fag_tiling(problem, spec, tiling, deterministic, work=work)
+        return (lambda: _estimate(problem, til, spec, work)), til.workspaceSize
+    til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
                   softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
                   query_rope=query_rope, key_in_rope=key_in_rope)
@@ -81,8 +84,8 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
                            "deterministic": til.deterministic, "workspace": ws if full else None})
 
 
-def _estimate(problem, til, spec) -> OpResult:
-    est, parts = estimate_fag(problem, til, spec)
+def _estimate(problem, til, spec, work) -> OpResult:
+    est, parts = estimate_fag(problem, til, spec, work)
     verdict = split_advice(problem, est.time_us * 1e-6, spec.aicore_timeout_s)
     return OpResult(outputs=None, cycles=est.cycles, time_us=float(est.time_us), trace=None, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=verdict, mode="estimate",
