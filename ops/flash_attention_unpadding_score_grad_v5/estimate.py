@@ -4,13 +4,15 @@ The three launches are regular, so a small part of each, run on the real kernels
 stands for the whole:
 
 - main (the mix kernel): the work is counted without listing blocks (work.py): sections and blocks per
-  AI Core of the round-robin split. COMPANIONS cores run side by side, the busiest and others spread
-  over the rest by load, on a chip whose HBM and L2 bandwidth is their share of the launch's load-weighted
-  busy cores (npusim.estimate.contention_chip), with the inputs L2-resident as in the launch (l2_warm).
-  When their sections fit SIM_BLOCKS blocks they run whole and the run's cycles are the estimate.
-  Otherwise each runs an evenly spaced sample of its own sections, twice (K and K/2 sections); the
-  busiest core's time is read off the line through the two runs at its real block count, so pipeline
-  fill and the sfmg pre-pass are counted once and every other block at its sampled marginal cost.
+  AI Core of the round-robin split. Up to COMPANIONS of the most loaded cores run side by side, one per
+  distinct sequence of (blocks, masked) sections (a core's time depends on the order of its full and
+  diagonal sections: on S=2048 N=8 D=128 causal, cores with the same 58 blocks end 11% apart), on a chip
+  whose HBM and L2 bandwidth is their share of the launch's load-weighted busy cores
+  (npusim.estimate.contention_chip), with the inputs L2-resident as in the launch (l2_warm). When their
+  sections fit SIM_BLOCKS blocks they run whole and the latest core is the estimate. Otherwise each runs
+  an evenly spaced sample of its own sections, twice (K and K/2 sections), and the most loaded core's
+  time is read off the line through the two runs at its real block count, so pipeline fill and the sfmg
+  pre-pass are counted once and every other block at its sampled marginal cost.
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV, beyond that at STREAM_STEPS / 2 and STREAM_STEPS steps and extrapolated on the line through them.
 
@@ -34,6 +36,7 @@ COMPANIONS = 4  # AI Cores simulated side by side (the busiest and the ones spre
 # 8 gave the same estimates on the tuning half (S=2048 N=8 D=128 causal: 360.9 vs 363.0 us, timing 397.7)
 SIM_BLOCKS = 240  # blocks simulated at most per run (~260 instructions each on the main kernel); chosen on
 # the tuning half: 480 gave the same errors there (max 8.7%, the rest within 2.2%) at twice the CPU time
+PATTERN_SECTIONS = 16  # cores with at most this many sections are told apart by their section sequence
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
 STREAM_STEPS = 256  # pre/post steps per AIV simulated at most (each step POST_ELEMS elements)
 
@@ -46,15 +49,30 @@ def _ws(til):
     return TensorSpec((til.workspaceSize - SYSTEM_WORKSPACE_BYTES,), "uint8")
 
 
+def _pattern(work, core: int):
+    """The (blocks, masked) sequence of *core*'s sections when it is short enough to compare, else the core."""
+    n = int(work.core_sections[core])
+    if n > PATTERN_SECTIONS:
+        return core
+    return tuple(work.section_counts(core + j * work.block_dim) for j in range(n))
+
+
 def _subset(work) -> list[int]:
-    """The cores simulated: the busiest first, then others spread evenly over the load ranking, most loaded
-    first (so that in an interleaved tiling a core that runs out of sections is never followed by one that
-    has more)."""
-    order = sorted(range(work.block_dim), key=lambda c: (-work.core_blocks[c], c))
-    order = [c for c in order if work.core_sections[c] > 0]
-    k = min(COMPANIONS, len(order))
-    picks = sorted({int(round(i * (len(order) - 1) / max(k - 1, 1))) for i in range(k)})
-    return sorted((order[i] for i in picks), key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
+    """The cores simulated: the most loaded ones, one per distinct section sequence (a core's time depends on
+    the order of its full and diagonal sections, not only on its block count: the pipeline between a
+    section's cube and vector phases stalls differently), ordered so that in an interleaved tiling a core
+    that runs out of sections is never followed by one that has more."""
+    order = sorted((c for c in range(work.block_dim) if work.core_sections[c] > 0),
+                   key=lambda c: (-work.core_blocks[c], c))
+    picked, seen = [], set()
+    for c in order:
+        key = _pattern(work, c)
+        if key not in seen:
+            seen.add(key)
+            picked.append(c)
+        if len(picked) == COMPANIONS:
+            break
+    return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
 def _core_positions(work, core: int, count: int | None) -> list[int]:
@@ -67,7 +85,7 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
 
 def _sample_tiling(problem, til, work, cores: list[int], positions: dict) -> tuple:
     """A tiling of len(cores) AI Cores, subset core i running the sections *positions[c]* in order (section
-    j * len(cores) + i); and the simulated block count of the busiest (first) core."""
+    j * len(cores) + i); and the simulated block count of each."""
     k = len(cores)
     rounds = max(len(positions[c]) for c in cores)
     sections = []
@@ -81,12 +99,12 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict) -> tup
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
                      blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=2 * til.blockDim)
-    busiest = sum(len(sections[j * k]) for j in range(len(positions[cores[0]])))
-    return sample, busiest
+    simulated = [sum(len(sections[j * k + i]) for j in range(len(positions[c]))) for i, c in enumerate(cores)]
+    return sample, simulated
 
 
 def _main_cycles(problem, til, work, spec, inputs) -> float:
-    """The main launch's cycles (module docstring)."""
+    """The main launch's cycles (module docstring): the latest simulated core, extrapolated when sampled."""
     cores = _subset(work)
     if not cores:
         return launch_main(problem, til, spec, "timing", inputs, _ws(til)).cycles
@@ -96,16 +114,27 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     warm = (sum(sizes.values()), {k: 1.0 for k in sizes})
 
     def run(count):
-        sample, busiest = _sample_tiling(problem, til, work, cores, {c: _core_positions(work, c, count)
-                                                                      for c in cores})
-        return launch_main(problem, sample, chip, "timing", inputs, _ws(til), l2_warm=warm).cycles, busiest
+        """(end cycle per subset core, simulated blocks per subset core) of one sample launch."""
+        sample, simulated = _sample_tiling(problem, til, work, cores, {c: _core_positions(work, c, count)
+                                                                        for c in cores})
+        res = launch_main(problem, sample, chip, "timing", inputs, _ws(til), l2_warm=warm)
+        ends = res.trace.df.groupby("core")["end_cycle"].max()
+        return [float(ends.get(i, 0.0)) for i in range(len(cores))], simulated, res.cycles - float(ends.max())
 
     if sum(int(work.core_blocks[c]) for c in cores) <= SIM_BLOCKS:
-        return run(None)[0]
+        return _whole(run)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
     big = max(MIN_SAMPLE_SECTIONS, int(SIM_BLOCKS / (len(cores) * per_section)))
-    (t_small, w_small), (t_big, w_big) = run(big // 2), run(big)
-    return _line(w_small, t_small, w_big, t_big, float(work.core_blocks[cores[0]]))
+    (e_small, w_small, _), (e_big, w_big, overhead) = run(big // 2), run(big)
+    # a long core's section order averages out: the most loaded core's line is the estimate (the latest of
+    # several extrapolated lines would pick up their sampling noise: +11% on two tuning cases)
+    i = max(range(len(cores)), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
+    return _line(w_small[i], e_small[i], w_big[i], e_big[i], float(work.core_blocks[cores[i]])) + overhead
+
+
+def _whole(run) -> float:
+    ends, _, overhead = run(None)
+    return max(ends) + overhead
 
 
 def _per_aiv(total: int, spec) -> int:
