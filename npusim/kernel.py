@@ -87,12 +87,14 @@ def ASCEND_IS_AIV() -> bool:
 
 # -- buffers and queues --------------------------------------------------------------------------
 class _Slot:
-    __slots__ = ("index", "addr", "state")
+    # free_key / ready_key: the flag keys of this buffer's FreeTensor and EnQue, built once (TQue._init)
+    __slots__ = ("index", "addr", "state", "freed", "free_key", "ready_key")
 
     def __init__(self, index: int, addr: int):
         self.index = index
         self.addr = addr
         self.state = "free"  # free -> allocated -> queued -> dequeued -> free
+        self.freed = False  # FreeTensor'd at least once: the next AllocTensor waits for that flag
 
 
 class TQue:
@@ -108,7 +110,6 @@ class TQue:
         self.nbytes = 0
         self._next = 0
         self._queued: deque = deque()
-        self._freed_once: set = set()
         self.producer, self.consumer = QUEUE_PIPES[position]
 
     def _init(self, unit, num: int, nbytes: int) -> None:
@@ -120,6 +121,8 @@ class TQue:
         # with flags still pending (a last FreeTensor nobody waits for) could hand its id, and so those stale
         # flags, to a queue created later; holding the object in the key keeps its identity unique.
         self._key = self
+        for slot in self.slots:  # NOTE: keys built once per buffer, not per flag, for performance reasons
+            slot.free_key, slot.ready_key = (self, slot.index, "free"), (self, slot.index, "ready")
         # NOTE: names and labels resolved once per queue for performance reasons (benchmarks/sim_speed.py)
         self._set_id = unit.launch.name_id("SetFlag")
         self._wait_id = unit.launch.name_id("WaitFlag")
@@ -138,8 +141,8 @@ class TQue:
                 f"{unit.label}: AllocTensor on TQue({self.position}) with all {len(self.slots)} buffers in use "
                 "(a missing FreeTensor would hang the real kernel)")
         self._next = (self._next + 1) % len(self.slots)
-        if slot.index in self._freed_once:
-            unit.wait_flag(self._prod, (self._key, slot.index, "free"), self._wait_id, self._free_what, depth=2)
+        if slot.freed:
+            unit.wait_flag(self._prod, slot.free_key, self._wait_id, self._free_what, depth=2)
         slot.state = "allocated"
         return self._tensor(slot, dtype)
 
@@ -148,7 +151,7 @@ class TQue:
         slot = self._own(tensor, "allocated", "EnQue")
         slot.state = "queued"
         self._queued.append(slot)
-        self.unit.set_flag(self._prod, (self._key, slot.index, "ready"), self._set_id, depth=2)
+        self.unit.set_flag(self._prod, slot.ready_key, self._set_id, depth=2)
 
     def DeQue(self, dtype=np.float16) -> LocalTensor:
         """The oldest enqueued tensor; the consumer pipe waits for its EnQue flag."""
@@ -156,7 +159,7 @@ class TQue:
         if not self._queued:
             raise KernelHangError(f"{unit.label}: DeQue on empty TQue({self.position}) would wait forever")
         slot = self._queued.popleft()
-        unit.wait_flag(self._cons, (self._key, slot.index, "ready"), self._wait_id, self._ready_what, depth=2)
+        unit.wait_flag(self._cons, slot.ready_key, self._wait_id, self._ready_what, depth=2)
         slot.state = "dequeued"
         return self._tensor(slot, dtype)
 
@@ -178,8 +181,8 @@ class TQue:
         """Return *tensor*'s buffer: a flag set on the consumer pipe for the next AllocTensor."""
         slot = self._own(tensor, "dequeued", "FreeTensor")
         slot.state = "free"
-        self._freed_once.add(slot.index)
-        self.unit.set_flag(self._cons, (self._key, slot.index, "free"), self._set_id, depth=2)
+        slot.freed = True
+        self.unit.set_flag(self._cons, slot.free_key, self._set_id, depth=2)
 
     def _own(self, tensor: LocalTensor, state: str, what: str) -> _Slot:
         slot = tensor.slot

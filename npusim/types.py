@@ -15,6 +15,15 @@ from __future__ import annotations
 from enum import Enum, IntEnum
 
 
+class _FastHashEnum(Enum):
+    """An Enum hashed by identity (its members are singletons and compare by identity, so this agrees with
+    ==). NOTE: Enum.__hash__ is a Python function (hash of the member's name, ~0.7 us a dict look-up);
+    these enums key the simulator's per-instruction tables, for performance reasons
+    (benchmarks/sim_speed.py)."""
+
+    __hash__ = object.__hash__
+
+
 class Pipe(IntEnum):
     """Instruction pipes of an AI Core (CCE ``PIPE_*``; research/hardware.md §10)."""
 
@@ -49,7 +58,7 @@ FLOWCTRL_LANE = "FLOWCTRL"
 N_PIPES = len(Pipe)
 
 
-class BufferKind(Enum):
+class BufferKind(_FastHashEnum):
     """Physical memories a tensor can live in."""
 
     GM = "GM"
@@ -65,7 +74,7 @@ class BufferKind(Enum):
         return self.value
 
 
-class TPosition(Enum):
+class TPosition(_FastHashEnum):
     """Ascend C ``TPosition``: where a queue's tensors live and which pipes produce/consume them."""
 
     GM = "GM"
@@ -108,7 +117,7 @@ _POSITION_BUFFER = {
 }
 
 
-class HardEvent(Enum):
+class HardEvent(_FastHashEnum):
     """Ascend C ``HardEvent``: (source pipe, destination pipe) of a SetFlag/WaitFlag pair."""
 
     MTE2_V = (Pipe.MTE2, Pipe.V)

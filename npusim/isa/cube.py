@@ -35,6 +35,13 @@ from npusim.isa.dma import BLOCK, _ceil, _check, _data, _nonneg, _send
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
+# NOTE: enum members bound once, for performance reasons: on Python 3.11 reading an Enum class attribute
+# costs ~0.4 us (EnumType.__getattr__), and these are read per instruction (benchmarks/sim_speed.py)
+_BK_L0A = BufferKind.L0A
+_BK_L0B = BufferKind.L0B
+_BK_L0C = BufferKind.L0C
+_BK_L1 = BufferKind.L1
+_P_FIX = Pipe.FIX
 
 __all__ = ["Mmad", "MmadParams", "Fixpipe", "FixpipeParamsV220", "FixpipeConfig", "CFG_ROW_MAJOR", "CFG_NZ",
            "QuantMode_t"]
@@ -102,7 +109,7 @@ class Mmad(Instruction):
                 p.cmatrixSource) != _DEFAULTS:
             field = next(f for f, d in zip(_UNMODELLED, _DEFAULTS) if getattr(p, f) != d)
             raise NotImplementedError(f"Mmad: MmadParams.{field} = {getattr(p, field)!r} is not modelled")
-        for t, kind in ((dst, BufferKind.L0C), (fm, BufferKind.L0A), (filter, BufferKind.L0B)):
+        for t, kind in ((dst, _BK_L0C), (fm, _BK_L0A), (filter, _BK_L0B)):
             if not (isinstance(t, LocalTensor) and t.buffer.kind is kind):
                 raise NotImplementedError(f"Mmad operands must be L0C, L0A, L0B tensors; got {t!r} for {kind}")
         name, acc = _ACC.get(fm.dtype, (None, None))
@@ -145,6 +152,9 @@ class Mmad(Instruction):
         else:  # NZ -> (rows, cols)
             acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
         integer = acc_t is np.int32
+        # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
+        # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
+        buf = None if integer else np.empty((k0, rows, cols), acc_t)
         with np.errstate(all="ignore"):  # padding rows may hold stale Inf/NaN; IEEE results are intended
             for kf in range(k1):
                 av = a[:, kf].reshape(rows, k0).astype(acc_t)
@@ -157,31 +167,37 @@ class Mmad(Instruction):
                     # NOTE: numpy integer matmul is exact and BLAS-free; int32 wraps like the hardware.
                     acc += av @ bv.T
                 else:
-                    acc += _fractal_sum(av, bv)
+                    acc += _fractal_sum(av, bv, buf)
         c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
 
     def reads(self):
         m1, n1, k1 = -(-self.m // M0), -(-self.n // N0), -(-self.k // self.k0)
-        regs = [(BufferKind.L0A, self.a.addr, m1 * k1 * FRACTAL_BYTES),
-                (BufferKind.L0B, self.b.addr, k1 * n1 * FRACTAL_BYTES)]
+        regs = [(_BK_L0A, self.a.addr, m1 * k1 * FRACTAL_BYTES),
+                (_BK_L0B, self.b.addr, k1 * n1 * FRACTAL_BYTES)]
         if not self.init:
-            regs.append((BufferKind.L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize))
+            regs.append((_BK_L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize))
         return tuple(regs)
 
     def writes(self):
         m1, n1 = -(-self.m // M0), -(-self.n // N0)
-        return ((BufferKind.L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize),)
+        return ((_BK_L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize),)
 
 
-def _fractal_sum(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
+def _fractal_sum(av: np.ndarray, bv: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
     """sum_j av[:, j] * bv[:, j] for every (row, col), fp32, in the fixed pairwise tree.
 
     Level 1 adds products (0+1), (2+3), ...; each further level adds neighbouring partial sums, so
     for K0 = 16: (((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)))+(...8..15...). K0 is a power of two.
+    *buf*: a (K0, rows, cols) array the product planes are written to (its plane 0, the result, is
+    overwritten by the next call). Each level adds in place into the planes of the level before.
     """
-    p = av.T[:, :, None] * bv.T[:, None, :]  # (K0, rows, cols): one product plane per k
-    while p.shape[0] > 1:
-        p = p[0::2] + p[1::2]
+    k0 = av.shape[1]
+    p = np.multiply(av.T[:, :, None], bv.T[:, None, :], out=buf)  # (K0, rows, cols): a product plane per k
+    step = 1
+    while step < k0:
+        left = p[0::2 * step]
+        np.add(left, p[step::2 * step], out=left)
+        step *= 2
     return p[0]
 
 
@@ -269,9 +285,9 @@ class Fixpipe:
             raise NotImplementedError("Fixpipe takes (dst, src, [cbufWorkspace,] params)")
         if not isinstance(params, FixpipeParamsV220):
             raise NotImplementedError(f"Fixpipe with {type(params).__name__} is not modelled (FixpipeParamsV220)")
-        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C):
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is _BK_L0C):
             raise NotImplementedError("Fixpipe is modelled from L0C (CO1) only")
-        to_l1 = isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.L1
+        to_l1 = isinstance(dst, LocalTensor) and dst.buffer.kind is _BK_L1
         if not (to_l1 or isinstance(dst, GlobalTensor)):
             raise NotImplementedError("Fixpipe is modelled into GM or L1 only")
         p = params
@@ -303,9 +319,9 @@ class Fixpipe:
             elif unit.full:
                 self.execute()
         if to_l1:
-            _send(unit, self.name, Pipe.FIX, "l0c_to_l1", self.nbytes)
+            _send(unit, self.name, _P_FIX, "l0c_to_l1", self.nbytes)
         else:
-            start = _send(unit, self.name, Pipe.FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
+            start = _send(unit, self.name, _P_FIX, "l0c_to_gm", self.nbytes, dst.gm, dst.byte_offset, True)
             if unit.atomic is not None and unit.full and self.nbytes:
                 index, values, target = self._placement()
                 unit.launch.atomic_add(unit, dst.gm.name, target, index, values, start)
@@ -413,4 +429,4 @@ class Fixpipe:
     def reads(self):
         p = self.params
         n = (_ceil(p.nSize, L0C_C0) - 1) * p.srcStride * L0C_C0 + _ceil(p.mSize, L0C_C0) * 256
-        return ((BufferKind.L0C, self.src.addr, n * self.src.dtype.itemsize),)
+        return ((_BK_L0C, self.src.addr, n * self.src.dtype.itemsize),)

@@ -17,12 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from npusim.dtypes import cast
 from npusim.errors import NpusimError
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
+# NOTE: enum members bound once, for performance reasons: on Python 3.11 reading an Enum class attribute
+# costs ~0.4 us (EnumType.__getattr__), and these are read per instruction (benchmarks/sim_speed.py)
+_BK_L0C = BufferKind.L0C
+_BK_L1 = BufferKind.L1
+_BK_UB = BufferKind.UB
+_P_MTE2 = Pipe.MTE2
+_P_MTE3 = Pipe.MTE3
+_P_V = Pipe.V
 
 __all__ = ["DataCopy", "DataCopyParams", "Nd2NzParams", "DataCopyCO12DstParams", "DataCopyPad", "DataCopyExtParams",
            "DataCopyPadExtParams", "DataCopyPadParams", "LoadData", "LoadData2DParams"]
@@ -31,6 +40,7 @@ BLOCK = 32  # bytes per DataCopy block unit and per C0 (hardware.md §3, §4)
 FRACTAL_BYTES = 512  # one L0A/L0B fractal (hardware.md §3, §5)
 
 L0C_C0 = 16  # L0C fractals are 16 x 16 elements (hardware.md §3)
+_MTE1, _MTE2, _MTE3 = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.MTE3)
 _LOAD_PATHS = {BufferKind.UB: "gm_to_ub", BufferKind.L1: "gm_to_l1"}
 _STORE_PATHS = {BufferKind.UB: "ub_to_gm", BufferKind.L1: "l1_to_gm"}
 
@@ -189,6 +199,8 @@ class DataCopy:
 
     def __init__(self, dst, src, count_or_params):
         self.dst, self.src = dst, src
+        if count_or_params.__class__ is int and self._fast(dst, src, count_or_params):
+            return
         if isinstance(count_or_params, DataCopyCO12DstParams):
             self.params, self.count = count_or_params, None
             self._l0c_to_ub()
@@ -233,7 +245,7 @@ class DataCopy:
                 raise NotImplementedError(f"DataCopy GM -> {dst.buffer.kind} is not modelled")
             if unit.full:
                 self.execute()
-            _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False)
+            _send(unit, self.name, _P_MTE2, path, nbytes, src.gm, src.byte_offset, False)
         elif isinstance(dst, GlobalTensor):
             path = _STORE_PATHS.get(src.buffer.kind)
             if path is None:
@@ -242,16 +254,51 @@ class DataCopy:
                 raise NotImplementedError("DataCopy to GM under SetAtomicAdd is not modelled (Fixpipe only)")
             if unit.full:
                 self.execute()
-            _send(unit, self.name, Pipe.MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
+            _send(unit, self.name, _P_MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
         else:
-            if src.buffer.kind is not BufferKind.UB or dst.buffer.kind is not BufferKind.UB:
+            if src.buffer.kind is not _BK_UB or dst.buffer.kind is not _BK_UB:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> {dst.buffer.kind} is not modelled "
                                           "(use LoadData for L1 -> L0A/L0B)")
             if unit.full:
                 self.execute()
             # UB -> UB copies run on the vector pipe at one 256 B repeat per cycle (hardware.md §4)
-            unit.issue(unit.name_ids[self.name], int(Pipe.V), -(-nbytes // 256),
+            unit.issue(unit.name_ids[self.name], int(_P_V), -(-nbytes // 256),
                        unit.chip.vector_latency_cycles, nbytes, 0, depth=2)
+
+    def _fast(self, dst, src, n: int) -> bool:
+        """The count form GM <-> UB/L1 without an atomic store, issued in one step; False for any other
+        form, which __init__ then handles (and raises for). NOTE: the checks of __init__ inlined and
+        _send skipped, for performance reasons (benchmarks/sim_speed.py): most of a streaming kernel's
+        instructions are these copies. The same checks, errors, cost and trace row as __init__'s."""
+        if src.__class__ is GlobalTensor and dst.__class__ is LocalTensor:
+            path = _LOAD_PATHS.get(dst.buffer.kind)
+            if path is None:
+                return False
+            local, gm, pipe, write = dst, src, _MTE2, False
+        elif dst.__class__ is GlobalTensor and src.__class__ is LocalTensor:
+            path = _STORE_PATHS.get(src.buffer.kind)
+            if path is None or src.core.atomic is not None:
+                return False
+            local, gm, pipe, write = src, dst, _MTE3, True
+        else:
+            return False
+        self.params, self.count = None, n
+        item = local.dtype.itemsize
+        nbytes = n * item
+        if write:
+            if n < 0 or local.addr + nbytes > local.limit:
+                local.check(n)
+            gm.check(0, nbytes // gm.dtype.itemsize)
+        else:
+            gm.check(0, nbytes // gm.dtype.itemsize)
+            if n < 0 or local.addr + nbytes > local.limit:
+                local.check(n)
+        unit = local.core
+        if unit.full:
+            self.execute()
+        unit.transfer(unit.name_ids[self.name], pipe, path, nbytes, gm.gm, gm.offset * gm.dtype.itemsize, write,
+                      depth=3)  # 3: transfer <- _fast <- __init__ <- the kernel line
+        return True
 
     def execute(self) -> None:
         src, dst = _data(self.src).view(np.uint8), _data(self.dst).view(np.uint8)
@@ -269,8 +316,8 @@ class DataCopy:
 
     def _l0c_to_ub(self) -> None:
         src, dst, p = self.src, self.dst, self.params
-        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L0C
-                and isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.UB):
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is _BK_L0C
+                and isinstance(dst, LocalTensor) and dst.buffer.kind is _BK_UB):
             raise NotImplementedError("DataCopy with DataCopyCO12DstParams is modelled for L0C -> UB only")
         if (src.dtype.name, dst.dtype.name) not in self._CO1_CONVERSIONS:
             raise NotImplementedError(f"DataCopy L0C -> UB {src.dtype.name} -> {dst.dtype.name} is not modelled")
@@ -294,7 +341,7 @@ class DataCopy:
             if unit.full:
                 self._execute_l0c_to_ub()
         # the 200x L0C read-out runs on the vector unit (hardware.md §5 data paths)
-        _send(unit, self.name, Pipe.V, "l0c_to_ub", nbytes, depth=4)
+        _send(unit, self.name, _P_V, "l0c_to_ub", nbytes, depth=4)
 
     def _execute_l0c_to_ub(self) -> None:
         p = self.params
@@ -329,7 +376,7 @@ class DataCopy:
                    + (_ceil(p.dValue, c0) - 1) * p.dstNzC0Stride * c0 + c0)
             if unit.full:
                 self._execute_nd2nz(c0)
-        _send(unit, self.name, Pipe.MTE2, path, nbytes, src.gm, src.byte_offset, False, depth=4)
+        _send(unit, self.name, _P_MTE2, path, nbytes, src.gm, src.byte_offset, False, depth=4)
 
     def _execute_nd2nz(self, c0: int) -> None:
         p = self.params
@@ -367,8 +414,8 @@ class DataCopyPad:
         item = self.item = (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
         _nonneg("DataCopyPad", blockCount=p.blockCount, blockLen=p.blockLen, srcStride=p.srcStride,
                 dstStride=p.dstStride, leftPadding=pad.leftPadding, rightPadding=pad.rightPadding)
-        load = isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor) and dst.buffer.kind is BufferKind.UB
-        store = isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.UB
+        load = isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor) and dst.buffer.kind is _BK_UB
+        store = isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor) and src.buffer.kind is _BK_UB
         if not (load or store):
             raise NotImplementedError("DataCopyPad is modelled for GM -> UB and UB -> GM only")
         gm_stride = p.srcStride if load else p.dstStride
@@ -392,9 +439,9 @@ class DataCopyPad:
             if unit.full:
                 self.execute()
         if load:
-            _send(unit, self.name, Pipe.MTE2, "gm_to_ub", nbytes, src.gm, src.byte_offset, False)
+            _send(unit, self.name, _P_MTE2, "gm_to_ub", nbytes, src.gm, src.byte_offset, False)
         else:
-            _send(unit, self.name, Pipe.MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
+            _send(unit, self.name, _P_MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
 
     def execute(self) -> None:
         p, pad, item = self.params, self.pad, self.item
@@ -435,7 +482,7 @@ class LoadData:
     def __init__(self, dst, src, params):
         if not isinstance(params, LoadData2DParams):
             raise NotImplementedError(f"LoadData with {type(params).__name__} is not modelled (LoadData2DParams only)")
-        if not (isinstance(src, LocalTensor) and src.buffer.kind is BufferKind.L1):
+        if not (isinstance(src, LocalTensor) and src.buffer.kind is _BK_L1):
             where = src.buffer.kind if isinstance(src, LocalTensor) else "GM"
             raise NotImplementedError(f"LoadData from {where} is not modelled (L1 source only)")
         path = self._PATHS.get(dst.buffer.kind) if isinstance(dst, LocalTensor) else None
@@ -462,7 +509,9 @@ class LoadData:
             dst.check(((p.repeatTimes - 1) * (p.dstGap + span) + span) * per)
             if unit.full:
                 self.execute()
-        _send(unit, self.name, Pipe.MTE1, path, self.nbytes)
+        # NOTE: unit.transfer called here, not through _send, for performance reasons (one frame less: the
+        # cube's inner loops issue a LoadData per tile, benchmarks/sim_speed.py); depth 2: __init__, kernel line
+        unit.transfer(unit.name_ids[self.name], _MTE1, path, self.nbytes, depth=2)
 
     def execute(self) -> None:
         p = self.params
@@ -474,13 +523,22 @@ class LoadData:
             _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
                                                        (p.dstGap + 2) * FRACTAL_BYTES)] = data
             return
-        src_idx = _byte_index(p.repeatTimes, FRACTAL_BYTES, p.srcStride * FRACTAL_BYTES) \
-            + p.startIndex * FRACTAL_BYTES
-        data = _data(self.src).view(np.uint8)[src_idx]
+        # NOTE: fractals as strided views of the two buffers (no byte index arrays), for performance reasons:
+        # the cube's inner loops load every tile this way (benchmarks/pfa.py); __init__ checked the bounds
+        n = p.repeatTimes
+        src = _data(self.src).view(np.uint8)[p.startIndex * FRACTAL_BYTES:]
+        dst = _data(self.dst).view(np.uint8)
+        if p.srcStride == 1:  # contiguous fractals: a plain reshape (as_strided costs ~10 us)
+            data = src[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
+        else:
+            data = as_strided(src, (n, FRACTAL_BYTES), (p.srcStride * FRACTAL_BYTES, 1), writeable=False)
+        if p.dstGap == 0:
+            dst = dst[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
+        else:
+            dst = as_strided(dst, (n, FRACTAL_BYTES), ((p.dstGap + 1) * FRACTAL_BYTES, 1))
         if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
-            data = data.reshape(p.repeatTimes, 16, 16, 2).transpose(0, 2, 1, 3).reshape(-1)
-        _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, FRACTAL_BYTES,
-                                                   (p.dstGap + 1) * FRACTAL_BYTES)] = data
+            data = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3).reshape(n, FRACTAL_BYTES)
+        dst[...] = data
 
     def reads(self):
         p = self.params

@@ -13,6 +13,9 @@ from npusim.launch import current_unit
 from npusim.types import HardEvent, Pipe
 
 
+_PIPE_NUMBER = {None: -1, **{p: int(p) for p in Pipe}}
+
+
 def SetFlag(event: HardEvent, event_id: int = 0) -> None:
     """Ascend C ``SetFlag<HardEvent>(id)``: executed on the event's source pipe."""
     unit = current_unit()
@@ -32,7 +35,10 @@ def PipeBarrier(pipe: Pipe | None = None) -> None:
     ``None`` means PIPE_ALL: every pipe and the scalar unit wait until the core is idle.
     """
     unit = current_unit()
-    unit.barrier(-1 if pipe is None else int(pipe), unit.name_ids["PipeBarrier"], 2)  # 2: depth
+    # NOTE: the pipe's number from a table (int() of an IntEnum is a Python call), for performance reasons:
+    # attention kernels issue a PipeBarrier every few instructions (benchmarks/sim_speed.py)
+    p = _PIPE_NUMBER.get(pipe)
+    unit.barrier(int(pipe) if p is None else p, unit.name_ids["PipeBarrier"], 2)  # 2: depth
 
 
 def CrossCoreSetFlag(flag_id: int, pipe: Pipe = Pipe.FIX, mode: int = 2) -> None:

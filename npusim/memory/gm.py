@@ -156,6 +156,9 @@ class L2Model:
         return self.l2_bytes / self.touched_bytes
 
 
+_new_global = object.__new__
+
+
 class GlobalTensor:
     """Ascend C ``GlobalTensor<T>``: elements [offset, offset + size) of a GM buffer."""
 
@@ -179,6 +182,12 @@ class GlobalTensor:
             self.size = gm.size if size is None else int(size)
 
     def __getitem__(self, offset) -> "GlobalTensor":
+        if offset.__class__ is int:
+            # NOTE: __init__ inlined (no int() / np.dtype() of what already is one), for performance
+            # reasons: kernels index GM once per copy (benchmarks/sim_speed.py)
+            t = _new_global(GlobalTensor)
+            t.gm, t.offset, t.size, t.dtype = self.gm, self.offset + offset, self.size - offset, self.dtype
+            return t
         if isinstance(offset, slice):
             start = offset.start or 0
             stop = self.size if offset.stop is None else offset.stop

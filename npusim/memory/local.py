@@ -90,17 +90,19 @@ class LocalTensor:
     # -- Ascend C surface -------------------------------------------------------------------
     def __getitem__(self, offset):
         """``t[offset]`` / ``t[offset:]``: the tensor starting *offset* elements later (Ascend C operator[])."""
-        if isinstance(offset, slice):
-            if offset.step not in (None, 1):
+        if offset.__class__ is slice:
+            if offset.step is not None and offset.step != 1:
                 raise NotImplementedError("LocalTensor slicing with a step is not an Ascend C operation")
             start = offset.start or 0
             count = (self.size if offset.stop is None else offset.stop) - start
         else:
-            start = int(offset)
+            start = offset if offset.__class__ is int else int(offset)
             count = self.size - start
-        item = self.dtype.itemsize
+        dtype = self.dtype
+        item = dtype.itemsize
         addr = self.addr + start * item
-        if start < 0 or count < 0 or addr + count * item > self.limit:
+        limit = self.limit
+        if start < 0 or count < 0 or addr + count * item > limit:
             raise NpuBufferError(
                 f"{self.buffer.owner} {self.buffer.kind}: slice at element {start} (+{count}) leaves the "
                 f"allocation [{self.base}, {self.limit}) bytes")
@@ -113,10 +115,10 @@ class LocalTensor:
         t.core = self.core
         t.buffer = buffer
         t.addr = addr
-        t.dtype = self.dtype
+        t.dtype = dtype
         t.size = count
         t.base = self.base
-        t.limit = self.limit
+        t.limit = limit
         t.slot = self.slot
         return t
 

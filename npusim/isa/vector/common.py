@@ -18,6 +18,7 @@ from npusim.errors import NpuBufferError
 from npusim.isa.base import Instruction, region
 from npusim.types import Pipe
 
+_V = int(Pipe.V)
 REPEAT_BYTES = 256  # one repeat = 8 blocks x 32 B (hardware.md §4)
 BLOCK_BYTES = 32  # strides count 32-byte blocks (hardware.md §4)
 MAX_REPEAT = 255  # repeatTimes <= 255 (hardware.md §4)
@@ -245,11 +246,27 @@ class VectorInstruction(Instruction):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls.latency = LATENCY.get(cls.name) or {}  # NOTE: looked up once per class, not per instruction
+        # NOTE: issue() computes the cost inline (no cycles() call) where the class keeps this cycles()
+        cls._plain_cycles = cls.cycles is VectorInstruction.cycles
 
     def cycles(self, chip):
         lat = self.latency.get(self.dtype)
         return (self.repeats * self.cost * REPEAT_BYTES / chip.vector_bytes_per_cycle,
                 chip.vector_latency_cycles if lat is None else lat)
+
+    def issue(self, unit, depth: int = 2) -> None:
+        """Instruction.issue with cycles() inlined (the same expressions, so the same floats), for
+        performance reasons: vector instructions are most of an attention kernel's (benchmarks/sim_speed.py)."""
+        if unit.full:
+            self.execute()
+        if self._plain_cycles:
+            chip = unit.chip
+            lat = self.latency.get(self.dtype)
+            unit.issue(unit.name_ids[self.name], _V, self.repeats * self.cost * REPEAT_BYTES / chip.vector_bytes_per_cycle,
+                       chip.vector_latency_cycles if lat is None else lat, self.nbytes, self.flops, depth + 1)
+        else:
+            occupancy, latency = self.cycles(unit.chip)
+            unit.issue(unit.name_ids[self.name], _V, occupancy, latency, self.nbytes, self.flops, depth + 1)
 
     def reads(self):
         return tuple(region(t, n) for t, n in self.spans_r)

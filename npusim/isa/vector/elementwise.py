@@ -32,12 +32,24 @@ class Elementwise(VectorInstruction):
     def _setup(self, dst, srcs: tuple, args: tuple) -> None:
         self.dst, self.srcs = dst, srcs
         tensors = (dst,) + srcs
-        dt = self.dtype = self._same_dtype(tensors)
+        # NOTE: _same_dtype and LocalTensor.check inlined (they raise the errors), for performance reasons
+        # (benchmarks/sim_speed.py): attention kernels issue these in their inner loops
+        dt = dst.dtype
+        for t in srcs:
+            if t.dtype is not dt and t.dtype != dt:
+                raise self._unsupported(dt, t.dtype)
+        if dt not in self.dtypes:
+            raise self._unsupported(dt)
+        self.dtype = dt
         item = dt.itemsize
         if len(args) == 1:  # count form
-            n = int(args[0])
+            n = args[0]
+            if n.__class__ is not int:
+                n = int(n)
+            end = n * item
             for t in tensors:
-                t.check(n)
+                if n < 0 or t.addr + end > t.limit:
+                    t.check(n)
             self.count, self.geometry = n, None
             self.repeats = -(-n * item // REPEAT_BYTES)
             active = n

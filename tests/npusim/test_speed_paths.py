@@ -1,0 +1,149 @@
+"""The fast paths of issue 14 (docs/performance.md) change speed only.
+
+DataCopy's count form between GM and UB/L1 is issued in one step when the count is a Python int: an
+np.int64 count takes the general path, so the two give the same trace, the same data and the same errors.
+LoadData copies fractals through strided views and Mmad adds its fractal tree in place: their results are
+compared here with the straightforward index-array and allocate-per-level code they replaced.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from npusim.errors import KernelError, NpuBufferError
+from npusim.isa.cube import _fractal_sum
+from npusim.kernel import (DataCopy, GlobalTensor, HardEvent, LoadData, LoadData2DParams, SetAtomicAdd, SetFlag,
+                           TBuf, TPipe, TPosition, WaitFlag)
+from npusim.launch import GmArg, launch
+from npusim.types import BufferKind, HardEvent as HE, TPosition as TP
+
+F16 = np.float16
+
+
+def _copy_kernel(count):
+    """GM x -> UB -> GM z, *count* elements each way (a Python int or a numpy integer)."""
+    def kernel(x: GlobalTensor, z: GlobalTensor):
+        pipe = TPipe()
+        buf = TBuf()
+        pipe.InitBuffer(buf, 4096)
+        t = buf.Get(F16)
+        DataCopy(t, x[16], count)
+        SetFlag(HardEvent.MTE2_MTE3)
+        WaitFlag(HardEvent.MTE2_MTE3)
+        DataCopy(z[32], t, count)
+    return kernel
+
+
+def _run_copy(count, mode):
+    x = np.arange(4096, dtype=F16)
+    z = np.zeros(4096, F16)
+    res = launch(_copy_kernel(count), (GmArg("x", x), GmArg("z", z)), block_dim=1, chip="Ascend910B2", mode=mode,
+                 kernel_type="vector")
+    return res, z
+
+
+@pytest.mark.parametrize("mode", ("full", "timing"))
+def test_datacopy_fast_path_same_trace_and_data_as_general_path(mode):
+    fast, z_fast = _run_copy(1024, mode)
+    slow, z_slow = _run_copy(np.int64(1024), mode)
+    assert fast.cycles == slow.cycles
+    for key, col in fast.trace.columns.items():
+        assert np.array_equal(col, slow.trace.columns[key]), key
+    assert fast.trace.sources == slow.trace.sources
+    assert np.array_equal(z_fast.view(np.uint16), z_slow.view(np.uint16))
+    if mode == "full":
+        assert np.array_equal(z_fast[32:32 + 1024], np.arange(16, 16 + 1024, dtype=F16))
+
+
+@pytest.mark.parametrize("count", (2049, 4096 - 16 + 1, -1))
+def test_datacopy_fast_path_same_errors(count):
+    """Local overflow (2049 fp16 in 4 KiB), GM overflow and a negative count: the general path's errors."""
+    msgs = []
+    for c in (count, np.int64(count)):
+        with pytest.raises((NpuBufferError, KernelError)) as err:
+            _run_copy(c, "timing")
+        msgs.append((type(err.value), str(err.value)))
+    assert msgs[0] == msgs[1]
+
+
+def test_datacopy_to_gm_under_atomic_add_still_refused():
+    def kernel(z: GlobalTensor):
+        pipe = TPipe()
+        buf = TBuf()
+        pipe.InitBuffer(buf, 4096)
+        SetAtomicAdd(np.float32)
+        DataCopy(z, buf.Get(np.float32), 64)
+    with pytest.raises(KernelError, match="DataCopy to GM under SetAtomicAdd is not modelled"):
+        launch(kernel, (GmArg("z", np.zeros(64, np.float32)),), block_dim=1, chip="Ascend910B2", mode="timing",
+               kernel_type="vector")
+
+
+def _load_reference(l1: np.ndarray, l0: np.ndarray, p: LoadData2DParams) -> np.ndarray:
+    """LoadData2D of b16 fractals with byte index arrays, as before the strided views."""
+    out = l0.view(np.uint8).copy()
+    src = l1.view(np.uint8)
+    for i in range(p.repeatTimes):
+        frac = src[(p.startIndex + i * p.srcStride) * 512:][:512]
+        if p.ifTranspose:
+            frac = frac.reshape(16, 16, 2).transpose(1, 0, 2).reshape(-1)
+        out[i * (p.dstGap + 1) * 512:][:512] = frac
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    dict(repeatTimes=4), dict(repeatTimes=3, srcStride=2, startIndex=1), dict(repeatTimes=3, dstGap=1),
+    dict(repeatTimes=2, srcStride=0, dstGap=2, ifTranspose=True), dict(repeatTimes=4, srcStride=3, ifTranspose=True),
+])
+def test_load_data_views_match_index_arrays(params):
+    p = LoadData2DParams(**params)
+    seen = {}
+
+    def kernel(x: GlobalTensor):
+        pipe = TPipe()
+        l1, l0a = TBuf(TPosition.A1), TBuf(TPosition.A2)
+        pipe.InitBuffer(l1, 16 * 512)
+        pipe.InitBuffer(l0a, 16 * 512)
+        a1, a2 = l1.Get(F16), l0a.Get(F16)
+        DataCopy(a1, x, 16 * 256)
+        SetFlag(HardEvent.MTE2_MTE1)
+        WaitFlag(HardEvent.MTE2_MTE1)
+        a2.view()[:] = np.float16(-7.0)  # bytes LoadData must leave alone
+        seen["before"], seen["l1"] = a2.view().copy(), a1.view().copy()
+        LoadData(a2, a1, p)
+        seen["after"] = a2.view().copy()
+
+    x = (np.arange(16 * 256) % 2039).astype(F16)
+    launch(kernel, (GmArg("x", x),), block_dim=1, chip="Ascend910B2", mode="full", kernel_type="cube")
+    want = _load_reference(seen["l1"], seen["before"], p)
+    assert np.array_equal(seen["after"].view(np.uint8), want)
+
+
+def _fractal_sum_reference(av, bv):
+    p = av.T[:, :, None] * bv.T[:, None, :]
+    while p.shape[0] > 1:
+        p = p[0::2] + p[1::2]
+    return p[0]
+
+
+@pytest.mark.parametrize("k0", (8, 16))
+def test_fractal_sum_in_place_bits_equal_allocating_tree(k0):
+    rng = np.random.default_rng(k0)
+    av = rng.standard_normal((48, k0)).astype(F16).astype(np.float32) * np.float32(1e4)
+    bv = rng.standard_normal((32, k0)).astype(F16).astype(np.float32)
+    av[0, 1], av[1, :], bv[2, 3], bv[3, 0] = np.inf, -0.0, 0.0, np.nan  # inf * 0, signed zeros, NaN
+    bv[4, :] = -0.0
+    buf = np.full((k0, 48, 32), np.nan, np.float32)
+    with np.errstate(all="ignore"):
+        want = _fractal_sum_reference(av, bv)
+        got = _fractal_sum(av, bv, buf).copy()
+        again = _fractal_sum(av, bv, buf)  # the buffer reused
+        alloc = _fractal_sum(av, bv)
+    for r in (got, again, alloc):
+        assert np.array_equal(r.view(np.uint32), want.view(np.uint32))
+
+
+def test_fast_enum_hash_agrees_with_equality():
+    """BufferKind / TPosition / HardEvent hash by identity: members still key dicts and sets as before."""
+    table = {BufferKind.UB: 1, TP.VECIN: 2, HE.MTE2_V: 3}
+    assert table[BufferKind("UB")] == 1 and table[TP["VECIN"]] == 2 and table[HE.MTE2_V] == 3
+    assert len({BufferKind.UB, BufferKind("UB"), BufferKind.L1}) == 2
