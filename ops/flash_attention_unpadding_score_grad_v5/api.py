@@ -5,14 +5,12 @@ kernel (zero the fp32 dq/dk/dv workspaces), the main mix kernel and the post ker
 The operator's cycles and time are the sum of the three launches' (each with its launch overhead);
 ``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
 
-What the simulator models today (docs/fag.md "Coverage"): the basic template for fp16/bf16, D <= 256,
-no pse, no dropout, rope, every sparse mode but 6 (prefix), sink and dsink,
-atomic accumulation (non-deterministic) or per-core copies summed in core order (deterministic). Valid calls outside that raise NotImplementedError naming the
-feature (the contract still validates them).
+What the simulator models (docs/fag.md "Coverage"): the basic template for every valid call (fp16, bf16,
+fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink), with atomic
+accumulation (non-deterministic) or per-core copies summed in core order (deterministic).
 """
 from __future__ import annotations
 
-import numpy as np
 
 from npusim.launch import TimeoutVerdict
 from ops.common.facade import first_stage, second_stage
@@ -24,17 +22,6 @@ from ops.flash_attention_unpadding_score_grad_v5.tiling import block_dim_overrid
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
-MAX_D = 256  # L1 holds four 128 x D operand blocks (kernel.py ProcessCube)
-
-
-def _unsupported(problem, deterministic: bool) -> str | None:
-    """The first feature of a valid call the kernel does not model yet, or None."""
-    p = problem
-    checks = ((np.dtype(p.dtype).itemsize != 2, "fp32 inputs (the b32 transposing L1->L0 load is not modelled)"),
-              (max(p.D, p.rope_d) > MAX_D, f"D > {MAX_D}"), (p.pse_form != "none", "pse_shift"),
-              (p.dropout, "dropout"),
-              (p.mask_form == "prefix_3072", "sparse_mode 6 (prefix)"))
-    return next((what for bad, what in checks if bad), None)
 
 
 def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, drop_mask=None, padding_mask=None,
@@ -56,10 +43,6 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
     if not isinstance(deterministic, bool):
         from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"deterministic: must be a bool, got {deterministic!r}")
-    what = _unsupported(problem, deterministic)
-    if what is not None:
-        raise NotImplementedError(f"flash_attention_unpadding_score_grad_v5: {what} is not modelled yet "
-                                  "(docs/fag.md 'Coverage')")
     if mode == "estimate":
         work = count_work(problem, block_dim_override(tiling, spec), spec.aic_count)
         til = fag_tiling(problem, spec, tiling, deterministic, work=work)
@@ -67,7 +50,7 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
     til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
                   softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
-                  query_rope=query_rope, key_in_rope=key_in_rope)
+                  query_rope=query_rope, key_in_rope=key_in_rope, pse_shift=pse_shift, drop_mask=drop_mask)
     return (lambda: _run(problem, til, spec, mode, inputs)), til.workspaceSize
 
 
@@ -109,8 +92,7 @@ def flash_attention_unpadding_score_grad_v5(query, query_rope, key_in, key_in_ro
     *deterministic* stands for aclrtCtxSetSysParamOpt (default non-deterministic). Returns an OpResult
     with ``dq`` [T1, N1, D], ``dk`` and ``dv`` [T2, N2, D] in the input dtype (full mode), cycles and
     time of the pre + main + post launches, the main trace, tiling, workspace size and timeout verdict.
-    Raises AclnnError with the contract's status for invalid input, NotImplementedError for a valid
-    feature the kernel does not model yet (module docstring).
+    Raises AclnnError with the contract's status for invalid input.
     """
     run, _ = prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift, drop_mask, padding_mask,
                      atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, sink_in, prefix, actual_seq_qlen,
@@ -129,8 +111,7 @@ def aclnnFlashAttentionUnpaddingScoreGradV5GetWorkspaceSize(
         workspaceSize=None, executor=None, *, deterministic=False, chip="Ascend910B2"):
     """aclnn stage 1 (seed parameter order): ``(status, workspace_size, executor)``. dqRopeOut/dkRopeOut are
     needed only with rope, dsinkOut only with sinkIn; dpseOut is reserved (seed: 暂未使用) and ignored.
-    *deterministic* stands for aclrtCtxSetSysParamOpt. A valid call the simulator does not model yet
-    raises NotImplementedError (it is not an aclnn status)."""
+    *deterministic* stands for aclrtCtxSetSysParamOpt."""
     def prep():
         return prepare(query, queryRope, keyIn, keyInRope, value, dy, pseShiftOptional, dropMaskOptional,
                        paddingMaskOptional, attenMaskOptional, softmaxMaxOptional, softmaxSumOptional,

@@ -16,8 +16,10 @@ stands for the whole:
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV, beyond that at STREAM_STEPS / 2 and STREAM_STEPS steps and extrapolated on the line through them.
 
-``benchmarks/estimate_accuracy_fag.py`` measures the error against timing mode on a tuning and a
-checking half of its grid (only the tuning half chose SIM_BLOCKS, COMPANIONS and the sample sizes).
+pse, dropout and prefix run in the sample as in the full launch (the drop-mask adapter pass of unaligned
+rows with the simulated cores' share of the bits). ``benchmarks/estimate_accuracy_fag.py`` measures the
+error against timing mode on a tuning and a checking half of its grid (only the tuning half chose
+SIM_BLOCKS, COMPANIONS and the sample sizes).
 """
 from __future__ import annotations
 
@@ -98,7 +100,10 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict) -> tup
     cols = list(zip(*flat))
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
-                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=2 * til.blockDim)
+                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=2 * til.blockDim,
+                     # the sfmg rows and the drop-mask adapter's bits are shared by every AIV of the full
+                     # launch: the simulated cores' AIVs take their share of them only
+                     dropAdapterBits=-(-til.dropAdapterBits // til.blockDim) * k if til.dropAdapterBits else 0)
     simulated = [sum(len(sections[j * k + i]) for j in range(len(positions[c]))) for i, c in enumerate(cores)]
     return sample, simulated
 
@@ -206,6 +211,10 @@ def _spec_inputs(problem) -> dict:
     if p.rope_d:
         out["query_rope"] = TensorSpec((p.T1, p.N1, p.rope_d), dt)
         out["key_in_rope"] = TensorSpec((p.T2, p.N2, p.rope_d), dt)
+    if p.pse_form != "none":
+        out["pse_shift"] = TensorSpec(p.pse_shape, f32 if p.pse_form == "slope" else dt)
+    if p.dropout:
+        out["drop_mask"] = TensorSpec((p.drop_mask_bytes,), "uint8")
     return out
 
 

@@ -73,6 +73,17 @@ class FagTilingData:
     dkRopeOffset: int = 0
     blockCount: int = 0  # blocks of the call (estimate mode's tiling counts them and leaves blk* empty)
     maskedCount: int = 0
+    keepProbRecip: float = 1.0  # dropout: fp32 1 / keep_prob (AscendC DropOut multiplies by it)
+    dropMaskBitMode: bool = True  # every row's keep bits start on a byte (Skv % 8 == 0): Select by the bits
+    dropBytesOffset: int = 0  # otherwise the adapter's one-byte-per-element copy of the mask
+    alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, BASE] table of j - i (PseInnerAlibiCreate)
+    dropAdapterBits: int = 0  # byte mode: keep bits the adapter expands (all of them; estimate's sample: a share)
+    qTOffset: int = 0  # fp32: Q^T [N1, D, t1Pitch], K^T [N2, D, t2Pitch], dY^T [N1, D, t1Pitch] (ops/common/transpose)
+    kTOffset: int = 0
+    dyTOffset: int = 0
+    t1Pitch: int = 0
+    t2Pitch: int = 0
+    mmTOffset: int = 0  # fp32: per core two section buffers (task parity) of P^T and of dS^T
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -183,6 +194,23 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     dsink_off = off
     if problem.sink:
         off += _a((len(flat) if work is None else work.blocks) * 2 * 8 * 4)
+    bit_mode = bool((p.seq_kv[p.seq_q > 0] % 8 == 0).all())
+    drop_off = off
+    if p.dropout and not bit_mode:
+        off += _a(p.drop_mask_bits)
+    alibi_off = off
+    if p.pse_form == "slope":
+        off += _a(BASE * BASE * 2)
+    keep32 = np.float32(p.keep_prob)
+    t1p, t2p = -(-p.T1 // 8) * 8, -(-p.T2 // 8) * 8
+    t_offs = [0, 0, 0]
+    mm_t = 0
+    if np.dtype(p.dtype).itemsize == 4:
+        for k, size in enumerate((p.N1 * p.D * t1p * 4, p.N2 * p.D * t2p * 4, p.N1 * p.D * t1p * 4)):
+            t_offs[k] = off
+            off += _a(size)
+        mm_t = off
+        off += block_dim * 2 * 2 * mm_section
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
@@ -195,4 +223,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
         ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
         blockCount=len(flat) if work is None else work.blocks,
-        maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked)
+        maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,
+        keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode, dropBytesOffset=drop_off,
+        alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0,
+        qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t)
