@@ -43,6 +43,7 @@ STEPS = {
     "estimate_accuracy_pfa": [sys.executable, "benchmarks/estimate_accuracy_pfa.py"],
     "estimate_accuracy_fa": [sys.executable, "benchmarks/estimate_accuracy_fa.py"],
     "estimate_accuracy_spkc": [sys.executable, "benchmarks/estimate_accuracy_spkc.py"],
+    "estimate_accuracy_fag": [sys.executable, "benchmarks/estimate_accuracy_fag.py"],
     "pfa_tiling": _study("pfa_tiling"),
     "whatif_pfa": _study("whatif_hbm_l2_pfa"),
     "whatif_fa": _study("whatif_hbm_l2_fa"),

@@ -98,6 +98,15 @@ def _rows_performance() -> dict:
         rows["same, ScatterPaKvCache, 47 configurations (`benchmarks/estimate_accuracy_spkc.py`)"] = \
             (f"max {e['max_pct']:.2f}%, mean {e['mean_pct']:.2f}% over {e['configs']} (target <= 3%); "
              f"<= {e['huge_max_wall_s']:.2f} s, <= {e['huge_max_peak_mb']:.0f} MB for 4M tokens")
+    e = load("estimate_accuracy_fag")
+    if e:
+        huge = "; ".join(f"{h['name']}: {h['cpu_s']:.1f} s CPU, {h['peak_mb']:.0f} MB" for h in e["huge"])
+        worst = max((r for r in e["rows"] if r["half"] == "check"), key=lambda r: abs(r.get("error_pct", float("inf"))))
+        rows["same, FlashAttentionUnpaddingScoreGradV5, checking half of 16 configurations plus the T=4096 N=8 D=128 "
+             "causal shape (`benchmarks/estimate_accuracy_fag.py`)"] = \
+            (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
+             f"{e['check_mean_pct']:.2f}% (target <= 3%); tuning half max {e['tune_max_pct']:.2f}%; largest shapes: "
+             f"{huge}")
     w = load("sweep_scaling")
     if w:
         lo, hi = w["load_range"]

@@ -23,7 +23,8 @@ from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, r
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS, INPUTS, OP_NAME
 from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, split_advice
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, run_launches  # noqa: F401
-from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.tiling import block_dim_override, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
 
@@ -48,9 +49,11 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
     if not isinstance(deterministic, bool):
         from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"deterministic: must be a bool, got {deterministic!r}")
-    til = fag_tiling(problem, spec, tiling, deterministic)
     if mode == "estimate":
-        return (lambda: _estimate(problem, til, spec)), til.workspaceSize
+        work = count_work(problem, block_dim_override(tiling, spec), spec.aic_count)
+        til = fag_tiling(problem, spec, tiling, deterministic, work=work)
+        return (lambda: _estimate(problem, til, spec, work)), til.workspaceSize
+    til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,
                   softmax_sum=softmax_sum, atten_mask=atten_mask, sink_in=sink_in,
                   query_rope=query_rope, key_in_rope=key_in_rope, pse_shift=pse_shift, drop_mask=drop_mask)
@@ -85,8 +88,8 @@ def _run(problem, til, spec, mode: str, inputs: dict) -> OpResult:
 
 
 @unsanitized  # estimate mode runs no kernel end to end: nothing to sanitize
-def _estimate(problem, til, spec) -> OpResult:
-    est, parts = estimate_fag(problem, til, spec)
+def _estimate(problem, til, spec, work) -> OpResult:
+    est, parts = estimate_fag(problem, til, spec, work)
     verdict = split_advice(problem, est.time_us * 1e-6, spec.aicore_timeout_s)
     return OpResult(outputs=None, cycles=est.cycles, time_us=float(est.time_us), trace=None, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=til.blockDim, timeout=verdict, mode="estimate",
