@@ -395,6 +395,12 @@ def call_options(trace=None, progress=None, expected_cycles=None):
         _CALL_OPTIONS.reset(token)
 
 
+def call_trace_level():
+    """The trace level the enclosing :func:`call_options` set (None outside one): for an operator whose call
+    makes several launches and must not point all of them at one ``file:PATH``."""
+    return _CALL_OPTIONS.get().get("trace")
+
+
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
            timeout_s: float | None = None, meta: dict | None = None, l2_warm=None, trace=_UNSET, progress=_UNSET,
            expected_cycles=_UNSET, max_instructions: int = MAX_INSTRUCTIONS,

@@ -56,6 +56,14 @@ def _rows_performance() -> dict:
              + (f"; {p['full_over_numpy_cpu']:.1f}x by CPU time" if "full_over_numpy_cpu" in p else ""))
         so, si, _, cores = t["tiling"]
         rows["same: modeled operator time"] = f"{t['time_us']:.1f} us ({cores} AI Cores, sOuter {so}, sInner {si})"
+    z = load("sanitizer")
+    if z:
+        lo, hi = z["load_range"]
+        rows["same, timing mode with `sanitize=True`, against plain timing mode in the same round "
+             "(`benchmarks/sanitizer.py`)"] = \
+            (f"{z['ratio']:.2f}x CPU time ({z['sanitized_cpu_s']:.1f} s vs {z['plain_cpu_s']:.1f} s; wall "
+             f"{z['sanitized_wall_s']:.1f} s vs {z['plain_wall_s']:.1f} s at load average {lo:.1f}-{hi:.1f}; target "
+             f"<= 3x), {z['reports']} reports on {z['instructions']:,} instructions")
     fa = load("fa_varlen")
     if fa:
         t, f = fa["rows"]["timing"], fa["rows"]["full"]
@@ -84,6 +92,15 @@ def _rows_performance() -> dict:
         e = load(name)
         if e:
             rows[row] = _halves_cell(e)
+    e = load("estimate_accuracy_fag")
+    if e:
+        huge = "; ".join(f"{h['name']}: {h['cpu_s']:.1f} s CPU, {h['peak_mb']:.0f} MB" for h in e["huge"])
+        worst = max((r for r in e["rows"] if r["half"] == "check"), key=lambda r: abs(r.get("error_pct", float("inf"))))
+        rows["same, FlashAttentionUnpaddingScoreGradV5, checking half of 16 configurations plus the T=4096 N=8 D=128 "
+             "causal shape (`benchmarks/estimate_accuracy_fag.py`)"] = \
+            (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
+             f"{e['check_mean_pct']:.2f}% (target <= 3%); tuning half max {e['tune_max_pct']:.2f}%; largest shapes: "
+             f"{huge}")
     w = load("sweep_scaling")
     if w:
         lo, hi = w["load_range"]

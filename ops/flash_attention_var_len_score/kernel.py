@@ -24,15 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Compare, Copy, CrossCoreSetFlag,
+from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Cast, Compare, Copy, CrossCoreSetFlag,
                            CrossCoreWaitFlag, DataCopy, DataCopyParams, Duplicate, Exp, Fixpipe, FixpipeParamsV220,
-                           Gather, GetBlockIdx, GetBlockNum, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
+                           GetBlockIdx, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
                            Pipe, PipeBarrier, RoundMode, Select, SetFlag, Sub, SyncAll, TBuf, TPipe, TPosition, TQue,
-                           UnaryRepeatParams, WaitFlag)
+                           WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
-from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
+from ops.common.transpose import TransposeHeads
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.flash_attention_var_len_score.tiling import (CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, SAME_AB, FaVarLenTilingData,
                                                       vector_rows)
@@ -45,8 +46,6 @@ BUFFER_NUM = 2
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX: masked score, invalid-row max (tiling.md §0, §2)
 POS = float(np.finfo(np.float32).max)  # +FLT_MAX: invalid-row sum (tiling.md §2)
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
-RECT_ROW = COMPRESSED_MASK_SIZE  # first row of the prefix rectangle in the 3072 x 2048 mask
-RECT_HALF = 1024  # its left half is 0, its right half 1 (sparse_mode doc, mode 6)
 
 
 @dataclass(frozen=True)
@@ -284,49 +283,9 @@ class KernelFlashAttentionVarLenScore:
 
     def TransposeV(self):
         """V (T2 rows of N2*D) -> V^T per kv head [N2, D, vTransPitch] in the workspace (Gather)."""
-        ti, D = self.t, self.D
-        d8 = -(-D // 8) * 8
-        R = max(8, min(64, 8192 // d8) // 8 * 8)
-        pipe = TPipe()
-        vin, vout, offs = TBuf(), TBuf(), TBuf()
-        pipe.InitBuffer(vin, R * d8 * 4)
-        pipe.InitBuffer(vout, R * d8 * 4)
-        pipe.InitBuffer(offs, R * d8 * 4)
-        o = offs.Get(np.int32)
-        Duplicate(o, 0, R)
-        for p in range(R.bit_length()):  # o[r] = r * d8 * 4 bytes: add 2^p * d8 * 4 on the lanes with bit p
-            word = sum(1 << r for r in range(R) if r >> p & 1)
-            if word:
-                PipeBarrier(Pipe.V)
-                Adds(o, o, (1 << p) * d8 * 4, (word, 0), 1, UnaryRepeatParams())
-        step = 1
-        while step < D:  # o[d * R + r] = (r * d8 + d) * 4, doubling over d (R * 4 bytes is 32-byte aligned)
-            PipeBarrier(Pipe.V)
-            Adds(o[step * R:], o, step * 4, min(step, D - step) * R)
-            step *= 2
-        PipeBarrier(Pipe.V)
-        per_head = -(-ti.t2Size // R)
-        units = ti.n2Size * per_head
-        g, G = GetBlockIdx(), GetBlockNum()
-        share = -(-units // G)
-        for u in range(g * share, min((g + 1) * share, units)):
-            n2, t0 = u // per_head, (u % per_head) * R
-            nr = min(R, ti.t2Size - t0)
-            src = vin.Get(F32)
-            CopyRowsIn(src, self.vGm[t0 * ti.n2Size * D + n2 * D], nr, D, ti.n2Size * D, d8)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
-            dst = vout.Get(F32)
-            Gather(dst, src, o.ReinterpretCast(np.uint32), 0, D * R)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            CopyRowsOut(self.vTGm[n2 * D * ti.vTransPitch + t0], dst, D, nr, R, ti.vTransPitch)
-            SetFlag(HardEvent.MTE3_MTE2, 0)
-            WaitFlag(HardEvent.MTE3_MTE2, 0)
-            SetFlag(HardEvent.MTE3_V, 0)
-            WaitFlag(HardEvent.MTE3_V, 0)
+        ti = self.t
+        TransposeHeads(self.vGm, self.vTGm, ti.t2Size, ti.n2Size, self.D, ti.vTransPitch)
         SyncAll()
-        pipe.Reset()
 
     # ------------------------------------------------------------------------------------- vector (AIV)
     def InitVector(self):
@@ -542,20 +501,12 @@ class KernelFlashAttentionVarLenScore:
                     self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.NE)
             return
         # prefix (mode 6): masked iff causal window and rectangle window are both 1
-        s1, s2, pfx = a.seqQ[b], a.seqKv[b], a.prefixN[b]
-        delta = r0 - col0 + s2 - s1
-        use_rect = s1 + pfx > s2
-        dpre = pfx - col0 if use_rect else 0
-        if delta >= pitch or dpre >= pitch:
-            return
-        inter = s1 - s2 + pfx
-        rect = RECT_ROW * COMPRESSED_MASK_SIZE + RECT_HALF - min(max(dpre, 0), RECT_HALF)
-        causal = causal_tile_offset(delta, sliceRows, self.W)
-        if r0 >= inter:
-            self._select_window(S, causal, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        elif r0 + sliceRows <= inter:
-            self._select_window(S, rect, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        else:
+        kind, causal, rect = prefix_tile_reads(r0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], sliceRows, self.W,
+                                               pitch)
+        if kind in ("causal", "rect"):
+            off = causal if kind == "causal" else rect
+            self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+        elif kind == "both":
             self._select_and_windows(S, causal, rect, sr, cols, pitch)
 
     def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
@@ -603,14 +554,9 @@ class KernelFlashAttentionVarLenScore:
 
     def Dropout(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int):
         a, ti = self.a, self.t
-        skv = a.seqKv[b]
-        bit0 = ti.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + r0 * skv + col0
-        d = self.dropQ.AllocTensor(U8)
-        if ti.dropMaskBitMode:
-            ApplyDropoutBits(S, d, self.dropGm, bit0, sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ)
-        else:
-            ApplyDropoutBytes(S, d, self.dropBytesGm[bit0], sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ,
-                              self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
+        bit0 = keep_bit_offset(ti.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], r0, col0)
+        ApplyDropout(S, self.dropQ, self.dropGm, self.dropBytesGm, bit0, sr, cols, a.seqKv[b], pitch, ti.keepProbRecip,
+                     ti.dropMaskBitMode, self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
 
     # ---- vec2: running output
     def ProcessVec2(self, t: int):
