@@ -17,10 +17,6 @@ from ops.flash_attention_unpadding_score_grad_v5 import contract as C
 from tests.ops.fag_cases import golden_of, make_case, reference_pair
 from tests.ops.helpers import bits
 
-# TEMPORARY (removed when helper A's FAG sanitizer fix is merged): the post kernel's workspace reads are
-# reported (the known FAG finding); the new feature code itself reports nothing.
-pytestmark = pytest.mark.unsanitized
-
 # pairwise over pse (none / alibi B / alibi 1 / slope B / slope N, types 0-3), dropout (off / bit mode /
 # byte mode), mask (none, 0 band, 2, 3, 6 prefix, 8), sink, GQA, layout, dtype
 GRID = {
