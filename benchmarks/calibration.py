@@ -16,6 +16,8 @@ the shipped parameters), the MAPE per file, and the hand-written PTO kernel's po
 different schedule, not fitted).
 
     python benchmarks/calibration.py          # about 2 minutes (the FA S=16384 point dominates)
+
+Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from npusim import TensorSpec
 from npusim.calibration import LAUNCH_OVERHEAD_S, OPERATOR_LAUNCH_EXTRA_S
 from npusim.chip import chip as get_chip
 from ops import flash_attention_var_len_score, prompt_flash_attention_v2
+from results import save
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 FA_FILE, PFA_FILE = SHARED / "fa_forward_910B2.csv", SHARED / "pfa_infer_910B2.csv"
@@ -103,10 +106,18 @@ def main() -> None:
         errs.setdefault(file, []).append((old / meas - 1, new / meas - 1))
         print(f"{file:4s} {kernel:16s} {sq:6d} {skv:6d} {meas:9.1f} {old:8.1f} {100 * (old / meas - 1):+7.1f}% "
               f"{base:10.1f} {new:8.1f} {100 * (new / meas - 1):+7.1f}%")
+    per_file = {}
     for file, e in errs.items():
         e = np.abs(np.array(e))
+        per_file[file] = {"old_mape_pct": 100 * e[:, 0].mean(), "old_max_pct": 100 * e[:, 0].max(),
+                          "mape_pct": 100 * e[:, 1].mean(), "max_pct": 100 * e[:, 1].max(), "points": len(e)}
         print(f"{file}: MAPE old {100 * e[:, 0].mean():.1f}% (max {100 * e[:, 0].max():.1f}%), "
               f"new {100 * e[:, 1].mean():.1f}% (max {100 * e[:, 1].max():.1f}%)")
+    points = [{"file": f, "kernel": k, "sq": sq, "skv": skv, "board_us": m, "base_us": b,
+               "old_us": OLD_US[(f, sq, skv)], "new_us": b + launch[f]}
+              for f, k, sq, skv, m, b in rows if b is not None]
+    save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch["fa"], "pfa_extra": extra},
+                         "files": per_file, "points": points})
 
 
 if __name__ == "__main__":

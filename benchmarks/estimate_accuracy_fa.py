@@ -19,7 +19,7 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
-from halves import SEED, plan, split_halves, summary
+from halves import SEED, plan, save_halves, split_halves, summary
 from npusim import TensorSpec
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 
@@ -108,18 +108,20 @@ def describe(cfg) -> str:
     return f"Sq {seqs} Skv {kvs} N {n1}/{n2} D {d} {np.dtype(dt).name} sp {mode} {extra}"
 
 
-def accuracy(rows) -> None:
-    errors = []
+def accuracy(rows) -> tuple[dict, list]:
+    errors, saved = [], []
     print(f"{'half':5s} {'configuration':78s} {'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
     for half, cfg in rows:
         est, te = call(*cfg, "estimate")
         tim, tt = call(*cfg, "timing")
         err = est.time_us / tim.time_us - 1
         errors.append((half, 100 * err))
+        saved.append((half, describe(cfg), est.time_us, tim.time_us, 100 * err))
         print(f"{half:5s} {describe(cfg):78s} {est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} "
               f"{tt:8.1f}", flush=True)
-    summary(errors)
+    stats = summary(errors)
     print("(target: max <= 3%)")
+    return stats, saved
 
 
 def huge() -> None:
@@ -177,7 +179,9 @@ def main() -> None:
     tune, check = split_halves(len(GRID))
     print(f"halves (seed {SEED}): tuning {tune}, checking {check} + {len(CHECK_ALWAYS)} fixed shapes")
     rows = plan(GRID, CHECK_ALWAYS, args.half)
-    accuracy(rows[:6] if args.quick else rows)
+    stats, saved = accuracy(rows[:6] if args.quick else rows)
+    if not args.quick:
+        save_halves("estimate_accuracy_fa", stats, saved, args.half)
     huge()
 
 

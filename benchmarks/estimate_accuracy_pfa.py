@@ -19,7 +19,7 @@ import numpy as np
 
 from npusim import TensorSpec
 from ops import prompt_flash_attention_v2
-from halves import SEED, plan, split_halves, summary
+from halves import SEED, plan, save_halves, split_halves, summary
 from ops.common.masks import compressed_causal_mask
 
 BF16 = ml_dtypes.bfloat16
@@ -99,7 +99,7 @@ def main() -> None:
     tune, check = split_halves(len(GRID))
     print(f"halves (seed {SEED}): tuning {tune}, checking {check} + {len(CHECK_ALWAYS)} fixed shapes")
     rows = plan(GRID, CHECK_ALWAYS, args.half)
-    errors = []
+    errors, saved = [], []
     print(f"{'half':5s} {'B':>2} {'N':>3} {'Nkv':>3} {'S1':>5} {'S2':>5} {'D':>3} {'dtype':8s} {'sp':>2} {'chip':15s} "
           f"{'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
     for half, cfg in rows[:6] if args.quick else rows:
@@ -108,10 +108,14 @@ def main() -> None:
         err = est.time_us / tim.time_us - 1
         errors.append((half, 100 * err))
         b, n, nkv, s1, s2, d, dt, sparse, *_ = cfg
+        saved.append((half, f"B={b} N={n} Nkv={nkv} S1={s1} S2={s2} D={d} {np.dtype(dt).name} sparse {sparse} {cfg[10]}",
+                      est.time_us, tim.time_us, 100 * err))
         print(f"{half:5s} {b:2d} {n:3d} {nkv:3d} {s1:5d} {s2:5d} {d:3d} {np.dtype(dt).name:8s} {sparse:2d} {cfg[10]:15s} "
               f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}", flush=True)
-    summary(errors)
+    stats = summary(errors)
     print("(target: max <= 3%)")
+    if not args.quick:
+        save_halves("estimate_accuracy_pfa", stats, saved, args.half)
     for name, b, n, nkv, s, d in HUGE:
         q, kv = TensorSpec((b, n, s, d), np.float16), TensorSpec((b, nkv, s, d), np.float16)
         t0 = time.perf_counter()

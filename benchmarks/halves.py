@@ -26,9 +26,21 @@ def plan(grid: list, always_check: list, which: str) -> list[tuple[str, object]]
     return rows
 
 
-def summary(errors: list[tuple[str, float]]) -> None:
-    """Max and mean |error| per half (errors in %, signed)."""
+def summary(errors: list[tuple[str, float]]) -> dict:
+    """Print and return max and mean |error| per half (errors in %, signed): {half: {configs, max_pct,
+    mean_pct}} for the halves that ran."""
+    out = {}
     for half in ("tune", "check"):
         e = [abs(x) for h, x in errors if h == half]
         if e:
             print(f"{half} half: {len(e)} configurations, max |error| {max(e):.2f}%, mean {np.mean(e):.2f}%")
+            out[half] = {"configs": len(e), "max_pct": float(max(e)), "mean_pct": float(np.mean(e))}
+    return out
+
+
+def save_halves(name: str, stats: dict, rows: list, which: str) -> None:
+    """Save an accuracy run (benchmarks/results/NAME.json): the seed, which halves ran, per-half stats and
+    every row (half, configuration text, estimate us, timing us, error %); the README rows render from it."""
+    from results import save
+
+    save(name, {"seed": SEED, "halves_run": which, "halves": stats, "rows": rows})

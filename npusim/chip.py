@@ -7,15 +7,21 @@ Numbers come from ../research/hardware.md (cited "hw §N") and ../research/peers
 Bandwidth curves: peers §5e gives one-core GM->L1 and GM->UB throughput by transfer size, measured
 on 910B1 in GB/s (read as 1e9 B/s; keys in KiB). They are converted to bytes/cycle at 910B1's
 1.85 GHz and scaled per chip by (chip peak path rate / 910B1 peak path rate), both in bytes/cycle.
-A path's cost is occupancy ``nbytes / path_rate`` plus ``path_latency`` (the core overlaps the
-latency with the next transfer; ``transfer_cycles`` is their sum for one isolated transfer).
+A transfer's cost is a pipe occupancy ``nbytes / rate`` plus a ``latency`` after it (the core overlaps
+the latency with the next transfer; ``transfer_cycles`` is their sum for one isolated transfer), both
+from :meth:`ChipSpec.path_cost`. A curve point is the throughput of one whole isolated copy, so its
+time ``T = nbytes / curve(nbytes)`` already contains the GM latency (a 1 KiB copy takes ~191 cycles
+in the curve, below the 347-cycle DDR latency): on curve paths the latency is the part of ``T`` above
+the peak-rate occupancy, at most the path's latency field, and the occupancy is the rest, so an
+isolated transfer costs exactly ``T`` (docs/calibration.md "DMA cost"; before, the latency was added
+on top of ``T``, counting it twice).
 
 Free parameters for calibration (no hardware source; fit them to ../calibration/ only):
 ``launch_overhead_cycles`` (fitted: npusim/calibration.py), ``cross_core_flag_latency_cycles``, ``hbm_bw_bytes_per_s`` (effective
-GM bandwidth) and ``mte2_latency_cycles``/``mte3_latency_cycles`` (effective GM latency).
+GM bandwidth) and ``mte2_latency_cycles``/``mte3_latency_cycles`` (effective GM latency; on the
+curve paths only the part the curve leaves room for applies, above).
 Other ``# ASSUMPTION:`` values: mte1/fix/mmad latency, scalar_issue_cycles, pipe_queue_depth, fp32
-cube rate. Caveat: the §5e curves may already contain part of the GM latency (a 1 KiB copy costs
-~191 cycles in them), so mte2 latency and the curves' small-size end should be fitted together.
+cube rate.
 """
 from __future__ import annotations
 
@@ -230,8 +236,27 @@ class ChipSpec:
         return y0 + (ys[i] - y0) * (nbytes - x0) / (xs[i] - x0)
 
     def path_latency(self, path: str) -> float:
-        """Latency (cycles) added after a transfer on *path* leaves its pipe."""
+        """The latency field (cycles) of *path*: what a flat-rate transfer adds after leaving its pipe
+        (curve paths apply at most this much, :meth:`path_cost`)."""
         return self._path(path)[1]
+
+    def path_cost(self, path: str, nbytes: int) -> tuple[float, float]:
+        """(occupancy rate in bytes/cycle, latency in cycles) of one *nbytes* transfer on *path*.
+
+        Flat paths: the path rate and its latency field. Curve paths (peers §5e measured one whole
+        isolated copy, GM latency included): the copy's time ``T = nbytes / curve(nbytes)`` split into
+        a latency ``min(latency field, T - nbytes / peak)`` and the occupancy, the rest, so the pipe is
+        held at most at the peak rate and an isolated transfer costs exactly ``T``.
+        """
+        rate = self.path_rate(path, nbytes)
+        peak, latency, xs, _ = self._path(path)
+        if not xs:
+            return rate, latency
+        if nbytes <= 0:  # an empty copy: nothing to wait for (the curve's time is 0)
+            return rate, 0.0
+        whole = nbytes / rate
+        latency = min(latency, max(whole - nbytes / peak, 0.0))
+        return nbytes / (whole - latency), latency
 
     def _path(self, path: str) -> tuple:
         try:
@@ -241,10 +266,12 @@ class ChipSpec:
             raise NotImplementedError(f"data path {path!r} is not modelled; known: {known}") from None
 
     def transfer_cycles(self, path: str, nbytes: int) -> float:
-        """Cycles of one isolated *nbytes* transfer on *path*: latency + nbytes / rate."""
+        """Cycles of one isolated *nbytes* transfer on *path*: latency + nbytes / occupancy rate
+        (:meth:`path_cost`; on curve paths the curve's own time)."""
         if nbytes < 0:
             raise NpusimError(f"transfer on {path}: nbytes must be >= 0, got {nbytes}")
-        return self.path_latency(path) + nbytes / self.path_rate(path, nbytes)
+        rate, latency = self.path_cost(path, nbytes)
+        return latency + nbytes / rate
 
     def macs_per_cycle(self, dtype_name: str) -> int:
         """Cube MACs per cycle per AI Core for input dtype *dtype_name* (hw §3)."""

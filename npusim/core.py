@@ -141,7 +141,7 @@ class CoreUnit:
         cost = self.path_costs.get((path, nbytes))
         if cost is None:  # NOTE: ChipSpec's rate curve evaluated once per (path, size) and launch, for speed
             chip = self.chip
-            cost = self.path_costs[(path, nbytes)] = (chip.path_rate(path, nbytes), chip.path_latency(path))
+            cost = self.path_costs[(path, nbytes)] = chip.path_cost(path, nbytes)
         rate, latency = cost
         t = self.scalar_t + self.issue_cycles
         q = self.qstarts[pipe]

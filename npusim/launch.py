@@ -115,6 +115,10 @@ class Launch:
         self.l2 = L2Model(chip.l2_bytes)
         # chip-wide bandwidths in bytes per cycle (hardware.md §6c via ChipSpec)
         self.hbm = BandwidthCalendar("HBM", chip.hbm_bw_bytes_per_s / chip.clock_hz)
+        # one budget for L2 reads and writes together, as for HBM: hardware.md §6c gives S8's read-only,
+        # write-only and mixed DDR rates all as 850 B/cycle (mixed traffic shares one budget) and its L2
+        # read-only / write-only rates as 2550 each; separate read and write calendars were tried and
+        # contradict the FA board (docs/calibration.md "L2 budget")
         self.l2_cal = BandwidthCalendar("L2", chip.l2_bw_bytes_per_s / chip.clock_hz)
         self.units: list[CoreUnit] = []
         self._unit_index: dict = {}  # (block, sub-core) -> CoreUnit
@@ -124,7 +128,7 @@ class Launch:
         self._src_index: dict = {}  # (code, line) -> source id
         self.src_at: dict = {}  # (id(code), bytecode offset) -> source id
         self._src_codes: list = []  # the code objects _src_at names
-        self.path_costs: dict = {}  # (data path, bytes) -> (chip.path_rate, chip.path_latency)
+        self.path_costs: dict = {}  # (data path, bytes) -> chip.path_cost (rate, latency)
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}
@@ -194,8 +198,8 @@ class Launch:
                 write: bool) -> float:
         """Move *nbytes* of *gm* at up to *rate* B/cycle from *start*; return the end cycle.
 
-        Reads of pages resident in L2 use the L2 calendar, the rest HBM; writes go to L2 while the
-        touched bytes fit in L2 and spill to HBM in proportion beyond that (gm.py's L2 model).
+        Reads of pages resident in L2 use the L2 calendar, the rest HBM; writes go to L2 while the touched
+        bytes fit in L2 and spill to HBM in proportion beyond that (gm.py's L2 model).
         """
         hit = gm.touch(byte_start, nbytes)
         if write:
@@ -389,6 +393,12 @@ def call_options(trace=None, progress=None, expected_cycles=None):
         yield
     finally:
         _CALL_OPTIONS.reset(token)
+
+
+def call_trace_level():
+    """The trace level the enclosing :func:`call_options` set (None outside one): for an operator whose call
+    makes several launches and must not point all of them at one ``file:PATH``."""
+    return _CALL_OPTIONS.get().get("trace")
 
 
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",

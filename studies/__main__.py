@@ -34,6 +34,7 @@ def _study(name: str) -> list[list[str]]:
 STEPS = {
     "sim_speed": [sys.executable, "benchmarks/sim_speed.py"],
     "pfa": [sys.executable, "benchmarks/pfa.py"],
+    "sanitizer": [sys.executable, "benchmarks/sanitizer.py"],
     "fa_varlen": [sys.executable, "benchmarks/fa_varlen.py"],
     "spkc": [sys.executable, "benchmarks/scatter_pa_kv_cache.py"],
     "quick_tour": [sys.executable, "benchmarks/quick_tour.py"],
@@ -44,6 +45,7 @@ STEPS = {
     "estimate_accuracy_spkc": [sys.executable, "benchmarks/estimate_accuracy_spkc.py"],
     "estimate_accuracy_sfag": [sys.executable, "benchmarks/estimate_accuracy_sfag.py"],
     "sfag": [sys.executable, "benchmarks/sfag.py"],
+    "estimate_accuracy_fag": [sys.executable, "benchmarks/estimate_accuracy_fag.py"],
     "pfa_tiling": _study("pfa_tiling"),
     "whatif_pfa": _study("whatif_hbm_l2_pfa"),
     "whatif_fa": _study("whatif_hbm_l2_fa"),

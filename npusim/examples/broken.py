@@ -141,18 +141,43 @@ def queue_leak(x, z, fixed):
         que.FreeTensor(t)
 
 
+def uninitialised_local_read(x, z, fixed):
+    """A vector instruction reads a UB buffer nothing wrote (the CopyIn of its operand is missing)."""
+    x, z = _mine(x, z)
+    pipe = TPipe()
+    a, b = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(a, N * 2)
+    pipe.InitBuffer(b, N * 2)
+    ua, ub = a.Get(np.float16), b.Get(np.float16)
+    if fixed:
+        DataCopy(ub, x, N)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+    Adds(ua, ub, 1.0, N)  # FAULT: uninitialised-local-read
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(z, ua, N)
+
+
 KERNELS = {"pipe-hazard": pipe_hazard, "pipe-barrier": pipe_barrier, "gm-race": gm_race,
            "uninitialised-read": uninitialised_read, "out-of-bounds": out_of_bounds, "misaligned": misaligned,
            "unbalanced-flag": unbalanced_flag, "queue-leak": queue_leak}
 
 
+#: Further examples of a fault class: example name -> (fault class, kernel). The faulty line ends with
+#: ``# FAULT: <example name>``.
+VARIANTS = {"uninitialised-local-read": ("uninitialised-read", uninitialised_local_read)}
+
+
 def run_broken(fault: str, fixed: bool = False, mode: str = "full", chip: str = "Ascend910B2"):
-    """Launch the example kernel of *fault* (sanitized) on two AIVs; return the LaunchResult."""
+    """Launch the example kernel of *fault* (a fault class or a VARIANTS name), sanitized, on two AIVs; return
+    the LaunchResult."""
     from npusim.launch import GmArg, launch
 
+    kernel = KERNELS[fault] if fault in KERNELS else VARIANTS[fault][1]
     x = np.arange(2 * N, dtype=np.float16)
     z = np.zeros(2 * N, np.float16)
-    return launch(KERNELS[fault], (GmArg("x", x), GmArg("z", z), fixed), block_dim=2, chip=chip, mode=mode,
+    return launch(kernel, (GmArg("x", x), GmArg("z", z), fixed), block_dim=2, chip=chip, mode=mode,
                   kernel_type="vector", sanitize=True)
 
 

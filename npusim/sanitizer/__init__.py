@@ -7,8 +7,9 @@ simulated time, so a race that the timing model happens to hide is still found.
 """
 from npusim.sanitizer.checker import Sanitizer
 from npusim.sanitizer.report import COLUMNS, FAULTS, SanitizerReport
+from npusim.sanitizer.session import Session
 
-__all__ = ["COLUMNS", "FAULTS", "Sanitizer", "SanitizerReport", "ambient", "sanitizing", "unsanitized"]
+__all__ = ["COLUMNS", "FAULTS", "Sanitizer", "SanitizerReport", "Session", "ambient", "sanitizing", "unsanitized"]
 
 import contextlib
 import contextvars
@@ -20,17 +21,18 @@ _AMBIENT: contextvars.ContextVar = contextvars.ContextVar("npusim_sanitize", def
 @contextlib.contextmanager
 def sanitizing():
     """Sanitize every launch in the block (an operator's launches, whatever module makes them); yields
-    one SanitizerReport that collects them all."""
-    report = SanitizerReport()
-    token = _AMBIENT.set(report)
+    one SanitizerReport that collects them all. The block is one :class:`Session`: its launches run in
+    order on one stream, so GM workspace bytes an earlier launch wrote count as written (session.py)."""
+    session = Session()
+    token = _AMBIENT.set(session)
     try:
-        yield report
+        yield session.report
     finally:
         _AMBIENT.reset(token)
 
 
 def ambient():
-    """The report of the enclosing :func:`sanitizing` block, or None."""
+    """The :class:`Session` of the enclosing :func:`sanitizing` block, or None."""
     return _AMBIENT.get()
 
 

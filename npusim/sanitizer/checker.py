@@ -11,7 +11,9 @@ reports: happens-before comes only from the synchronisation the kernel issued.
 Uninitialised bytes: kernels routinely read and compute over the padding rows, columns and lanes of a
 tile (vector repeats, cube fractals, workspace rows) whose results never leave the core, and the
 sanitizer does not propagate taint (docs/sanitizer.md). So a store to GM (MTE3, FixPipe) is reported
-if any local byte it reads was never written; a read of the GM workspace if none of its bytes was.
+if any local byte it reads was never written; any other read of a local buffer (UB, L1, L0A/B/C), and a
+read of the GM workspace, if none of its bytes was (shadow.InitMap: a bitmap of 32-byte blocks per
+memory, each range judged once).
 
 Same-pipe rule (``pipe-barrier``): pipes V and M start an instruction before the previous one's
 results are written; a dependent instruction is safe once a PipeBarrier on the pipe (or a flag from it)
@@ -27,11 +29,11 @@ from collections import deque
 
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.isa.cube import MMAD_SETTLE_FRACTALS
-from npusim.memory.local import LocalBuffer
+from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
 from npusim.sanitizer.regions import accesses, end_of
 from npusim.sanitizer.report import SanitizerReport
-from npusim.sanitizer.shadow import InitMap, Shadow
+from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, InitMap, Shadow
 from npusim.types import Pipe, SubCore
 
 _V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
@@ -58,7 +60,10 @@ class Sanitizer:
     """Checks one launch; :attr:`report` holds what it found."""
 
     def __init__(self, collector=None):
-        self.collector = collector  # the enclosing sanitizing() block's report, which gathers this one's
+        #: the enclosing sanitizing() block's Session (session.py): gathers this launch's reports and keeps
+        #: the GM initialisation state of the block's earlier launches; None for a launch sanitized alone
+        self.collector = collector
+        self.hosts: dict = {}  # id(GmBuffer) -> the host object (array, TensorSpec) it was made from
         self.report = SanitizerReport()
         self.launch = None
         self.units: list = []
@@ -76,6 +81,12 @@ class Sanitizer:
         self.launch = launch
         launch.sanitizer = self
         orig_set, orig_wait, orig_sync = launch.cross_set, launch.cross_wait, launch.sync_all
+        orig_gm = launch.gm
+
+        def gm(name, array):  # remember the host memory behind each GM buffer (GM state across launches)
+            buf = orig_gm(name, array)
+            self.hosts[id(buf)] = array
+            return buf
 
         def cross_set(unit, flag_id, pipe, label_id, depth):
             orig_set(unit, flag_id, pipe, label_id, depth + 1)
@@ -103,7 +114,7 @@ class Sanitizer:
             clock.drain()
             clock.receive(-1, gens[gen])
 
-        launch.cross_set, launch.cross_wait, launch.sync_all = cross_set, cross_wait, sync_all
+        launch.cross_set, launch.cross_wait, launch.sync_all, launch.gm = cross_set, cross_wait, sync_all, gm
 
     def attach_unit(self, unit) -> None:
         idx = len(self.units)
@@ -120,9 +131,13 @@ class Sanitizer:
         orig_set, orig_wait, orig_barrier = unit.set_flag, unit.wait_flag, unit.barrier
         instr = self._instruction
 
+        # NOTE: the kernel line is the last field of the record the engine just appended (a flush to the
+        # trace sink empties the list: then it is looked up again), for performance reasons
         def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
             start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            recs = unit.records
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
+                  depth)
             return start
 
         def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
@@ -130,7 +145,9 @@ class Sanitizer:
             start = orig_transfer(name_id, pipe, path, nbytes, gm, gm_byte, gm_write, depth + 1)
             occupancy = unit.pipe_free[pipe] - max(start, free)
             latency = unit.path_costs[(path, nbytes)][1]
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, src_id(depth + 1), depth)
+            recs = unit.records
+            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
+                  depth)
             return start
 
         def set_flag(src, key, label_id, depth=2):
@@ -139,7 +156,8 @@ class Sanitizer:
             if q is None:
                 q = flags[key] = deque()
             explicit = sys._getframe(1).f_code.co_name == "SetFlag"
-            line = src_id(depth + 1)
+            recs = unit.records  # the line of the row set_flag just appended (see issue above)
+            line = recs[-1] if recs else src_id(depth + 1)
             q.append((clock.set_msg(src), explicit, line, src, fire))
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's EnQue / FreeTensor: its last use
                 slot_uses[(id(key[0]), key[1])] = (line, src, fire)
@@ -149,7 +167,8 @@ class Sanitizer:
             release = orig_wait(dst, key, label_id, what, depth + 1)
             msg = flags[key].popleft()[0]
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's DeQue / AllocTensor
-                slot_uses[(id(key[0]), key[1])] = (src_id(depth + 1), dst, release)
+                recs = unit.records
+                slot_uses[(id(key[0]), key[1])] = (recs[-1] if recs else src_id(depth + 1), dst, release)
             clock.join(dst, msg)
             return release
 
@@ -164,10 +183,14 @@ class Sanitizer:
     def _instruction(self, unit, clock, pipe, occupancy, latency, start, name_id, src, depth) -> None:
         ins = None
         f = sys._getframe(2)
-        for _ in range(depth):
-            s = f.f_locals.get("self")
-            if s is not None and hasattr(s, "execute"):
-                ins = s
+        for _ in range(depth):  # the instruction object: the 'self' of the innermost instruction method
+            code = f.f_code
+            found = _INSTRUCTION_CODE.get(code)
+            if found is None:  # NOTE: once per function, so other frames' locals are never built (speed)
+                s = f.f_locals.get("self")
+                found = _INSTRUCTION_CODE[code] = s is not None and hasattr(s, "execute")
+            if found:
+                ins = f.f_locals["self"]
                 break
             f = f.f_back
         occ_before = clock.occ[pipe]
@@ -189,107 +212,132 @@ class Sanitizer:
                 self._global(unit, clock, pipe, rec, space, r, write, ins)
 
     def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
-        # NOTE: the shadow look-ups inlined (Shadow.live), for performance reasons: this runs for every
-        # local operand of every instruction (benchmarks/sanitizer.py)
+        # NOTE: written flat (cells as lists indexed by constants, no helper calls on the common path), for
+        # performance reasons: this runs for every local operand of every instruction (benchmarks/sanitizer.py)
         entry = self.local.get(id(buf))
         if entry is None:
             entry = self.local[id(buf)] = (Shadow(f"{unit.label} {buf.kind}", LOCAL_BUCKET), InitMap(buf.capacity),
                                            buf.align, buf)
         shadow, init, align, _ = entry
-        start, row, rows, pitch = r
-        if start % align and ins.name in _ALIGNED_NAMES:
-            self._report("misaligned", rec, None, shadow.name, r,
-                         f"{ins.name} at byte {start} of {buf.kind}: {buf.kind} accesses must be {align}-byte aligned")
-        if start + (rows - 1) * pitch + row > buf.capacity:
-            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
-        state = shadow.state
+        if r[0] % align and ins.name in _ALIGNED_NAMES:
+            self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {buf.kind}: "
+                         f"{buf.kind} accesses must be {align}-byte aligned")
         near = shadow.near.get(r)
         if near is None:
-            near = shadow._register(r)
+            near = shadow.register(r)
+            if end_of(r) > buf.capacity:  # checked once per range: its extent never changes
+                self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
         vc = clock.vc[pipe]
-        for k in near:
-            st = state.get(k)
-            if st is None:
-                continue
-            for w in st[0]:
+        for c in near:
+            ws = c[0]
+            for w in ws:
                 p = w[1]
                 if p != pipe:
                     if vc[p] < w[2]:
-                        self._report("pipe-hazard", rec, w, shadow.name, _common(r, k),
+                        self._report("pipe-hazard", rec, w, shadow.name, _common(r, c[2]),
                                      f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
                                      f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
                 elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
-                    self._report("pipe-barrier", rec, w, shadow.name, _common(r, k),
+                    self._report("pipe-barrier", rec, w, shadow.name, _common(r, c[2]),
                                  f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
                                  f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
-            if write and st[1]:
-                for rd in st[1].values():
+            if write and c[1]:
+                for rd in c[1].values():
                     p = rd[1]
                     if p != pipe and vc[p] < rd[2]:
-                        self._report("pipe-hazard", rec, rd, shadow.name, _common(r, k),
+                        self._report("pipe-hazard", rec, rd, shadow.name, _common(r, c[2]),
                                      f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
+        own = near[0]
         if write:
-            for k in shadow.covered[r]:
-                state.pop(k, None)
-            state[r] = [(rec,), {}]
-            if r not in init.marked:
+            for c in shadow.covered[r]:
+                c[0] = ()
+                c[1] = None
+            own[0] = (rec,)
+            if not own[4]:
+                own[4] = True
                 init.write(r)
             return
-        st = state.get(r)
-        if st is None:
-            st = state[r] = [(), {}]
-        st[1][pipe] = rec
-        if r not in init.verified:
-            bad = init.first_unwritten(r) if pipe in OUT_PIPES and _stores_to_gm(ins) else None
-            if bad is not None:
-                self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
-                             f"{ins.name} reads {buf.kind} bytes no instruction of this core has written")
-                init.verified.add(r)
+        reads = own[1]
+        if reads is None:
+            own[1] = {pipe: rec}
+        else:
+            reads[pipe] = rec
+        if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
+            store = pipe in OUT_PIPES and _stores_to_gm(ins)
+            if store or own[3] == UNJUDGED:
+                self._judge_local(own, init, rec, shadow.name, buf, r, store, ins)
+
+    def _judge_local(self, cell, init, rec, memory, buf, r, store, ins) -> None:
+        """Uninitialised local bytes: a store to GM must have every block written, another read some."""
+        verdict, bad = init.judge(r)
+        if verdict == COMPLETE or (verdict == TOUCHED and not store):
+            cell[3] = verdict
+            return
+        if not store:  # a range of padding in an allocation the kernel did fill (e.g. a chunk of padding
+            # columns converted with the rest of a tile) is not a fault; a read of an allocation (TBuf, queue
+            # slot) nothing ever wrote is
+            alloc = _allocation(ins, buf, r[0])
+            if alloc is not None and init.judge((alloc[0], alloc[1] - alloc[0], 1, 0))[0] != UNJUDGED:
+                cell[3] = TOUCHED
+                return
+        cell[3] = COMPLETE  # reported once
+        what = "bytes no instruction of this core has written (stored to GM)" if store else \
+            "bytes of an allocation no instruction of this core has written"
+        self._report("uninitialised-read", rec, None, memory, (bad, BLOCK_BYTES, 1, 0),
+                     f"{ins.name} reads {buf.kind} {what}")
 
     def _global(self, unit, clock, pipe, rec, gm, r, write, ins) -> None:
         entry = self.gm.get(id(gm))
         if entry is None:
             nbytes = gm.size * gm.dtype.itemsize
-            init = InitMap(nbytes) if gm.name in UNINITIALISED_GM and nbytes <= MAX_INIT_GM_BYTES else None
+            init = None
+            if gm.name in UNINITIALISED_GM and nbytes <= MAX_INIT_GM_BYTES:
+                host = self.hosts.get(id(gm))
+                init = (self.collector.gm_init(host, nbytes) if self.collector is not None and host is not None
+                        else InitMap(nbytes))
             entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", GM_BUCKET), init)
         _, shadow, init = entry
-        if r[0] < 0 or end_of(r) > gm.size * gm.dtype.itemsize:
-            self._report("out-of-bounds", rec, None, shadow.name, r, f"outside GM {gm.name}")
+        near = shadow.near.get(r)
+        if near is None:
+            near = shadow.register(r)
+            if r[0] < 0 or end_of(r) > gm.size * gm.dtype.itemsize:
+                self._report("out-of-bounds", rec, None, shadow.name, r, f"outside GM {gm.name}")
         me = clock.idx
         vc, rc = clock.vc[pipe], clock.rc[pipe]
-        state = shadow.state
         atomic = rec[_ATOM]
-        for k, st in shadow.live(r):
-            for w in st[0]:
+        for c in near:
+            for w in c[0]:
                 if atomic and w[_ATOM]:
                     continue
                 if not self._ordered(w, me, pipe, vc, rc):
-                    self._gm_report(rec, w, shadow.name, r, k, "write" if write else "read", "write")
-            if write and st[1]:
-                for rd in st[1].values():
+                    self._gm_report(rec, w, shadow.name, r, c[2], "write" if write else "read", "write")
+            if write and c[1]:
+                for rd in c[1].values():
                     if not self._ordered(rd, me, pipe, vc, rc):
-                        self._gm_report(rec, rd, shadow.name, r, k, "write", "read")
+                        self._gm_report(rec, rd, shadow.name, r, c[2], "write", "read")
+        own = near[0]
         if write:
             if atomic:
-                st = state.get(r)
-                state[r] = [tuple(w for w in (st[0] if st else ()) if w[_ATOM]) + (rec,), st[1] if st else {}]
+                own[0] = tuple(w for w in own[0] if w[_ATOM]) + (rec,)
             else:
-                for k in shadow.covered[r]:
-                    state.pop(k, None)
-                state[r] = [(rec,), {}]
-            if init is not None:
+                for c in shadow.covered[r]:
+                    c[0] = ()
+                    c[1] = None
+                own[0] = (rec,)
+            if init is not None and not own[4]:
+                own[4] = True
                 init.write(r)
-        else:
-            st = state.get(r)
-            if st is None:
-                st = state[r] = [(), {}]
-            st[1][me * STRIDE + pipe] = rec
-            if init is not None:
-                bad = init.first_unwritten(r, False)
-                if bad is not None:
-                    self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
-                                 f"{ins.name} reads {gm.name} bytes nothing has written in this launch")
-                    init.verified.add(r)
+            return
+        if own[1] is None:
+            own[1] = {}
+        own[1][me * STRIDE + pipe] = rec
+        if init is not None and own[3] == UNJUDGED:
+            verdict, bad = init.judge(r)
+            own[3] = COMPLETE if verdict == UNJUDGED else verdict  # reported once
+            if verdict == UNJUDGED:
+                self._report("uninitialised-read", rec, None, shadow.name, (bad, BLOCK_BYTES, 1, 0),
+                             f"{ins.name} reads {gm.name} bytes nothing has written (this launch or an earlier "
+                             "one of the session)")
 
     @staticmethod
     def _ordered(prev, me, pipe, vc, rc) -> bool:
@@ -352,6 +400,19 @@ class Sanitizer:
 
 
 BLOCK_BYTES = 32
+#: code object -> whether its frames' ``self`` is an instruction (isa classes' __init__ / issue)
+_INSTRUCTION_CODE: dict = {}
+
+
+def _allocation(ins, buf, addr: int):
+    """[base, limit) of the allocation of the local operand of *ins* in *buf* that holds byte *addr*, or None."""
+    for cls in type(ins).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            value = getattr(ins, name, None)
+            for t in (value if isinstance(value, tuple) else (value,)):
+                if t.__class__ is LocalTensor and t.buffer is buf and t.base <= addr < t.limit:
+                    return t.base, t.limit
+    return None
 
 
 def _stores_to_gm(ins) -> bool:

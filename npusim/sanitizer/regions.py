@@ -11,6 +11,8 @@ or GmBuffer accessed.
 """
 from __future__ import annotations
 
+from npusim.isa.cube import CFG_ROW_MAJOR
+from npusim.isa.dma import DataCopyCO12DstParams, DataCopyParams, Nd2NzParams
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 
@@ -103,27 +105,38 @@ def accesses(ins, buffers: dict) -> list:
 def _side(t, r: tuple, write: bool):
     """(space, range shifted to the tensor's address, write) of a GlobalTensor or LocalTensor."""
     if t.__class__ is GlobalTensor:
-        return (t.gm, (t.byte_offset + r[0],) + r[1:], write)
-    return (t.buffer, (t.addr + r[0],) + r[1:], write)
+        return (t.gm, (t.byte_offset + r[0], r[1], r[2], r[3]), write)
+    return (t.buffer, (t.addr + r[0], r[1], r[2], r[3]), write)
 
 
 def _elementwise(ins):
+    # NOTE: vector operands are LocalTensors; the ranges relative to each operand depend on the repeat
+    # geometry only and are cached per geometry, for performance reasons (benchmarks/sanitizer.py)
     item = ins.dtype.itemsize
-    tensors = (ins.dst,) + tuple(ins.srcs)
+    dst = ins.dst
     if ins.geometry is None:
         n = ins.count * item
-        return [_side(t, contiguous(0, n), False) for t in tensors[1:]] + [_side(ins.dst, contiguous(0, n), True)] \
-            if n else []
+        if not n:
+            return []
+        out = [(t.buffer, (t.addr, n, 1, 0), False) for t in ins.srcs]
+        out.append((dst.buffer, (dst.addr, n, 1, 0), True))
+        return out
     key, strides = ins.geometry
     rep = ins.repeats
     if not rep:
         return []
-    lanes = key if isinstance(key, int) else _top_lane(key, item)
-    out = [_side(t, _repeat_range(lanes, item, rep, int(blk), int(rs)), False)
-           for t, (blk, rs) in zip(tensors[1:], strides[1:])]
-    blk, rs = strides[0]
-    out.append(_side(tensors[0], _repeat_range(lanes, item, rep, int(blk), int(rs)), True))
+    ck = (key, item, rep, strides)
+    rel = _GEOMETRY.get(ck)
+    if rel is None:
+        lanes = key if isinstance(key, int) else _top_lane(key, item)
+        rel = _GEOMETRY[ck] = [_repeat_range(lanes, item, rep, int(blk), int(rs)) for blk, rs in strides]
+    out = [(t.buffer, (t.addr + r[0], r[1], r[2], r[3]), False) for t, r in zip(ins.srcs, rel[1:])]
+    r = rel[0]
+    out.append((dst.buffer, (dst.addr + r[0], r[1], r[2], r[3]), True))
     return out
+
+
+_GEOMETRY: dict = {}  # (mask key, item, repeats, strides) -> operand ranges relative to each operand, dst first
 
 
 def _top_lane(key, item: int) -> int:
@@ -146,8 +159,6 @@ def _repeat_range(lanes: int, item: int, rep: int, blk: int, rs: int) -> tuple:
 
 
 def _data_copy(ins):
-    from npusim.isa.dma import DataCopyCO12DstParams, DataCopyParams, Nd2NzParams
-
     p, src, dst = ins.params, ins.src, ins.dst
     if p is None:
         n = ins.count * (src if isinstance(src, LocalTensor) else dst).dtype.itemsize
@@ -210,8 +221,6 @@ def _load_data(ins):
 
 
 def _fixpipe(ins):
-    from npusim.isa.cube import CFG_ROW_MAJOR
-
     p = ins.params
     if not ins.nbytes:
         return []

@@ -1,53 +1,50 @@
 """Shadow state of one memory (a local buffer of one stream, or one GM buffer): who accessed which bytes.
 
 State is kept per distinct *range* (regions.py) rather than per byte: kernels touch the same few
-hundred ranges again and again, so each range learns once which other ranges share bytes with it
-(found through a bucket index, checked exactly) and an access then only visits those. Per range: the
-last write(s) and the last read of each (stream, pipe). A write drops the state of ranges it covers:
-any later access that would race with the dropped one races with the write too (happens-before is
-transitive), so nothing is lost.
+hundred ranges again and again, so each range gets one :data:`cell` and learns once which other
+ranges' cells share bytes with it (found through a bucket index, checked exactly); an access then
+only visits those cells. A cell holds the last write(s) and the last read of each (stream, pipe). A write
+empties the cells of ranges it covers: any later access that would race with the dropped one races with
+the write too (happens-before is transitive), so nothing is lost.
 
 :class:`InitMap` records which 32-byte blocks have been written, for reads of uninitialised bytes.
 """
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from npusim.sanitizer.regions import covers, end_of, overlap
 
 BLOCK = 32
 
+#: A cell: [write records (tuple), read records ({stream * 8 + pipe: record} or None), its range,
+#: initialisation verdict (UNJUDGED, TOUCHED: some block written, COMPLETE: every block, or reported),
+#: whether its write has marked the InitMap]
+WRITES, READS, RANGE, INIT, MARKED = range(5)
+UNJUDGED, TOUCHED, COMPLETE = 0, 1, 2
+
 
 class Shadow:
     """Accesses of one memory, per range."""
 
-    __slots__ = ("bucket", "buckets", "covered", "name", "near", "nearset", "state")
+    __slots__ = ("bucket", "buckets", "cells", "covered", "name", "near")
 
     def __init__(self, name: str, bucket_bytes: int):
         self.name = name
         self.bucket = bucket_bytes
-        self.state: dict = {}  # range -> [tuple of write records, {stream*8+pipe: read record}]
-        self.near: dict = {}  # range -> ranges sharing a byte with it (itself first)
-        self.nearset: dict = {}  # range -> the same, as a set
-        self.covered: dict = {}  # range -> ranges it covers (state dropped on a write)
+        self.cells: dict = {}  # range -> its cell
+        self.near: dict = {}  # range -> cells of the ranges sharing a byte with it (its own first)
+        self.covered: dict = {}  # range -> cells of the ranges it covers (emptied on a write), its own first
         self.buckets: dict = {}
 
-    def live(self, r: tuple) -> list:
-        """[(range, state)] of the ranges sharing a byte with *r* that have state."""
-        near = self.near.get(r)
-        if near is None:
-            near = self._register(r)
-        state = self.state
-        if len(near) <= len(state):
-            get = state.get
-            return [(k, st) for k in near if (st := get(k)) is not None]
-        nears = self.nearset[r]
-        return [(k, st) for k, st in state.items() if k in nears]
-
-    def _register(self, r: tuple) -> list:
+    def register(self, r: tuple) -> list:
+        """The near list of a range seen for the first time."""
+        own = [(), None, r, UNJUDGED, False]
+        self.cells[r] = own
         b = self.bucket
         seen = set()
-        near, cov = [r], [r]
+        near, cov = [own], [own]
         for k in range(r[0] // b, (end_of(r) - 1) // b + 1):
             lst = self.buckets.get(k)
             if lst is None:
@@ -57,16 +54,14 @@ class Shadow:
                     continue
                 seen.add(c)
                 if overlap(c, r):
-                    near.append(c)
-                    self.near[c].append(r)
-                    self.nearset[c].add(r)
+                    near.append(self.cells[c])
+                    self.near[c].append(own)
                     if covers(r, c):
-                        cov.append(c)
+                        cov.append(self.cells[c])
                     if covers(c, r):
-                        self.covered[c].append(r)
+                        self.covered[c].append(own)
             lst.append(r)
         self.near[r] = near
-        self.nearset[r] = set(near)
         self.covered[r] = cov
         return near
 
@@ -75,14 +70,14 @@ class InitMap:
     """Which 32-byte blocks of a memory have been written (a write marks every block it touches, so a block
     written in part counts as written: no false report, at the price of missing some)."""
 
-    __slots__ = ("blocks", "marked", "verified")
+    __slots__ = ("blocks",)
 
     def __init__(self, nbytes: int):
         self.blocks = np.zeros(-(-nbytes // BLOCK) + 1, bool)
-        self.marked: set = set()
-        self.verified: set = set()
 
     def _index(self, r: tuple, whole: bool):
+        """The blocks of *r* (*whole*: only blocks inside it, else every block it touches): a slice, a strided
+        2-D view of the bitmap (rows whose pitch is whole blocks), or an index array."""
         start, row, rows, pitch = r
         lo = -(-start // BLOCK) if whole else start // BLOCK
         hi = (start + row) // BLOCK if whole else -(-(start + row) // BLOCK)
@@ -92,6 +87,9 @@ class InitMap:
             return None
         if pitch % BLOCK == 0:
             step = pitch // BLOCK
+            if lo + (rows - 1) * step + (hi - lo) <= self.blocks.size:
+                b = self.blocks[lo:]
+                return as_strided(b, shape=(rows, hi - lo), strides=(step * b.strides[0], b.strides[0]))
             return (lo + np.arange(rows, dtype=np.int64)[:, None] * step + np.arange(hi - lo)[None, :]).ravel()
         return np.concatenate([np.arange(-(-(start + i * pitch) // BLOCK) if whole else (start + i * pitch) // BLOCK,
                                          (start + i * pitch + row) // BLOCK if whole else
@@ -99,27 +97,29 @@ class InitMap:
                                for i in range(rows)]).astype(np.int64)
 
     def write(self, r: tuple) -> None:
-        if r in self.marked:
-            return
-        self.marked.add(r)
         idx = self._index(r, False)
-        if idx is not None:
+        if idx is None:
+            return
+        if isinstance(idx, np.ndarray) and idx.dtype == bool:  # a view of the bitmap
+            idx[...] = True
+        else:
             self.blocks[idx] = True
 
-    def first_unwritten(self, r: tuple, every: bool = True):
-        """The byte address of the first whole block of *r* never written, or None. *every*: every block must
-        have been written; otherwise only a range none of whose blocks was written counts (a read of a
-        tile's padding next to written data is not reported)."""
-        if r in self.verified:
-            return None
+    def judge(self, r: tuple) -> tuple:
+        """(verdict, byte address of the first whole block of *r* never written or None): COMPLETE when every
+        whole block of *r* has been written (or it has none), TOUCHED when some has, else UNJUDGED."""
         idx = self._index(r, True)
         if idx is None:
-            self.verified.add(r)
-            return None
-        vals = self.blocks[idx]
-        if vals.all() or (not every and vals.any()):
-            self.verified.add(r)
-            return None
-        pos = int(np.argmin(vals))
-        blk = (idx.start + pos) if isinstance(idx, slice) else int(idx[pos])
-        return blk * BLOCK
+            return COMPLETE, None
+        view = isinstance(idx, np.ndarray) and idx.dtype == bool
+        vals = idx if view else self.blocks[idx]
+        if vals.all():
+            return COMPLETE, None
+        if view:  # the first unwritten block: its row and column in the strided view
+            row, col = np.unravel_index(int(np.argmin(vals)), vals.shape)
+            blk = (vals.__array_interface__["data"][0] - self.blocks.__array_interface__["data"][0]
+                   + int(row) * vals.strides[0] + int(col) * vals.strides[1])
+        else:
+            pos = int(np.argmin(vals))
+            blk = (idx.start + pos) if isinstance(idx, slice) else int(idx[pos])
+        return (TOUCHED if vals.any() else UNJUDGED), blk * BLOCK

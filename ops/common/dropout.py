@@ -9,7 +9,9 @@ first, ``np.packbits(bitorder='little')``) of byte ``k // 8``; 1 = keep.
   case: every vector core expands its share of the bits to one byte per element (Select of fp16
   1.0/0.0 by the bits, Cast to uint8) into a workspace buffer, then SyncAll.
 - :func:`ApplyDropoutBits` / :func:`ApplyDropoutBytes`: a scores slice ``x = keep ? x : +0`` (Select),
-  then ``x = x * recip`` (Muls by fp32 1/keep_prob, AscendC DropOut).
+  then ``x = x * recip`` (Muls by fp32 1/keep_prob, AscendC DropOut);
+- :func:`keep_bit_offset` (where a score's keep bit is in the TND mask) and :func:`ApplyDropout` (the
+  bit or byte mode of one slice, as the kernels call it).
 """
 from __future__ import annotations
 
@@ -112,3 +114,22 @@ def ApplyDropoutBytes(scores, bytes_local, bytes_gm, rows: int, cols: int, row_l
     PipeBarrier(Pipe.V)
     Muls(scores, scores, recip, rows * pitch)
     PipeBarrier(Pipe.V)
+
+
+def keep_bit_offset(n1: int, cu_ss: int, n: int, sq: int, skv: int, row: int, col: int) -> int:
+    """Bit of (head n, batch row, batch column) in the TND drop mask: the batches' [N1, Sq, Skv] blocks in turn.
+
+    *cu_ss*: sum of Sq * Skv over the earlier batches (oracles.md §2, unpadded rows)."""
+    return n1 * cu_ss + n * sq * skv + row * skv + col
+
+
+def ApplyDropout(scores, que, drop_gm, bytes_gm, bit0: int, rows: int, cols: int, skv: int, pitch: int,
+                 recip: float, bit_mode: bool, bits, half, zeros, chunk: int) -> None:
+    """Dropout of a rows x cols slice whose keep bits start at *bit0* (rows *skv* bits apart): bit mode reads
+    *drop_gm* directly, byte mode the adapter's bytes *bytes_gm*; *bits*, *half*, *zeros* are the byte mode's
+    scratch (ApplyDropoutBytes). *que* (VECIN) holds the bits or bytes."""
+    d = que.AllocTensor(np.uint8)
+    if bit_mode:
+        ApplyDropoutBits(scores, d, drop_gm, bit0, rows, cols, skv, pitch, recip, que)
+    else:
+        ApplyDropoutBytes(scores, d, bytes_gm[bit0], rows, cols, skv, pitch, recip, que, bits, half, zeros, chunk)

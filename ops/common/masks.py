@@ -18,7 +18,8 @@ Contents
   :func:`varlen_band_batch` (which batch of modes 7/8 is the band batch);
 - :func:`block_range` (PFA per-s1-block ``[s2First, s2Last)``);
 - :func:`compressed_causal_mask`, :func:`causal_tile_offset`, :func:`compressed_tile`,
-  :func:`tile_masked` (the slices the kernels read from the compressed mask).
+  :func:`tile_masked` (the slices the kernels read from the compressed mask);
+- :func:`prefix_tile_reads` (which windows of the 3072 x 2048 sparse-6 mask a tile reads).
 """
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ PFA_INT_MAX = 214748647
 FA_INT_MAX = 2147483647
 #: Side of the compressed causal mask of modes 2/3/4/7/8 (seeds/000 约束说明; tiling.md §0).
 COMPRESSED_MASK_SIZE = 2048
+#: The sparse-6 mask is 3072 x 2048: the causal 2048 x 2048 triangle, then 1024 rows of
+#: [0 x 1024 | 1 x 1024] (the prefix rectangle; sparse_mode doc, mode 6).
+PREFIX_RECT_ROW = COMPRESSED_MASK_SIZE
+PREFIX_RECT_HALF = 1024
 #: Modes PFA accepts (seeds/000: "sparseMode当前仅支持值为0、1、2、3、4"; tiling.md §0).
 INFERENCE_SPARSE_MODES = (0, 1, 2, 3, 4)
 #: All modes of sparse_mode参数说明.md (5-8: prefix, prefix compressed, varlen split-q RD/LU).
@@ -228,3 +233,28 @@ def tile_masked(sparse_mode: int, pre_lu: int, next_lu: int, s1_offset: int, s2_
     if sparse_mode == 4:
         masked |= ~compressed_tile(compressed, base - pre_lu - 1, s1_base, s2_base)
     return masked
+
+
+def prefix_tile_reads(r0: int, col0: int, s1: int, s2: int, prefix: int, slice_rows: int, s2_base: int,
+                      width: int) -> tuple[str, int, int]:
+    """Windows of the sparse-6 mask a score tile (rows r0.., columns col0.. of one batch, at most
+    *slice_rows* x *width*) reads: ``(kind, causal_off, rect_off)``, kind "none" (nothing masked),
+    "causal", "rect" or "both" (masked iff both windows are 1).
+
+    An element is masked iff ``j - i > S2 - S1`` (the causal window at ``delta = r0 - col0 + S2 - S1``) and
+    ``j >= prefix`` (the rectangle read ``prefix - col0`` columns left of its 0/1 edge). Rows below
+    ``S1 - S2 + prefix`` need only the causal window, rows above it only the rectangle.
+    """
+    delta = r0 - col0 + s2 - s1
+    use_rect = s1 + prefix > s2
+    dpre = prefix - col0 if use_rect else 0
+    if delta >= width or dpre >= width:
+        return "none", 0, 0
+    inter = s1 - s2 + prefix
+    rect = PREFIX_RECT_ROW * COMPRESSED_MASK_SIZE + PREFIX_RECT_HALF - min(max(dpre, 0), PREFIX_RECT_HALF)
+    causal = causal_tile_offset(delta, slice_rows, s2_base)
+    if r0 >= inter:
+        return "causal", causal, rect
+    if r0 + slice_rows <= inter:
+        return "rect", causal, rect
+    return "both", causal, rect

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
 from ops.common.acl_dtypes import BF16, BOOL, FP16, FP32, INT64, UINT8
 from ops.common.errors import Rule
+from ops.common.inputs import InputContract
 from ops.flash_attention_var_len_score.contract import (ALIBI_ROWS, COMPRESSED_MASK_SHAPE, DROP_MASK_BITS_PER_BYTE,
                                                          FAMILY_A2, FAMILY_A3, INT32_MAX, K, M, MASK_FORMS,
                                                          PREFIX_MASK_SHAPE, SPARSE_MODES, UNSUPPORTED_PRODUCTS, Limit,
@@ -161,3 +162,12 @@ RULES = {r.name: r for r in _RULE_LIST}
 def rule(name: str) -> Rule:
     """The rule called *name* (KeyError for a typo: a bug, never user input)."""
     return RULES[name]
+
+
+#: The tensors of ``prepare`` for the shared input normalisation (ops/common/inputs.py). The seed's parameter
+#: table marks every tensor input "非连续Tensor √" (non-contiguous supported), so none must be contiguous:
+#: the launch copies a non-contiguous array into a contiguous GM buffer (launch.gm_data).
+INPUTS = InputContract(
+    data=("query", "query_rope", "key_in", "key_in_rope", "value", "dy", "pse_shift", "drop_mask", "padding_mask",
+          "atten_mask", "softmax_max", "softmax_sum", "softmax_in", "attention_in", "sink_in"),
+    int_arrays=("prefix", "actual_seq_qlen", "actual_seq_kvlen", "q_start_idx", "kv_start_idx"))

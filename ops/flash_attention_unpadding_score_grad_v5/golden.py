@@ -20,7 +20,8 @@ Per block (b, n, s1 block, s2 block) of r rows and c columns, Q/dY rows and K/V 
     (rope: dq_rope += Mmad(dS, K_rope) after dq, dk_rope += Mmad(dS^T, Q_rope) after dk)
 
 with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = cast(dq * scale),
-dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND).
+dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND); fp32 inputs: no casts (P and dS
+stay fp32; the cube reads P^T, dS^T written by the vector side, the same values).
 
 Sink: each AIV half of a block (rows split (r + 1) // 2) gives one partial
 ``sum_r ps[r] * rowsum(dP * P)[r]`` with ps = Exp(sink[n] - max) / sum (fp32); per head the partials
@@ -47,6 +48,13 @@ def _f64_round(fn, *args) -> np.ndarray:
         return np.asarray(cast(fn(*(np.asarray(a, np.float64) for a in args)), "fp32"))
 
 
+def _to_input(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """fp32 values in the input dtype (CAST_ROUND to fp16/bf16; fp32 inputs keep the fp32 values), as fp32."""
+    if dt == _F32:
+        return np.asarray(x, _F32)
+    return np.asarray(cast(x, dt, "round")).astype(_F32)
+
+
 def sections(problem) -> list:
     """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section."""
     p = problem
@@ -66,6 +74,12 @@ def sections(problem) -> list:
                             rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, skv - s2o * _BASE)
                             d_lo = s2o * _BASE - (s1o * _BASE + rows - 1)  # smallest j - i
                             d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
+                            if p.mask_form == "prefix_3072":  # dropped iff j - i > Skv - Sq and j >= prefix
+                                pfx, j_lo, j_hi = int(p.prefix_n[b]), s2o * _BASE, s2o * _BASE + cols - 1
+                                if d_lo > skv - sq and j_lo >= pfx:
+                                    continue
+                                sec.append((b, n, s1o, s2o, rows, cols, bool(d_hi > skv - sq and j_hi >= pfx)))
+                                continue
                             if d_lo > nxt or d_hi < -pre:
                                 continue
                             masked = d_hi > nxt or d_lo < -pre or p.mask_form == "full"
@@ -86,6 +100,60 @@ def _stat(problem, x, b: int, n: int, i0: int, rows: int) -> np.ndarray:
     return x.reshape(-1)[base:base + rows * 8:8].astype(_F32)
 
 
+def _halves(rows: int):
+    """The two AIVs' row ranges of a block: the first (rows + 1) // 2 rows, then the rest."""
+    h = (rows + 1) // 2
+    return [(lo, hi) for lo, hi in ((0, h), (h, rows)) if hi > lo]
+
+
+def _pse(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols: int) -> np.ndarray:
+    """fp32 [rows, cols] bias of a block, per AIV half as the kernel forms it; NaN where nothing is read
+    (elements the causal mask drops, so the value never matters).
+
+    alibi (pse_type 0/1): the half whose first row is r0 reads the compressed tensor from row
+    ``pos = r0 - j0 - (maxSkv - 1024)`` (column 0), or, when maxSkv >= 1024 and pos < 0, from row 0,
+    column -pos; nothing when all its rows lie above column j0. slope (2/3): fp32(c - r) (r from the
+    half's first row) + fp32(j0 + kv_start - r0 - q_start), |.|, [sqrt], times fp32(-slope)."""
+    p = problem
+    out = np.full((rows, cols), np.nan, _F32)
+    for lo, hi in _halves(rows):
+        r0 = i0 + lo
+        nr = hi - lo
+        if p.pse_form == "alibi":
+            if r0 + nr <= j0:
+                continue
+            x = ctx["pse"][b % ctx["pse"].shape[0], n]
+            s2max = x.shape[1]
+            thr = s2max - 1024
+            pos = r0 - j0 - thr
+            m0, k0 = (0, -pos) if thr >= 0 and pos < 0 else (pos, 0)
+            for r in range(nr):
+                if 0 <= m0 + r < 1024:
+                    w = min(cols, s2max - k0)
+                    out[lo + r, :w] = x[m0 + r, k0:k0 + w]
+            continue
+        sl = ctx["pse"]
+        slope = np.float32(sl[b, n] if sl.ndim == 2 else sl[n])
+        base = (np.arange(cols)[None, :] - np.arange(nr)[:, None]).astype(_F32)
+        with np.errstate(all="ignore"):
+            v = (base + np.float32(j0 + p.kv_start - r0 - p.q_start)).astype(_F32)
+            v = np.abs(v)
+            if p.pse_type == 3:
+                v = _f64_round(np.sqrt, v)
+            out[lo:hi] = (v * -slope).astype(_F32)
+    return out
+
+
+def _keep(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols: int) -> np.ndarray:
+    """The block's dropout keep bits (bool [rows, cols]): bit N1 * sum(Sq * Skv over earlier batches)
+    + n * Sq * Skv + i * Skv + j of the drop mask, LSB first."""
+    p = problem
+    skv = int(p.seq_kv[b])
+    base = p.N1 * ctx["cu_ss"][b] + n * int(p.seq_q[b]) * skv
+    idx = base + (i0 + np.arange(rows))[:, None] * skv + (j0 + np.arange(cols))[None, :]
+    return ctx["bits"][idx] != 0
+
+
 def _block(problem, ctx: dict, blk) -> list:
     """The atomic contributions of one block, in kernel order: [(kind, row0, head, col0, fp32 values)]."""
     p = problem
@@ -101,17 +169,31 @@ def _block(problem, ctx: dict, blk) -> list:
         qr, kr = ctx["qr"][tq:tq + rows, n], ctx["kr"][tk:tk + cols, kv]
         qs, ks = np.concatenate([pad(q), qr], axis=1), np.concatenate([pad(k), kr], axis=1)
     with np.errstate(all="ignore"):
-        s = mmad(qs, ks, 16) * np.float32(p.scale)
-        dp = mmad(g, v, 16)
+        s = mmad(qs, ks, ctx["k0"])
+        pse = None if p.pse_form == "none" else _pse(p, ctx, b, n, i0, j0, rows, cols)
+        if pse is not None and p.pse_type == 1:  # (S + pse) * scale
+            s = (s + pse).astype(_F32)
+        s = (s * np.float32(p.scale)).astype(_F32)
+        if pse is not None and p.pse_type != 1:  # S * scale + pse
+            s = (s + pse).astype(_F32)
+        dp = mmad(g, v, ctx["k0"])
         if masked:
             jm = np.arange(j0, j0 + cols)[None, :] - np.arange(i0, i0 + rows)[:, None]
             drop = (jm > int(p.next_tokens_lu[b])) | (jm < -int(p.pre_tokens_lu[b]))
             if p.mask_form == "full":  # the top-left [Sq, Skv] of the [maxSq, maxSkv] mask
                 drop = np.asarray(ctx["mask"])[i0:i0 + rows, j0:j0 + cols] != 0
+            if p.mask_form == "prefix_3072":
+                drop = (jm > int(p.seq_kv[b]) - int(p.seq_q[b])) & \
+                    (np.arange(j0, j0 + cols)[None, :] >= int(p.prefix_n[b]))
             s = np.where(drop, NEG, s).astype(_F32)
         mx, sm = _stat(p, ctx["max"], b, n, i0, rows), _stat(p, ctx["sum"], b, n, i0, rows)
         e = _f64_round(np.exp, (s - mx[:, None]).astype(_F32))
         pr = _f64_round(np.divide, e, sm[:, None])
+        pd = pr
+        if p.dropout:  # keep ? x * fp32(1 / keep_prob) : +0, for the P that dV takes and for dP
+            keep, recip = _keep(p, ctx, b, n, i0, j0, rows, cols), np.float32(np.float32(1) / np.float32(p.keep_prob))
+            pd = (np.where(keep, pr, _F32.type(0)) * recip).astype(_F32)
+            dp = (np.where(keep, dp, _F32.type(0)) * recip).astype(_F32)
         sf = ctx["sfmg"][tq:tq + rows, n]
         ds = ((dp - sf[:, None]).astype(_F32) * pr).astype(_F32)
     if ctx["sink"] is not None:
@@ -123,15 +205,14 @@ def _block(problem, ctx: dict, blk) -> list:
         for lo, hi in ((0, h), (h, rows)):
             if hi > lo:
                 ctx["dsink"][n].append(row_sum(y[None, lo:hi])[0])
-    pc = np.asarray(cast(pr, ctx["dt"], "round")).astype(_F32)
-    dsc = np.asarray(cast(ds, ctx["dt"], "round")).astype(_F32)
+    pc, dsc = _to_input(pd, ctx["dt"]), _to_input(ds, ctx["dt"])
     steps = [("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)]
     if p.rope_d:  # kernel order per block: dq, dq_rope, dk, dk_rope, dv
         steps[1:1] = [("dq_rope", dsc, kr.T, tq, n)]
         steps[3:3] = [("dk_rope", dsc.T, qr.T, tk, kv)]
     out = []
     for kind, a, bt, r0, h in steps:
-        val = mmad(a, bt, 16)
+        val = mmad(a, bt, ctx["k0"])
         for dn in range(0, val.shape[1], _NCHUNK):
             out.append((kind, r0, h, dn, val[:, dn:dn + _NCHUNK]))
     return out
@@ -139,7 +220,7 @@ def _block(problem, ctx: dict, blk) -> list:
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
-               query_rope=None, key_in_rope=None) -> dict:
+               query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -152,8 +233,12 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     dt = np.dtype(p.dtype)
     f = lambda x: np.asarray(x).astype(_F32)  # noqa: E731 - widening is exact
     ctx = {"q": f(query), "k": f(key_in), "v": f(value), "dy": f(dy), "max": softmax_max, "sum": softmax_sum,
-           "dt": dt, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask,
-           "qr": None if query_rope is None else f(query_rope), "kr": None if key_in_rope is None else f(key_in_rope), "dsink": {n: [] for n in range(p.N1)}}
+           "dt": dt, "k0": 32 // dt.itemsize, "sink": None if sink_in is None else f(sink_in), "mask": atten_mask,
+           "qr": None if query_rope is None else f(query_rope), "kr": None if key_in_rope is None else f(key_in_rope), "dsink": {n: [] for n in range(p.N1)},
+           "pse": None if pse_shift is None else f(pse_shift),
+           "bits": None if drop_mask is None else np.unpackbits(np.asarray(drop_mask).view(np.uint8).reshape(-1),
+                                                                  bitorder="little"),
+           "cu_ss": np.concatenate(([0], np.cumsum(np.asarray(p.seq_q, np.int64) * p.seq_kv)))}
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
@@ -202,5 +287,5 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         out["dsink"] = -total
     with np.errstate(all="ignore"):
         for kind, x in acc.items():
-            out[kind] = np.asarray(cast(x if kind == "dv" else (x * scale).astype(_F32), dt, "round"))
+            out[kind] = _to_input(x if kind == "dv" else (x * scale).astype(_F32), dt).astype(dt)
     return out

@@ -19,15 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.launch import current_unit
-from npusim.kernel import (ASCEND_IS_AIC, Add, Div, Sub, CMPMODE, SELMODE, Cast, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy,
-                           Exp,
+from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, Sub, CMPMODE, SELMODE, Cast,
+                           CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Gather, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
                            PipeBarrier, RoundMode, Select, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe,
                            TPosition, TQue, WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
+from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
+from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template
@@ -36,7 +39,22 @@ F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
 N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
 CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
-SFMG_ROWS = 64  # (token, head) rows per sfmg step
+SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
+SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
+L1_COLS = 256  # operand columns per L1 block when D > 256 (four 128 x 256 b16 blocks + P, dS fit 512 KiB L1)
+
+
+def sfmg_rows(dp: int, itemsize: int) -> int:
+    """Rows per VecSftg step: 64, or fewer so that dy, attention_in (input dtype), their fp32 copies and the fold
+    accumulators of the rows fit SFMG_UB_BYTES (D > 144)."""
+    per_row = dp * (2 * itemsize + 8) + 64 * 4 + 4 + 32
+    return max(8, min(SFMG_ROWS, SFMG_UB_BYTES // per_row) // 8 * 8)
+
+
+def l1_cols(D: int, Dr: int, itemsize: int = 2) -> int:
+    """Columns of one L1 operand block: all of D (and the rope width) up to 256 (fp32: 128), else blocks of that."""
+    limit = L1_COLS * 2 // itemsize
+    return max(c16(D), c16(Dr)) if max(D, Dr) <= limit else limit
 POST_ELEMS = 8192  # fp32 elements per post-kernel step
 
 
@@ -55,6 +73,16 @@ class FagKernelArgs:
     masked: bool  # a compressed causal atten_mask is read for the flagged blocks
     inDtype: np.dtype
     sink: bool = False  # sink_in given: dsink partials per (block, AIV)
+    pseForm: str = "none"  # none | alibi (pse_type 0/1, [Bp, N1, 1024, maxSkv]) | slope (2/3, [B, N1] or [N1])
+    pseType: int = 1  # 1: (S + pse) * scale; 0, 2, 3: S * scale + pse
+    pseB: int = 1  # alibi: Bp (batch b reads b % Bp); slope: rows of the slope tensor (1 for [N1])
+    pseS2: int = 0  # alibi: maxSkv (the tensor's last dim)
+    qStart: int = 0
+    kvStart: int = 0
+    dropout: bool = False
+    cuSS: tuple = ()  # sum of Sq * Skv over the earlier batches (drop mask bit offsets)
+    seqKv: tuple = ()
+    prefixN: tuple = ()  # sparse 6
 
 
 # ------------------------------------------------------------------------------------------- pre / post
@@ -115,7 +143,10 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
                 Muls(x, x, tiling.scaleValue, n)
                 PipeBarrier(Pipe.V)
             y = outQ.AllocTensor(dt)
-            Cast(y, x, RoundMode.CAST_ROUND, n)
+            if dt.itemsize == 4:  # fp32 outputs: the fp32 sum itself
+                Copy(y, x, 64, -(-n // 64), CopyRepeatParams(1, 1, 8, 8))
+            else:
+                Cast(y, x, RoundMode.CAST_ROUND, n)
             inQ.FreeTensor(x)
             outQ.EnQue(y)
             y = outQ.DeQue(dt)
@@ -160,14 +191,27 @@ def PostDsink(workspace, dsink, tiling: FagTilingData):
         CopyRowsOut(dsink[n], a, 1, 1, 8, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+    # the post loop's first CopyIn (MTE2) reuses these UB bytes: wait for the last Adds (V) reading the
+    # partials and the last dsink CopyOut (MTE3) reading the sum
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    SetFlag(HardEvent.MTE3_MTE2, 0)
+    WaitFlag(HardEvent.MTE3_MTE2, 0)
     pipe.Reset()
 
 
 # ------------------------------------------------------------------------------------------- main kernel
 class KernelFagBasic:
     def Init(self, query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope,
-             keyRope, workspace, tiling: FagTilingData, args: FagKernelArgs):
+             keyRope, pseShift, dropMask, workspace, tiling: FagTilingData, args: FagKernelArgs):
         self.sinkGm, self.qrGm, self.krGm = sinkIn, queryRope, keyRope
+        self.pseGm, self.dropGm = pseShift, dropMask
+        self.dropBytesGm = workspace[tiling.dropBytesOffset] if args.dropout and not tiling.dropMaskBitMode else None
+        self.alibiGm = workspace[tiling.alibiOffset].ReinterpretCast(F16) if args.pseForm == "slope" else None
+        self.b32 = np.dtype(args.inDtype).itemsize == 4
+        if self.b32:  # fp32: Q^T, K^T, dY^T per head in GM, and per core P^T / dS^T section buffers
+            self.qT, self.kT, self.dyT = (workspace[o].ReinterpretCast(F32) for o in
+                                          (tiling.qTOffset, tiling.kTOffset, tiling.dyTOffset))
         self.Dr = tiling.ropeD
         self.t, self.a = tiling, args
         self.qGm, self.kGm, self.vGm, self.dyGm, self.oGm = query, key, value, dy, attentionIn
@@ -187,6 +231,8 @@ class KernelFagBasic:
         base = tiling.mmOffset + self.core * 4 * sec
         self.mm1 = [base + i * sec for i in range(2)]  # dP, then dS (byte offsets)
         self.mm2 = [base + (2 + i) * sec for i in range(2)]  # S, then P
+        tbase = tiling.mmTOffset + self.core * 4 * sec
+        self.mmT = [[tbase + (2 * k + i) * sec for i in range(2)] for k in range(2)]  # fp32: P^T, dS^T
         self.secs = list(tiling.core_sections(self.core))
         # P / dS rows overwrite the first half of their own fp32 S / dP rows (pitch BASE fp32 = 512 bytes), so
         # each AIV's writes stay inside the rows it has read (CANN copyOutOffset = 2 x the fp32 offset)
@@ -197,6 +243,15 @@ class KernelFagBasic:
         if ASCEND_IS_AIC():
             self.ProcessCube()
         else:
+            if self.a.pseForm == "slope" and GetBlockIdx() == 0:
+                PseInnerAlibiCreate(self.alibiGm)
+            if self.a.dropout and not self.t.dropMaskBitMode:
+                DropMaskAdapter(self.dropGm, self.dropBytesGm, self.t.dropAdapterBits)
+            if self.b32:  # the cube reads Q, K, dY as B^T of dK, dQ, dV: transposed copies (ops/common/transpose.py)
+                t, w = self.t, self.t.sfmgWorkers
+                TransposeHeads(self.qGm, self.qT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
+                TransposeHeads(self.kGm, self.kT, t.t2Size, t.n2Size, self.D, t.t2Pitch, w)
+                TransposeHeads(self.dyGm, self.dyT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
             self.VecSftg()
             self.ProcessVector()
 
@@ -210,13 +265,16 @@ class KernelFagBasic:
 
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
-        t, dt, D = self.t, self.inDt, self.D
-        dp = c16(max(D, self.Dr))
+        dt, D = self.inDt, self.D
+        isz = dt.itemsize
+        dp = l1_cols(D, self.Dr, isz)
+        self.l1w = dp
+        self.kChunk = K_CHUNK * 2 // isz  # fp32: 64 k columns fill a 32 KiB L0A/L0B buffer of 128 rows
         self.tiles = CubeTiles(self.pipe, dt)
         self.l1 = {}
-        for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * 2), ("b", TPosition.B1, BASE * dp * 2),
-                                  ("c", TPosition.A1, BASE * dp * 2), ("d", TPosition.B1, BASE * dp * 2),
-                                  ("p", TPosition.A1, BASE * BASE * 2), ("s", TPosition.A1, BASE * BASE * 2)):
+        for name, pos, nbytes in (("a", TPosition.A1, BASE * dp * isz), ("b", TPosition.B1, BASE * dp * isz),
+                                  ("c", TPosition.A1, BASE * dp * isz), ("d", TPosition.B1, BASE * dp * isz),
+                                  ("p", TPosition.A1, BASE * BASE * isz), ("s", TPosition.A1, BASE * BASE * isz)):
             q = TQue(pos, 1)
             self.pipe.InitBuffer(q, 1, nbytes)
             self.l1[name] = q
@@ -251,8 +309,8 @@ class KernelFagBasic:
         first = True
         for load_a, load_bt, k in parts:
             (qa, aL1), (qb, bTL1) = load_a(), load_bt()
-            for kc in range(0, k, K_CHUNK):
-                kcols = min(K_CHUNK, k - kc)
+            for kc in range(0, k, self.kChunk):
+                kcols = min(self.kChunk, k - kc)
                 self.tiles.SplitA(aL1, c16(m) // 16, 0, m, kc, kcols)
                 self.tiles.SplitBTransposed(bTL1, c16(n) // 16, kc, kcols)
                 self.tiles.Compute(c, m, n, kcols, first)
@@ -285,6 +343,15 @@ class KernelFagBasic:
             Fixpipe(dst[dn], c, FixpipeParamsV220(nSize=dcols, mSize=m, srcStride=c16(m), dstStride=dst_pitch))
             self.cQue.FreeTensor(c)
 
+    def _mm_ab_chunks(self, que: str, gm, ws, a_load, brows: int, m: int, width: int, pitch: int, dst_pitch: int):
+        """ws (GM fp32) += A B for B = gm (brows x width, row pitch *pitch*), loaded into L1 queue *que* l1w
+        columns at a time; the Fixpipes go out per 128 columns in column order either way."""
+        for c0 in range(0, width, self.l1w):
+            w = min(self.l1w, width - c0)
+            bL1 = self._load(que, gm[c0], brows, w, pitch)
+            self._mm_ab_atomic(ws[c0], a_load, bL1, brows, m, w, dst_pitch)
+            self._free(que, bL1)
+
     def _rows(self, b: int, n: int, s1o: int, s2o: int):
         """GM offsets of the block's Q/dY rows and K/V rows (first element)."""
         t, a, D = self.t, self.a, self.D
@@ -299,18 +366,29 @@ class KernelFagBasic:
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
             qo, kvo = self._rows(b, n, s1o, s2o)
-            parts = [(lambda: ("a", self._load("a", self.qGm[qo], rows, D, n1p)),
-                      lambda: ("b", self._load("b", self.kGm[kvo], cols, D, n2p)), D)]
+            # D in L1 blocks of l1w columns (all of D up to 256); the k range accumulates in one L0C
+            parts = [self._part("a", "b", self.qGm[qo + c0], self.kGm[kvo + c0], rows, cols, min(self.l1w, D - c0),
+                                n1p, n2p) for c0 in range(0, D, self.l1w)]
             if Dr:  # S = [Q | Q_rope] [K | K_rope]^T: the rope part continues the same accumulation
                 qro, kro = qo // D * Dr, kvo // D * Dr
-                parts.append((lambda: ("a", self._load("a", self.qrGm[qro], rows, Dr, t.n1Size * Dr)),
-                              lambda: ("b", self._load("b", self.krGm[kro], cols, Dr, t.n2Size * Dr)), Dr))
+                parts += [self._part("a", "b", self.qrGm[qro + c0], self.krGm[kro + c0], rows, cols,
+                                     min(self.l1w, Dr - c0), t.n1Size * Dr, t.n2Size * Dr)
+                          for c0 in range(0, Dr, self.l1w)]
             self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
             self._mm_abt(self._slot(self.mm1, task, j, F32),
-                         [(lambda: ("c", self._load("c", self.dyGm[qo], rows, D, n1p)),
-                           lambda: ("d", self._load("d", self.vGm[kvo], cols, D, n2p)), D)], rows, cols, BASE)
+                         [self._part("c", "d", self.dyGm[qo + c0], self.vGm[kvo + c0], rows, cols,
+                                     min(self.l1w, D - c0), n1p, n2p) for c0 in range(0, D, self.l1w)],
+                         rows, cols, BASE)
+
+    def _part(self, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
+        """One k range of an A B^T accumulation: loaders of A (rows x k) and B^T (cols x k) into L1 queues qa, qb."""
+        return (lambda: (qa, self._load(qa, a_gm, rows, k, a_pitch)),
+                lambda: (qb, self._load(qb, b_gm, cols, k, b_pitch)), k)
 
     def Cube23(self, task: int):
+        if self.b32:
+            self.Cube23T(task)
+            return
         t, D, Dr = self.t, self.D, self.Dr
         s = self.secs[task]
         SetAtomicAdd(F32)
@@ -323,21 +401,41 @@ class KernelFagBasic:
             dst_a = lambda: self._split_a_transposed(dsL1, rows, cols)  # noqa: E731
             for gm, ws, width, pitch in ((self.kGm[kvo], self.dqWs[qo], D, t.n2Size * D),
                                          *(((self.krGm[kro], self.dqrWs[qro], Dr, t.n2Size * Dr),) if Dr else ())):
-                kL1 = self._load("b", gm, cols, width, pitch)
-                self._mm_ab_atomic(ws, ds_a, kL1, cols, rows, width, t.n1Size * width)
-                self._free("b", kL1)
+                self._mm_ab_chunks("b", gm, ws, ds_a, cols, rows, width, pitch, t.n1Size * width)
             for gm, ws, width, pitch in ((self.qGm[qo], self.dkWs[kvo], D, t.n1Size * D),
                                          *(((self.qrGm[qro], self.dkrWs[kro], Dr, t.n1Size * Dr),) if Dr else ())):
-                qL1 = self._load("a", gm, rows, width, pitch)
-                self._mm_ab_atomic(ws, dst_a, qL1, rows, cols, width, t.n2Size * width)
-                self._free("a", qL1)
+                self._mm_ab_chunks("a", gm, ws, dst_a, rows, cols, width, pitch, t.n2Size * width)
             self._free("s", dsL1)
             pL1 = self._load("p", self._slot(self.mm2, task, j, self.inDt), rows, cols, self.cast_pitch)
-            dyL1 = self._load("c", self.dyGm[qo], rows, D, t.n1Size * D)
-            self._mm_ab_atomic(self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols), dyL1, rows, cols,
-                               D, t.n2Size * D)
-            self._free("c", dyL1)
+            self._mm_ab_chunks("c", self.dyGm[qo], self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols),
+                               rows, cols, D, t.n1Size * D, t.n2Size * D)
             self._free("p", pL1)
+        SetAtomicNone()
+
+    def Cube23T(self, task: int):
+        """fp32 (no b32 transposing loads): dQ += dS (K^T)^T, dK += (dS^T) (Q^T)^T, dV += (P^T) (dY^T)^T, each an
+        A B^T product per 128 columns of D with A from the section buffers (dS; dS^T and P^T written by the
+        AIVs) and B^T from the transposed copies; Fixpipes add atomically as in Cube23."""
+        t, D = self.t, self.D
+        s = self.secs[task]
+        SetAtomicAdd(F32)
+        for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
+            b, n, s1o, s2o, rows, cols, _ = self._blk(i)
+            qo, kvo = self._rows(b, n, s1o, s2o)
+            tq, tk, kvh = self.a.cuQ[b] + s1o * BASE, self.a.cuKv[b] + s2o * BASE, n // t.gSize
+            ds, dsT, pT = (self._slot(reg, task, j, F32) for reg in (self.mm1, self.mmT[1], self.mmT[0]))
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dqWs[qo + dn], [self._part("s", "b", ds, self.kT[(kvh * D + dn) * t.t2Pitch + tk],
+                                                             rows, w, cols, BASE, t.t2Pitch)], rows, w, t.n1Size * D)
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dkWs[kvo + dn], [self._part("s", "a", dsT, self.qT[(n * D + dn) * t.t1Pitch + tq],
+                                                              cols, w, rows, BASE, t.t1Pitch)], cols, w, t.n2Size * D)
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                self._mm_abt(self.dvWs[kvo + dn], [self._part("p", "c", pT, self.dyT[(n * D + dn) * t.t1Pitch + tq],
+                                                              cols, w, rows, BASE, t.t1Pitch)], cols, w, t.n2Size * D)
         SetAtomicNone()
 
     # ---------------------------------------------------------------------------------------- vector
@@ -345,28 +443,33 @@ class KernelFagBasic:
         """sfmg[t, n, :] = rowsum(fp32(dy) * fp32(attention_in)) over D, broadcast to 8; then SyncAll."""
         t, dt, D = self.t, self.inDt, self.D
         dp = c16(D)
+        step = sfmg_rows(dp, dt.itemsize)
         pipe = TPipe()
         bufs = {}
-        for name, nbytes in (("dy", SFMG_ROWS * dp * dt.itemsize), ("o", SFMG_ROWS * dp * dt.itemsize),
-                             ("x", SFMG_ROWS * dp * 4), ("y", SFMG_ROWS * dp * 4), ("acc", SFMG_ROWS * 64 * 4),
-                             ("row", SFMG_ROWS * 4), ("b8", SFMG_ROWS * 32)):
+        fp32 = dt.itemsize == 4
+        for name, nbytes in (("dy", step * dp * dt.itemsize), ("o", step * dp * dt.itemsize),
+                             ("x", step * dp * 4), ("y", 32 if fp32 else step * dp * 4), ("acc", step * 64 * 4),
+                             ("row", step * 4), ("b8", step * 32)):
             bufs[name] = TBuf()
             pipe.InitBuffer(bufs[name], nbytes)
         rows_all = t.t1Size * t.n1Size
         share = -(-rows_all // (t.sfmgWorkers or GetBlockNum()))
         lo = GetBlockIdx() * share
-        for r0 in range(lo, min(lo + share, rows_all), SFMG_ROWS):
-            nr = min(SFMG_ROWS, lo + share - r0, rows_all - r0)
+        for r0 in range(lo, min(lo + share, rows_all), step):
+            nr = min(step, lo + share - r0, rows_all - r0)
             dyL, oL = bufs["dy"].Get(dt), bufs["o"].Get(dt)
             CopyRowsIn(dyL, self.dyGm[r0 * D], nr, D, D, dp)
             CopyRowsIn(oL, self.oGm[r0 * D], nr, D, D, dp)
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
             x, y = bufs["x"].Get(F32), bufs["y"].Get(F32)
-            Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
-            Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
-            PipeBarrier(Pipe.V)
-            Mul(x, x, y, nr * dp)
+            if dt.itemsize == 4:  # fp32: the product of the inputs themselves
+                Mul(x, dyL, oL, nr * dp)
+            else:
+                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
+                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
+                PipeBarrier(Pipe.V)
+                Mul(x, x, y, nr * dp)
             PipeBarrier(Pipe.V)
             row = bufs["row"].Get(F32)
             RowReduce("sum", row, x, bufs["acc"].Get(F32), nr, D, dp)
@@ -388,23 +491,43 @@ class KernelFagBasic:
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.ub = {}
-        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", half * BASE * 2),
+        out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
+        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
                              ("max8", half * 32), ("sum8", half * 32), ("sfmg8", half * 32)):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
-        if self.a.sink:
+        a = self.a
+        if a.sink or a.pseForm != "none" or a.dropout:  # fp32 scratch: pse slice, dropped P, dP * P
+            self.ub["tmp"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["tmp"], half * BASE * 4)
+        if a.sink or self.b32:  # acc: the sink's row folds, and (fp32) the transposes' Gather offsets
+            self.ub["acc"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["acc"], half * 64 * 4)
+        if a.sink:
             n1 = self.t.n1Size
             for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", half * 32), ("psr", half * 4 + 32),
-                                 ("prod", half * BASE * 4), ("rowv", half * 4 + 32), ("acc", half * 64 * 4),
-                                 ("one", 32), ("one8", 256)):
+                                 ("rowv", half * 4 + 32), ("one", 32), ("one8", 256)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
             SetFlag(HardEvent.MTE2_S, 3)
             WaitFlag(HardEvent.MTE2_S, 3)
-        if self.a.masked:
-            for name, nbytes in (("mask", half * BASE), ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2),
-                                 ("zeros", CMP_CHUNK * 2)):
+        if a.pseForm != "none":  # the pse slice in its GM dtype (alibi: input dtype; slope: the fp16 j - i table)
+            self.pseQ = TQue(TPosition.VECIN, 1)
+            self.vpipe.InitBuffer(self.pseQ, 1, half * BASE * (2 if a.pseForm == "slope" else self.inDt.itemsize))
+        if a.pseForm == "slope":
+            ns = a.pseB * self.t.n1Size
+            self.ub["slopes"] = TBuf()
+            self.vpipe.InitBuffer(self.ub["slopes"], -(-ns // 8) * 32)
+            CopyRowsIn(self.ub["slopes"].Get(F32), self.pseGm, 1, ns, ns, -(-ns // 8) * 8)
+            SetFlag(HardEvent.MTE2_S, 4)
+            WaitFlag(HardEvent.MTE2_S, 4)
+        if a.dropout:  # bit mode: one 32-byte slot per row; byte mode: one byte per element
+            self.dropQ = TQue(TPosition.VECIN, 1)
+            self.vpipe.InitBuffer(self.dropQ, 1, half * (32 if self.t.dropMaskBitMode else BASE))
+        if self.a.masked or a.dropout:
+            for name, nbytes in (("mask", half * BASE * (2 if a.maskForm == "prefix_3072" else 1)),
+                                 ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2), ("zeros", CMP_CHUNK * 2)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
@@ -445,8 +568,12 @@ class KernelFagBasic:
         CopyRowsIn(S, self._slot(self.mm2, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
         SetFlag(HardEvent.MTE2_V, 0)
         WaitFlag(HardEvent.MTE2_V, 0)
+        if a.pseForm != "none" and a.pseType == 1:  # (S + pse) * scale
+            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
         Muls(S, S, t.scaleValue, cnt)
         PipeBarrier(Pipe.V)
+        if a.pseForm != "none" and a.pseType != 1:  # S * scale + pse
+            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
         if a.sink:
             self.SinkProb(n, max8, sum8, mine)
         if masked:
@@ -457,11 +584,20 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         RowBroadcast("div", S, S, sum8, mine, cols, pitch)
         PipeBarrier(Pipe.V)
-        out = ub["out"].Get(dt)
-        Cast(out, S, RoundMode.CAST_ROUND, cnt)
-        SetFlag(HardEvent.V_MTE3, 0)
-        WaitFlag(HardEvent.V_MTE3, 0)
-        CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch, self.cast_pitch)
+        out, pv = ub["out"].Get(dt), S
+        if a.dropout:  # dV takes the dropped P: Pd = keep ? P / keep_prob : 0 (a copy; dS needs P itself)
+            pv = ub["tmp"].Get(F32)
+            Copy(pv, S, 64, cnt // 64, CopyRepeatParams(1, 1, 8, 8))
+            PipeBarrier(Pipe.V)
+            self.Dropout(pv, b, n, row0, s2o * BASE, mine, cols, pitch)
+        if self.b32:  # fp32: P^T (dV's A operand) into the P^T section buffer; dP's buffer is still free
+            self.CopyOutT(pv, ub["dp"].Get(F32), self._slot(self.mmT[0], task, j, F32), lo, mine, cols, pitch)
+        else:
+            Cast(out, pv, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
+                        self.cast_pitch)
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
         # SubGrapB: dS = (dP - sfmg) * P
@@ -472,20 +608,43 @@ class KernelFagBasic:
         WaitFlag(HardEvent.MTE2_V, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+        if a.dropout:  # dP = keep ? dP / keep_prob : 0
+            self.Dropout(dP, b, n, row0, s2o * BASE, mine, cols, pitch)
         if a.sink:
             self.SinkPartial(i, dP, S, mine, cols, pitch)
         RowBroadcast("sub", dP, dP, sf8, mine, cols, pitch)
         PipeBarrier(Pipe.V)
         Mul(dP, dP, S, cnt)
         PipeBarrier(Pipe.V)
-        Cast(out, dP, RoundMode.CAST_ROUND, cnt)
-        SetFlag(HardEvent.V_MTE3, 1)
-        WaitFlag(HardEvent.V_MTE3, 1)
-        CopyRowsOut(self._slot(self.mm1, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch, self.cast_pitch)
+        if self.b32:  # fp32: dS over its own dP rows, and dS^T (dK's A operand) gathered into the free S buffer
+            SetFlag(HardEvent.V_MTE3, 1)
+            WaitFlag(HardEvent.V_MTE3, 1)
+            CopyRowsOut(self._slot(self.mm1, task, j, F32)[lo * BASE], dP, mine, cols, pitch, BASE)
+            self.CopyOutT(dP, S, self._slot(self.mmT[1], task, j, F32), lo, mine, cols, pitch)
+        else:
+            Cast(out, dP, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 1)
+            WaitFlag(HardEvent.V_MTE3, 1)
+            CopyRowsOut(self._slot(self.mm1, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
+                        self.cast_pitch)
         SetFlag(HardEvent.MTE3_MTE2, 1)
         WaitFlag(HardEvent.MTE3_MTE2, 1)
         SetFlag(HardEvent.MTE3_V, 1)
         WaitFlag(HardEvent.MTE3_V, 1)
+
+    def CopyOutT(self, src, dst, gm, lo: int, rows: int, cols: int, pitch: int):
+        """fp32: the transpose of src (rows x cols, UB pitch *pitch*) -> gm (a section block, [cols, BASE] fp32)
+        columns lo..lo+rows: Gather 64 columns at a time into *dst* (cols rows of R = rows rounded up to 8)."""
+        R = -(-rows // 8) * 8
+        o = self.ub["acc"].Get(np.int32)
+        TransposeOffsets(o, R, min(cols, 64), pitch)
+        for c0 in range(0, cols, 64):
+            Gather(dst[c0 * R], src, o.ReinterpretCast(np.uint32), c0 * 4, min(64, cols - c0) * R)
+        SetFlag(HardEvent.V_MTE3, 2)
+        WaitFlag(HardEvent.V_MTE3, 2)
+        CopyRowsOut(gm[lo], dst, cols, rows, R, BASE)
+        SetFlag(HardEvent.MTE3_V, 2)
+        WaitFlag(HardEvent.MTE3_V, 2)
 
     def SinkProb(self, n: int, max8, sum8, rows: int):
         """psr[r] = exp(sink[n] - max[r]) / sum[r] (the sink's probability per row), contiguous."""
@@ -506,7 +665,7 @@ class KernelFagBasic:
     def SinkPartial(self, i: int, dP, P, rows: int, cols: int, pitch: int):
         """dsink partial of this block's rows: sum_r psink[r] * sum_c dP[r, c] P[r, c] -> workspace slot."""
         ub = self.ub
-        prod, rowv, acc = ub["prod"].Get(F32), ub["rowv"].Get(F32), ub["acc"].Get(F32)
+        prod, rowv, acc = ub["tmp"].Get(F32), ub["rowv"].Get(F32), ub["acc"].Get(F32)
         Mul(prod, dP, P, rows * pitch)
         PipeBarrier(Pipe.V)
         RowReduce("sum", rowv, prod, acc, rows, cols, pitch)
@@ -533,12 +692,95 @@ class KernelFagBasic:
         if a.maskForm == "full":
             self._select(S, row0 * a.maskCols + col0, a.maskCols, rows, cols, pitch, CMPMODE.EQ)
             return
+        if a.maskForm == "prefix_3072":
+            kind, causal, rect = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, BASE,
+                                                   pitch)
+            if kind in ("causal", "rect"):
+                self._select(S, causal if kind == "causal" else rect, COMPRESSED_MASK_SIZE, rows, cols, pitch,
+                             CMPMODE.EQ)
+            elif kind == "both":
+                self._select_both(S, causal, rect, rows, cols, pitch)
+            return
         delta = row0 - col0 + a.nextLU[b]
         if delta < cols:
             self._select(S, causal_tile_offset(delta, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
         dpre = row0 - col0 - a.preLU[b] - 1
         if dpre + rows >= 0:
             self._select(S, causal_tile_offset(dpre, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
+
+    def _select_both(self, S, off1: int, off2: int, rows: int, cols: int, pitch: int):
+        """Prefix: keep scores unless both mask windows hold a nonzero byte (fp16 product != 0)."""
+        m = self.ub["mask"].Get(U8)
+        n = rows * pitch
+        CopyRowsIn(m, self.maskGm[off1], rows, cols, COMPRESSED_MASK_SIZE, pitch)
+        CopyRowsIn(m[n:], self.maskGm[off2], rows, cols, COMPRESSED_MASK_SIZE, pitch)
+        SetFlag(HardEvent.MTE2_V, 2)
+        WaitFlag(HardEvent.MTE2_V, 2)
+        bits, h1, zeros = self.ub["bits"].Get(U8), self.ub["half"].Get(F16), self.ub["zeros"].Get(F16)
+        step = CMP_CHUNK // 2  # the two windows' fp16 halves share the CMP_CHUNK buffer
+        h2 = h1[step:]
+        for k in range(0, n, step):
+            c = min(step, n - k)
+            Cast(h1, m[k:], RoundMode.CAST_NONE, c)
+            Cast(h2, m[n + k:], RoundMode.CAST_NONE, c)
+            PipeBarrier(Pipe.V)
+            Mul(h1, h1, h2, c)
+            PipeBarrier(Pipe.V)
+            Compare(bits[k // 8:], h1, zeros, CMPMODE.EQ, c)
+            PipeBarrier(Pipe.V)
+        Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, n)
+        PipeBarrier(Pipe.V)
+        SetFlag(HardEvent.V_MTE2, 2)
+        WaitFlag(HardEvent.V_MTE2, 2)
+
+    # ------------------------------------------------------------------------------------ pse, dropout
+    def AddPse(self, S, b: int, n: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
+        """S += pse for this AIV's rows of the block. alibi: the window of the compressed [Bp, N1, 1024, maxSkv]
+        tensor (ops/common/pse.py; rows above the diagonal read nothing, the causal mask drops them). slope
+        (PseSlopeCopyIn): fp32(table[r, c] = c - r) + (col0 + kvStart - row0 - qStart), Abs, [Sqrt], * -slope."""
+        a = self.a
+        tmp = self.ub["tmp"].Get(F32)
+        if a.pseForm == "alibi":
+            if not alibi_slice_needed(row0, rows, col0):
+                return
+            m0, k0 = alibi_read_window(row0, col0, a.pseS2)
+            skip = max(0, -m0)  # rows wholly above the diagonal (read window before row 0): masked anyway
+            if skip >= rows:
+                return
+            off = (((b % a.pseB) * self.t.n1Size + n) * ALIBI_ROWS + m0 + skip) * a.pseS2 + k0
+            p = self.pseQ.AllocTensor(self.inDt)
+            AddPseSlice(S[skip * pitch], p, tmp, self.pseGm[off], rows - skip, min(cols, a.pseS2 - k0), a.pseS2,
+                        pitch, self.pseQ)
+            return
+        cnt = rows * pitch
+        slope = self.ub["slopes"].Get(F32).GetValue((b * self.t.n1Size if a.pseB > 1 else 0) + n) \
+            if current_unit().full else 0.0
+        h = self.pseQ.AllocTensor(F16)
+        CopyRowsIn(h, self.alibiGm, rows, cols, BASE, pitch)
+        self.pseQ.EnQue(h)
+        h = self.pseQ.DeQue(F16)
+        Cast(tmp, h, RoundMode.CAST_NONE, cnt)
+        PipeBarrier(Pipe.V)
+        self.pseQ.FreeTensor(h)
+        Adds(tmp, tmp, float(np.float32(col0 + a.kvStart - row0 - a.qStart)), cnt)
+        PipeBarrier(Pipe.V)
+        Abs(tmp, tmp, cnt)
+        PipeBarrier(Pipe.V)
+        if a.pseType == 3:
+            Sqrt(tmp, tmp, cnt)
+            PipeBarrier(Pipe.V)
+        Muls(tmp, tmp, -float(slope), cnt)
+        PipeBarrier(Pipe.V)
+        Add(S, S, tmp, cnt)
+        PipeBarrier(Pipe.V)
+
+    def Dropout(self, X, b: int, n: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
+        """X := keep ? X * (1 / keep_prob) : 0 with the keep bits of (b, n, rows row0.., columns col0..)."""
+        a, t, ub = self.a, self.t, self.ub
+        bit0 = keep_bit_offset(t.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], row0, col0)
+        ApplyDropout(X, self.dropQ, self.dropGm, self.dropBytesGm, bit0, rows, cols, a.seqKv[b], pitch,
+                     t.keepProbRecip, t.dropMaskBitMode, ub["bits"].Get(U8), ub["half"].Get(F16), ub["zeros"].Get(F16),
+                     CMP_CHUNK)
 
     def _select(self, S, off: int, gm_pitch: int, rows: int, cols: int, pitch: int, keep):
         """Keep scores where the mask byte compares *keep* 0 (EQ: keep where 0), else NEG."""
@@ -554,10 +796,42 @@ class KernelFagBasic:
         WaitFlag(HardEvent.V_MTE2, 2)
 
 
+def PseInnerAlibiCreate(alibiGm):
+    """pse_type 2/3: the fp16 [BASE, BASE] table of c - r in GM, read by every block (CANN PseInnerAlibiCreate
+    writes it with CreateVecIndex per row). Lanes 0..15: a 16 x 16 matrix of rows r = r (Duplicate per row)
+    transposed; then 0..BASE-1 by Adds doubling; row r = row 0 - r (Adds). Every value is an integer below
+    2048, exact in fp16."""
+    pipe = TPipe()
+    buf, sq = TBuf(), TBuf()
+    pipe.InitBuffer(buf, BASE * BASE * 2)
+    pipe.InitBuffer(sq, 16 * 16 * 2)
+    t, m = buf.Get(F16), sq.Get(F16)
+    for r in range(16):
+        Duplicate(m[r * 16], float(r), 16)
+    PipeBarrier(Pipe.V)
+    Transpose(t, m)
+    PipeBarrier(Pipe.V)
+    w = 16
+    while w < BASE:
+        Adds(t[w], t, float(w), w)
+        PipeBarrier(Pipe.V)
+        w *= 2
+    for r in range(1, BASE):
+        Adds(t[r * BASE], t, -float(r), BASE)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(alibiGm, t, BASE * BASE)
+    SetFlag(HardEvent.MTE3_V, 0)
+    WaitFlag(HardEvent.MTE3_V, 0)
+    SetFlag(HardEvent.MTE3_MTE2, 0)
+    WaitFlag(HardEvent.MTE3_MTE2, 0)
+    pipe.Reset()
+
+
 def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
-             workspace, tiling: FagTilingData, args: FagKernelArgs):
+             pseShift, dropMask, workspace, tiling: FagTilingData, args: FagKernelArgs):
     """Main kernel entry, named like the CANN kernel: build the class, Init, Process."""
     op = KernelFagBasic()
     op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
-            workspace, tiling, args)
+            pseShift, dropMask, workspace, tiling, args)
     op.Process()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.launch import GmArg, launch
+from npusim.launch import GmArg, call_trace_level, launch
 from npusim.memory.gm import TensorSpec
 from ops.flash_attention_unpadding_score_grad_v5.kernel import FagKernelArgs, fag_main, fag_post, fag_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
 
 INPUTS = ("query", "key_in", "value", "dy", "attention_in", "softmax_max", "softmax_sum", "atten_mask", "sink_in",
-          "query_rope", "key_in_rope")
+          "query_rope", "key_in_rope", "pse_shift", "drop_mask")
 
 
 def gm_data(x, full: bool):
@@ -28,22 +28,22 @@ def gm_data(x, full: bool):
 
 def kernel_args(problem) -> FagKernelArgs:
     p = problem
+    cu_ss = np.concatenate(([0], np.cumsum(p.seq_q.astype(np.int64) * p.seq_kv))).astype(int)
+    pse_b = 1
+    if p.pse_form == "alibi":
+        pse_b = p.pse_shape[0]
+    elif p.pse_form == "slope":
+        pse_b = p.pse_shape[0] if len(p.pse_shape) == 2 else 1
     return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
                          nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
                          maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
                          softmaxTnd=p.softmax_in_layout != "",
                          seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
-                         sink=p.sink)
-
-
-def kernel_args(problem) -> FagKernelArgs:
-    p = problem
-    return FagKernelArgs(cuQ=tuple(int(x) for x in p.cu_seq_q[:-1]), cuKv=tuple(int(x) for x in p.cu_seq_kv[:-1]),
-                         nextLU=tuple(int(x) for x in p.next_tokens_lu), preLU=tuple(int(x) for x in p.pre_tokens_lu),
-                         maskForm=p.mask_form, maskCols=p.atten_mask_shape[1] if p.atten_mask_shape else 0,
-                         softmaxTnd=p.softmax_in_layout != "",
-                         seqQ=tuple(int(x) for x in p.seq_q), masked=p.mask_form != "none", inDtype=p.dtype,
-                         sink=p.sink)
+                         sink=p.sink, pseForm=p.pse_form, pseType=p.pse_type, pseB=int(pse_b),
+                         pseS2=int(p.pse_shape[3]) if p.pse_form == "alibi" else 0, qStart=p.q_start,
+                         kvStart=p.kv_start, dropout=p.dropout, cuSS=tuple(int(x) for x in cu_ss),
+                         seqKv=tuple(int(x) for x in p.seq_kv),
+                         prefixN=() if p.prefix_n is None else tuple(int(x) for x in p.prefix_n))
 
 
 def outputs(problem, full: bool) -> dict:
@@ -64,9 +64,16 @@ def _meta(til, kernel: str) -> dict:
                        "blocks": til.blocks}}
 
 
+def _side_trace():
+    """Trace level of the pre and post launches: the call's, except that a ``file:PATH`` trace is the main
+    launch's alone (the others would overwrite its file); they keep a summary then."""
+    level = call_trace_level()
+    return "summary" if isinstance(level, str) and level.startswith("file:") else level
+
+
 def launch_pre(til, spec, mode: str, ws):
     return launch(fag_pre, (GmArg("workspace", ws), til), block_dim=spec.aiv_count, chip=spec, mode=mode,
-                  kernel_type="vector", meta=_meta(til, "pre"))
+                  kernel_type="vector", meta=_meta(til, "pre"), trace=_side_trace())
 
 
 def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
@@ -80,7 +87,7 @@ def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
 def launch_post(problem, til, spec, mode: str, ws, outs: dict):
     gm = [GmArg(k, outs[k]) if k in outs else None for k in ("dq", "dk", "dv", "dsink", "dq_rope", "dk_rope")]
     return launch(fag_post, (GmArg("workspace", ws), *gm, til, kernel_args(problem)), block_dim=spec.aiv_count,
-                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"))
+                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"), trace=_side_trace())
 
 
 def run_launches(problem, til, spec, mode: str, inputs: dict) -> tuple[dict, dict, object]:

@@ -71,11 +71,24 @@ class FagTilingData:
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
     dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
     dkRopeOffset: int = 0
+    blockCount: int = 0  # blocks of the call (estimate mode's tiling counts them and leaves blk* empty)
+    maskedCount: int = 0
+    keepProbRecip: float = 1.0  # dropout: fp32 1 / keep_prob (AscendC DropOut multiplies by it)
+    dropMaskBitMode: bool = True  # every row's keep bits start on a byte (Skv % 8 == 0): Select by the bits
+    dropBytesOffset: int = 0  # otherwise the adapter's one-byte-per-element copy of the mask
+    alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, BASE] table of j - i (PseInnerAlibiCreate)
+    dropAdapterBits: int = 0  # byte mode: keep bits the adapter expands (all of them; estimate's sample: a share)
+    qTOffset: int = 0  # fp32: Q^T [N1, D, t1Pitch], K^T [N2, D, t2Pitch], dY^T [N1, D, t1Pitch] (ops/common/transpose)
+    kTOffset: int = 0
+    dyTOffset: int = 0
+    t1Pitch: int = 0
+    t2Pitch: int = 0
+    mmTOffset: int = 0  # fp32: per core two section buffers (task parity) of P^T and of dS^T
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
         out = {k: v for k, v in asdict(self).items() if not (k.startswith("blk") or k == "secStart")}
-        return out | {"blocks": self.blocks, "maskedBlocks": sum(self.blkMasked)}
+        return out
 
     @property
     def blocks(self) -> int:
@@ -91,50 +104,80 @@ def _keep_range(problem, b: int):
     return int(problem.next_tokens_lu[b]), int(problem.pre_tokens_lu[b])
 
 
+def _block_state(problem, b: int, i0: int, i1: int, j0: int, j1: int) -> tuple[bool, bool]:
+    """(skipped, masked) of the block of rows i0..i1, columns j0..j1 of batch b. Band modes: kept iff
+    -pre <= j - i <= next. Prefix (sparse 6): element dropped iff j - i > Skv - Sq and j >= prefix[b]."""
+    if problem.mask_form == "prefix_3072":
+        d, pfx = int(problem.seq_kv[b]) - int(problem.seq_q[b]), int(problem.prefix_n[b])
+        return j0 - i1 > d and j0 >= pfx, j1 - i0 > d and j1 >= pfx
+    nxt, pre = _keep_range(problem, b)
+    if j0 - i1 > nxt or j1 - i0 < -pre:
+        return True, True
+    return False, j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
+
+
+def section_blocks(problem, b: int, n: int, rg: int, cg: int) -> list:
+    """The kept blocks (b, n, s1o, s2o, rows, cols, masked) of row group *rg*, column group *cg* of head *n*
+    of batch *b*, row-major (possibly none)."""
+    sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
+    n1b, n2b = -(-sq // BASE), -(-skv // BASE)
+    sec = []
+    for s1o in range(rg * ROW_GROUP, min((rg + 1) * ROW_GROUP, n1b)):
+        rows = min(BASE, sq - s1o * BASE)
+        i0, i1 = s1o * BASE, s1o * BASE + rows - 1
+        for s2o in range(cg * COL_GROUP, min((cg + 1) * COL_GROUP, n2b)):
+            cols = min(BASE, skv - s2o * BASE)
+            j0, j1 = s2o * BASE, s2o * BASE + cols - 1
+            skipped, masked = _block_state(problem, b, i0, i1, j0, j1)
+            if not skipped:
+                sec.append((b, n, s1o, s2o, rows, cols, masked))
+    return sec
+
+
 def block_list(problem) -> list:
-    """Blocks in section order: list of sections, each a list of (b, n, s1o, s2o, rows, cols, masked)."""
+    """Blocks in section order: list of sections, each a list of (b, n, s1o, s2o, rows, cols, masked).
+    Sections with no kept block are left out (work.py counts the same without listing them)."""
     sections = []
     for b in range(problem.B):
         sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
         if sq == 0:
             continue
-        nxt, pre = _keep_range(problem, b)
         n1b, n2b = -(-sq // BASE), -(-skv // BASE)
         for n in range(problem.N1):
-            for rg in range(0, n1b, ROW_GROUP):
-                for cg in range(0, n2b, COL_GROUP):
-                    sec = []
-                    for s1o in range(rg, min(rg + ROW_GROUP, n1b)):
-                        rows = min(BASE, sq - s1o * BASE)
-                        i0, i1 = s1o * BASE, s1o * BASE + rows - 1
-                        for s2o in range(cg, min(cg + COL_GROUP, n2b)):
-                            cols = min(BASE, skv - s2o * BASE)
-                            j0, j1 = s2o * BASE, s2o * BASE + cols - 1
-                            if j0 - i1 > nxt or j1 - i0 < -pre:
-                                continue  # every element masked: skipped
-                            masked = j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
-                            sec.append((b, n, s1o, s2o, rows, cols, masked))
+            for rg in range(-(-n1b // ROW_GROUP)):
+                for cg in range(-(-n2b // COL_GROUP)):
+                    sec = section_blocks(problem, b, n, rg, cg)
                     if sec:
                         sections.append(sec)
     return sections
 
 
-def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False) -> FagTilingData:
-    """The basic-template tiling of a validated call (FagProblem) on *chip*."""
+def block_dim_override(overrides: dict | None, chip) -> int | None:
+    """The ``tiling=`` blockDim (None when not given); AclnnError 161002 for any other key or a bad value."""
     overrides = dict(overrides or {})
     bad = set(overrides) - set(OVERRIDABLE)
     if bad:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: unknown override(s) {sorted(bad)}; allowed "
                                                   f"{list(OVERRIDABLE)}")
-    sections = block_list(problem)
-    nsec = len(sections)
-    block_dim = max(1, min(chip.aic_count, nsec))
-    if "blockDim" in overrides:
-        v = overrides["blockDim"]
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= chip.aic_count:
-            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be an int in [1, {chip.aic_count}], "
-                                                      f"got {v!r}")
-        block_dim = int(v)
+    if "blockDim" not in overrides:
+        return None
+    v = overrides["blockDim"]
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= chip.aic_count:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be an int in [1, {chip.aic_count}], "
+                                                  f"got {v!r}")
+    return int(v)
+
+
+def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
+               work=None) -> FagTilingData:
+    """The basic-template tiling of a validated call (FagProblem) on *chip*. With *work* (work.count_work,
+    estimate mode) the per-block tables are left empty: the counts come from *work*, nothing is listed."""
+    requested = block_dim_override(overrides, chip)
+    sections = block_list(problem) if work is None else None
+    nsec = len(sections) if work is None else work.sections
+    block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
+    if sections is None:
+        sections = []
     flat = [blk for sec in sections for blk in sec]
     starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
     cols = list(zip(*flat)) if flat else [()] * 7
@@ -150,14 +193,37 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     off = offsets[3] + sfmg
     dsink_off = off
     if problem.sink:
-        off += _a(len(flat) * 2 * 8 * 4)
+        off += _a((len(flat) if work is None else work.blocks) * 2 * 8 * 4)
+    bit_mode = bool((p.seq_kv[p.seq_q > 0] % 8 == 0).all())
+    drop_off = off
+    if p.dropout and not bit_mode:
+        off += _a(p.drop_mask_bits)
+    alibi_off = off
+    if p.pse_form == "slope":
+        off += _a(BASE * BASE * 2)
+    keep32 = np.float32(p.keep_prob)
+    t1p, t2p = -(-p.T1 // 8) * 8, -(-p.T2 // 8) * 8
+    t_offs = [0, 0, 0]
+    mm_t = 0
+    if np.dtype(p.dtype).itemsize == 4:
+        for k, size in enumerate((p.N1 * p.D * t1p * 4, p.N2 * p.D * t2p * 4, p.N1 * p.D * t1p * 4)):
+            t_offs[k] = off
+            off += _a(size)
+        mm_t = off
+        off += block_dim * 2 * 2 * mm_section
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
-        scaleValue=float(p.scale), blockDim=block_dim, sections=nsec, secStart=tuple(int(x) for x in starts),
+        scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
+        secStart=tuple(int(x) for x in starts) if work is None else (0,),
         blkB=tuple(cols[0]), blkN=tuple(cols[1]), blkS1o=tuple(cols[2]), blkS2o=tuple(cols[3]),
         blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
         deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
-        ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr)
+        ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
+        blockCount=len(flat) if work is None else work.blocks,
+        maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,
+        keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode, dropBytesOffset=drop_off,
+        alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0,
+        qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t)

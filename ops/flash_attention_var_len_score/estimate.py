@@ -34,8 +34,8 @@ from npusim.estimate import Estimate, contention_chip, timeout_verdict
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
-from ops.flash_attention_var_len_score.tiling import (SYSTEM_WORKSPACE_BYTES, assemble, base_sizes, block_table,
-                                                      core_split, item_blocks)
+from ops.flash_attention_var_len_score.tiling import (SAME_AB, SYSTEM_WORKSPACE_BYTES, assemble, base_sizes,
+                                                      block_table, core_split, item_blocks, split_cores)
 
 COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run, the most the budget
 # allows. Fewer pool the bandwidth worse than the launch's many cores do and leave the estimate to the
@@ -107,7 +107,11 @@ class Work:
         self.masked = _masked_tiles(problem, blk, s1b, w, self.tiles)
         self.proxy = _proxy(problem, blk["rows"], self.tiles, self.last_cols, w, self.masked)
         self.item_blk, self.item_n = item_blocks(problem, blk)
-        self.starts, self.block_dim = core_split(blk["load"][self.item_blk], spec, overrides)
+        self.template = self.sizes["template"]
+        # the tiling's split over its workers; the estimate's units are AI Cores (a vector-master AI Core
+        # runs the items of its two vector cores, a contiguous range: the split is contiguous)
+        self.worker_starts, self.block_dim = core_split(blk["load"][self.item_blk], spec, overrides, self.template)
+        self.starts = self.worker_starts if self.template == SAME_AB else self.worker_starts[::2]
         st = np.asarray(self.starts, np.int64)
         cum_t = np.concatenate(([0], np.cumsum(self.tiles[self.item_blk])))
         cum_p = np.concatenate(([0.0], np.cumsum(self.proxy[self.item_blk])))
@@ -229,7 +233,7 @@ def estimate_fa(problem, spec, overrides, tensors: tuple, softmax_layout: str):
     atten_mask), of which only shapes and dtypes are read. Returns (Estimate, FaVarLenEstimateTiling, Work)."""
     work = Work(problem, spec, overrides)
     sizes, w, bd = work.sizes, work.sizes["s2BaseNratioSize"], work.block_dim
-    full_til = assemble(problem, sizes, work.kind, np.zeros((0, 7), np.int64), (0,) * (bd + 1), bd)
+    full_til = assemble(problem, sizes, work.kind, np.zeros((0, 7), np.int64), (0,) * len(work.worker_starts), bd)
     light = FaVarLenEstimateTiling(sizes["s1BaseSize"], w, sizes["vec1Elems"], work.kind, bd, len(work.item_blk),
                                    work.total_tiles, full_til.workspaceSize)
     kin = kernel_inputs(problem, "timing", tensors, softmax_layout)
@@ -270,12 +274,17 @@ class _Runner:
         self.problem, self.spec, self.work, self.kin, self.full_til, self.warm = (problem, spec, work, kin,
                                                                                   full_til, warm)
 
-    def run(self, lists: list, share: float, t2_size=None, drop_bits=None):
+    def run(self, lists: list, share: float, t2_size=None, drop_bits=None, mirror: bool = False):
         """Core c runs the items lists[c] (tuples of Work.item) with the chip's HBM and L2 bandwidth
         divided by *share* (launch cores per simulated core); each core also runs one core's share of
-        the launch's AIV pre-passes. Samples never time out: the verdict is on the estimate."""
+        the launch's AIV pre-passes. Samples never time out: the verdict is on the estimate.
+        Vector-master: an AI Core's list is split between its two vector cores as the tiling splits
+        (BalanceLoad on the items' loads), or, with *mirror*, each vector core runs the whole list
+        (a sample whose steps are pairs of like tasks)."""
         p, work, comp = self.problem, self.work, len(lists)
         t2, bits, _, _ = _prepass_share(p, self.full_til, comp, work.block_dim)
+        if work.template != SAME_AB:
+            lists = [part for lst in lists for part in _halves(lst, mirror)]
         arr = np.array([it for lst in lists for it in lst], np.int64).reshape(-1, 7)
         starts = tuple(np.concatenate(([0], np.cumsum([len(x) for x in lists]))).astype(int).tolist())
         til = assemble(p, work.sizes, work.kind, arr, starts, comp)
@@ -318,6 +327,17 @@ class _Runner:
             return self.end(self.run([[]] * comp, active / comp, t2_size, drop_bits))
 
         return _prepass_rest(simulate, t2, bits, v_left, d_left, self.problem, comp)
+
+
+def _halves(items: list, mirror: bool) -> tuple[list, list]:
+    """A vector-master AI Core's items for its two vector cores: both the whole list (*mirror*) or the
+    tiling's two-way split of their loads (tiling.split_cores)."""
+    if mirror:
+        return items, items
+    if not items:
+        return [], []
+    cut = split_cores([it[6] for it in items], 2)[1]
+    return items[:cut], items[cut:]
 
 
 def _items(work: Work, core: int) -> list:
@@ -373,13 +393,16 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     picks = np.unique(np.linspace(s, e - 1, min(max(2, SAMPLE_TASKS // depth), e - s)).round().astype(np.int64))
     items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
     task_proxy, first = _task_proxies(work, picks, depth)
-    per_copy = cost(len(picks), task_proxy.size)
+    mirror = work.template != SAME_AB
+    if mirror:  # both vector cores run the sample: a step is two like tasks, one per vector core
+        task_proxy = 2 * task_proxy
+    per_copy = cost(len(picks) * (1 + mirror), task_proxy.size * (1 + mirror))
     comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
     comp = min(comp, work.block_dim)
     n = len(items)
     pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
     res = runner.run([items[(j - pos) % comp * n // comp:] + items[:(j - pos) % comp * n // comp]
-                      for j in range(comp)], active / comp)
+                      for j in range(comp)], active / comp, mirror=mirror)
     end = runner.end(res, pos)
     done = task_done_cycles(res.trace, len(task_proxy), pos)
     # per-task times after the first two tasks (pipeline fill), against (first task of an item, proxy)
@@ -390,7 +413,8 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
         if fa >= 0 and fb > 0:
             a, b = float(fa), float(fb)
     fixed = end - b * float(task_proxy.sum()) - a * n
-    cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * ((e - s) - n)
+    item_steps = (e - s) / (2 if mirror else 1)  # vector-master: the two vector cores start items side by side
+    cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * (item_steps - n)
     return cycles, fixed, [core if j == pos else -1 for j in range(comp)], False
 
 
@@ -415,7 +439,7 @@ def _task_proxies(work: Work, picks: np.ndarray, depth: int) -> tuple[np.ndarray
 
 def task_done_cycles(trace, n_tasks: int, core: int = 0) -> np.ndarray:
     """Cycles at which the AIC of block *core* signalled each task's second matmul done to its AIV0
-    (SYNC_C2_V2).
+    (SYNC_C2_V2); vector-master: each step's (the AIC's flags cover both vector cores' tasks of a step).
 
     AIV0 waits on the AIC's flags in the order of kernel.ProcessVector: C1(0), then C1(t), C2(t - 1) for
     t = 1 .. n - 1, then C2(n - 1); the AIC sets them in that order (ProcessCube), so the set cycles,
@@ -487,7 +511,9 @@ def _launch_bound(work: Work, keep: np.ndarray, heads: int, spec) -> float:
         return max(heads * float(p.sum()) / spec.aic_count, float(p.max()))
     sub = {k: v[keep] for k, v in work.blk.items()}
     idx, _ = item_blocks(SimpleNamespace(B=work.problem.B, N1=heads), sub)
-    starts, _ = core_split(sub["load"][idx], spec, None)
+    starts, _ = core_split(sub["load"][idx], spec, None, work.template)
+    if work.template != SAME_AB:
+        starts = starts[::2]  # per AI Core
     cum = np.concatenate(([0.0], np.cumsum(p[idx])))
     return float(np.max(cum[list(starts[1:])] - cum[list(starts[:-1])]))
 

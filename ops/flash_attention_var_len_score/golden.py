@@ -186,12 +186,13 @@ def s2_range(problem, plan: SparsePlan, b: int, s1o: int, s1_base: int, prefix=N
 
 
 # --- per-slice reads: masks and alibi pse (doc steps 2 and 4) -------------------------------------------
-def _slices(rows: int, cols: int, vec1_elems: int):
-    """(local first row, rows, nominal sliceRows) of every vec1 slice of an item's tile."""
+def _slices(rows: int, cols: int, vec1_elems: int, halves: bool = True):
+    """(local first row, rows, nominal sliceRows) of every vec1 slice of an item's tile: each vector
+    core's rows cut into slices, the block's two halves (SameAB) or all its rows (vector-master)."""
     pitch = -(-cols // 64) * 64
-    h = -(-rows // 2)
+    h = -(-rows // 2) if halves else rows
     out = []
-    for lo, mine in ((0, h), (h, rows - h)):  # AIV0, AIV1
+    for lo, mine in ((0, h), (h, rows - h)):  # AIV0, AIV1 (SameAB); vector-master: one part
         if mine <= 0:
             continue
         sr = min(vec1_elems // pitch, mine)
@@ -224,6 +225,7 @@ class _Ctx:
     k0: int
     width: int
     vec1_elems: int
+    halves: bool  # the tiling's template is SameAB: a block's rows are cut in two halves
     scale: np.float32
     recip: np.float32
     mask: np.ndarray | None  # full: 2-D array; compressed: flat uint8
@@ -242,7 +244,7 @@ def _mask_tile(cx: _Ctx, b: int, x0: int, rows: int, col0: int, cols: int) -> np
     if form == "full":  # modes 0 and 1: the user's [maxSq, maxSkv] mask, top-left per batch
         return np.asarray(cx.mask[x0:x0 + rows, col0:col0 + cols]) != 0
     out = np.zeros((rows, cols), bool)
-    slices, pitch = _slices(rows, cols, cx.vec1_elems)
+    slices, pitch = _slices(rows, cols, cx.vec1_elems, cx.halves)
     sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
     for lr, nr, sr in slices:
         r0 = x0 + lr
@@ -294,7 +296,7 @@ def _add_pse(cx: _Ctx, s: np.ndarray, b: int, x0: int, rows: int, col0: int, col
         return _canon(s + val)
     thr = p.max_skv - _ALIBI_ROWS
     src = cx.pse[b % cx.pse.shape[0]]  # [N1, 1024, maxSkv]
-    slices, _ = _slices(rows, cols, cx.vec1_elems)
+    slices, _ = _slices(rows, cols, cx.vec1_elems, cx.halves)
     s = s.copy()
     for lr, nr, sr in slices:
         r0 = x0 + lr
@@ -357,12 +359,14 @@ def _item_steps(cx: _Ctx, q, k, v, b: int, x0: int, rows: int, s2: tuple[int, in
 # --- entry point ---------------------------------------------------------------------------------------
 def fa_var_len_golden(problem, query, key, value, *, real_shift=None, drop_mask=None, atten_mask=None,
                       prefix=None, s1_base: int, tile_width: int, vec1_elems: int = 8192,
-                      softmax_layout: str = "TND") -> dict:
+                      template: str = "SameAB", softmax_layout: str = "TND") -> dict:
     """Outputs of one validated call, as docs/fa_varlen.md computes them.
 
     *problem*: the call's FaVarLenProblem (``res.extra["problem"]``); arrays as given to the operator.
     Tiling parameters (from the tiling data): *s1_base* = ``s1BaseSize``, *tile_width* = W =
-    ``s2BaseNratioSize``, *vec1_elems* = E (``vec1Elems``; only the per-slice mask/alibi reads use it).
+    ``s2BaseNratioSize``, *vec1_elems* = E (``vec1Elems``; only the per-slice mask/alibi reads use it),
+    *template* (``template``: "SameAB" slices each half of a block's rows, "VectorMaster" all of them;
+    only the per-slice reads depend on it).
     *prefix* defaults to ``problem.prefix_n``. Returns ``attention_out`` [T1, N1, D] (query dtype) and
     ``softmax_max`` / ``softmax_sum`` fp32 [T1, N1, 8] in *softmax_layout* ("TND" or "per_batch").
     Raises ValueError for a bad tiling parameter or layout, IndexError for a read outside a mask/pse.
@@ -370,6 +374,8 @@ def fa_var_len_golden(problem, query, key, value, *, real_shift=None, drop_mask=
     if s1_base <= 0 or tile_width <= 0 or vec1_elems <= 0:
         raise ValueError(f"tiling parameters must be > 0: s1_base {s1_base}, tile_width {tile_width}, "
                          f"vec1_elems {vec1_elems}")
+    if template not in ("SameAB", "VectorMaster"):
+        raise ValueError(f"template must be 'SameAB' or 'VectorMaster', got {template!r}")
     if softmax_layout not in ("TND", "per_batch"):
         raise ValueError(f"softmax_layout must be 'TND' or 'per_batch', got {softmax_layout!r}")
     p = problem
@@ -385,7 +391,7 @@ def fa_var_len_golden(problem, query, key, value, *, real_shift=None, drop_mask=
         keep = np.unpackbits(np.ascontiguousarray(drop_mask).view(np.uint8).reshape(-1), bitorder="little")
     recip = np.float32(np.float32(1.0) / np.float32(p.keep_prob))
     cx = _Ctx(problem=p, dt=dt, k0=8 if dt == _F32 else 16, width=int(tile_width), vec1_elems=int(vec1_elems),
-              scale=np.float32(p.scale), recip=recip, mask=mask,
+              halves=template == "SameAB", scale=np.float32(p.scale), recip=recip, mask=mask,
               pse=None if real_shift is None else np.asarray(real_shift),
               keep=keep, prefix=p.prefix_n if prefix is None else np.asarray(prefix),
               cu_ss=np.concatenate(([0], np.cumsum(sq_all * skv_all)))

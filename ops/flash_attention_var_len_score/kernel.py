@@ -1,14 +1,22 @@
-"""FlashAttentionVarLenScore device kernel, written like the CANN SameAB (cube-master) varlen kernel.
+"""FlashAttentionVarLenScore device kernel, written like the CANN varlen kernels: SameAB (cube-master)
+and vector-master (the tiling's ``template``, research/tiling.md §2).
 
 docs/fa_varlen.md is the contract. On each AI Core the AIC computes score tiles (mm1 = Q K^T) and
-P V (mm2) into the GM workspace; the two AIVs each own half of the item's rows and run pse, scale,
-mask, online softmax, dropout (vec1) and the running output kept in the workspace (vec2). Step t of
-the task loop (``flash_attention_var_len_score_sab.h`` Process):
+P V (mm2) into the GM workspace; the AIVs run pse, scale, mask, online softmax, dropout (vec1) and the
+running output kept in the workspace (vec2). Step t of the task loop (``flash_attention_var_len_score_sab.h``
+Process; ``flash_attention_var_len_score.h`` :468-553 for vector-master, the same three-deep ring):
 
     AIV: wait C1V1(t-1)   AIC: mm1(t), set C1V1(t)   AIV: vec1(t-1), set V1C2(t-1); wait C2V2(t-2)
     AIC: wait V1C2(t-1), mm2(t-1), set C2V2(t-1)      AIV: vec2(t-2)
 
-Workspace per AI Core: mm1Res[2], stage1Res[2], mm2Res[2] (task parity), vec2Res[2] (item parity).
+SameAB: one worker per AI Core, its items' rows split between the two AIVs. Vector-master: each AIV is
+a worker with its own items (all rows) and workspace; its Matmul calls run on the AIC, which serves the
+two AIVs' requests step by step (mm1 of both, then mm2 of both: the CANN kernel's Matmul API answers
+the requests in arrival order, which on two identical task streams is this order), so K and V are loaded
+once per AIV, not shared. An AIV with fewer tasks than its sibling keeps the flag handshake for the
+remaining steps without work.
+
+Workspace per worker: mm1Res[2], stage1Res[2], mm2Res[2] (task parity), vec2Res[2] (item parity).
 """
 from __future__ import annotations
 
@@ -16,17 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Adds, Cast, Compare, Copy, CrossCoreSetFlag,
+from npusim.kernel import (ASCEND_IS_AIC, CMPMODE, SELMODE, Add, Cast, Compare, Copy, CrossCoreSetFlag,
                            CrossCoreWaitFlag, DataCopy, DataCopyParams, Duplicate, Exp, Fixpipe, FixpipeParamsV220,
-                           Gather, GetBlockIdx, GetBlockNum, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
+                           GetBlockIdx, GetSubBlockIdx, HardEvent, Max, Mul, Muls, Nd2NzParams,
                            Pipe, PipeBarrier, RoundMode, Select, SetFlag, Sub, SyncAll, TBuf, TPipe, TPosition, TQue,
-                           UnaryRepeatParams, WaitFlag)
+                           WaitFlag)
 from ops.common.cube_tiles import CubeTiles, c16
-from ops.common.dropout import ApplyDropoutBits, ApplyDropoutBytes, DropMaskAdapter
-from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset
+from ops.common.dropout import ApplyDropout, DropMaskAdapter, keep_bit_offset
+from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_tile_reads
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed, full_pse_offset
+from ops.common.transpose import TransposeHeads
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
-from ops.flash_attention_var_len_score.tiling import CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, FaVarLenTilingData
+from ops.flash_attention_var_len_score.tiling import (CMP_CHUNK, CUBE_M, L0C_BUFFER_BYTES, SAME_AB, FaVarLenTilingData,
+                                                      vector_rows)
 
 SYNC_C1_V1 = (4, 5, 6)  # cross-core flag rings (SYNC_C1_V1_FLAG etc. of the SameAB kernel)
 SYNC_V1_C2 = (7, 8, 9)
@@ -36,8 +46,6 @@ BUFFER_NUM = 2
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX: masked score, invalid-row max (tiling.md §0, §2)
 POS = float(np.finfo(np.float32).max)  # +FLT_MAX: invalid-row sum (tiling.md §2)
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
-RECT_ROW = COMPRESSED_MASK_SIZE  # first row of the prefix rectangle in the 3072 x 2048 mask
-RECT_HALF = 1024  # its left half is 0, its right half 1 (sparse_mode doc, mode 6)
 
 
 @dataclass(frozen=True)
@@ -82,21 +90,32 @@ class KernelFlashAttentionVarLenScore:
         self.D, self.Dp = tiling.dSize, tiling.dSizeAlign16
         self.W, self.s1B = tiling.s2BaseNratioSize, tiling.s1BaseSize
         self.E = tiling.vec1Elems
+        self.sab = tiling.template == SAME_AB
         self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
-        self.tasks = []
-        for item in range(tiling.sparseStartIdx[self.core], tiling.sparseStartIdx[self.core + 1]):
-            n = tiling.tiles(item)
-            self.tasks.extend((item, k, k == 0, k == n - 1) for k in range(n))
+        # workers this stream serves: SameAB one per AI Core; vector-master the AIV's own, or both on the AIC
+        if self.sab:
+            self.units = [self.core]
+        else:
+            self.units = [2 * self.core, 2 * self.core + 1] if ASCEND_IS_AIC() else [GetBlockIdx()]
+        self.taskLists = [self._worker_tasks(u) for u in self.units]
+        # steps of the AI Core's loop: its longest worker's tasks (the AIVs keep the handshake that long)
+        self.steps = max(len(self._worker_tasks(u)) for u in
+                         ([self.core] if self.sab else [2 * self.core, 2 * self.core + 1]))
+        self.tasks = self.taskLists[0]
         s1b, w, dp, isz = self.s1B, self.W, self.Dp, self.isz
-        base = self.core * tiling.coreWorkspaceBytes
         slot_s, slot_p, slot_o = s1b * w * 4, s1b * w * isz, s1b * dp * 4
-        self.mm1Res = [workspace[base + i * slot_s].ReinterpretCast(F32) for i in range(2)]
-        base += 2 * slot_s
-        self.stage1Res = [workspace[base + i * slot_p].ReinterpretCast(self.inDt) for i in range(2)]
-        base += 2 * slot_p
-        self.mm2Res = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
-        base += 2 * slot_o
-        self.vec2Res = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
+        self.ws = []
+        for u in self.units:
+            base = u * tiling.coreWorkspaceBytes
+            mm1 = [workspace[base + i * slot_s].ReinterpretCast(F32) for i in range(2)]
+            base += 2 * slot_s
+            st1 = [workspace[base + i * slot_p].ReinterpretCast(self.inDt) for i in range(2)]
+            base += 2 * slot_p
+            mm2 = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
+            base += 2 * slot_o
+            vec2 = [workspace[base + i * slot_o].ReinterpretCast(F32) for i in range(2)]
+            self.ws.append((mm1, st1, mm2, vec2))
+        self.mm1Res, self.stage1Res, self.mm2Res, self.vec2Res = self.ws[0]
         self.dropBytesGm = workspace[tiling.dropBytesOffset] if not tiling.dropMaskBitMode else None
         self.vTGm = workspace[tiling.vTransOffset].ReinterpretCast(F32) if isz == 4 else None
         self.pipe = TPipe()
@@ -110,10 +129,20 @@ class KernelFlashAttentionVarLenScore:
             self.InitVector()
             self.ProcessVector()
 
-    def _task(self, t: int):
-        """(b, n, s1o, rows, col0, cols, pitch, first, last) of task t."""
+    def _worker_tasks(self, u: int) -> list:
+        """(item, tile, first, last) of every task of worker *u* (none past the tiling's workers)."""
+        ti, tasks = self.t, []
+        if u >= ti.workers:
+            return tasks
+        for item in range(ti.sparseStartIdx[u], ti.sparseStartIdx[u + 1]):
+            n = ti.tiles(item)
+            tasks.extend((item, k, k == 0, k == n - 1) for k in range(n))
+        return tasks
+
+    def _task(self, t: int, k: int = 0):
+        """(b, n, s1o, rows, col0, cols, pitch, first, last) of task t of local worker k."""
         ti = self.t
-        item, k, first, last = self.tasks[t]
+        item, k, first, last = self.taskLists[k][t]
         col0 = ti.itemS2Start[item] + k * self.W
         cols = min(self.W, ti.itemS2End[item] - col0)
         return ti.itemB[item], ti.itemN[item], ti.itemS1o[item], ti.itemRows[item], col0, cols, _a64(cols), first, last
@@ -122,21 +151,28 @@ class KernelFlashAttentionVarLenScore:
     def InitCube(self):
         ti, dp, isz = self.t, self.Dp, self.isz
         self.tiles = CubeTiles(self.pipe, self.inDt)
-        self.qQue, self.kQue = TQue(TPosition.A1, ti.qBufNum), TQue(TPosition.B1, BUFFER_NUM)
+        self.kQue = TQue(TPosition.B1, BUFFER_NUM)
+        # Q blocks: one queue of qBufNum buffers (SameAB), or one single-buffer queue per worker (vector-master:
+        # each worker's Q stays resident while the other's item changes)
+        qNum = ti.qBufNum if self.sab else 1
+        self.qQues = [TQue(TPosition.A1, qNum) for _ in self.units]
         self.pQue, self.vQue = TQue(TPosition.A1, BUFFER_NUM), TQue(TPosition.B1, BUFFER_NUM)
         self.cQue = TQue(TPosition.CO1, BUFFER_NUM)
-        self.pipe.InitBuffer(self.qQue, ti.qBufNum, self.s1B * dp * isz)
+        for que in self.qQues:
+            self.pipe.InitBuffer(que, qNum, self.s1B * dp * isz)
         self.pipe.InitBuffer(self.kQue, BUFFER_NUM, ti.nChunk * dp * isz)
         self.pipe.InitBuffer(self.pQue, BUFFER_NUM, self.s1B * ti.kChunk * isz)
         self.pipe.InitBuffer(self.vQue, BUFFER_NUM, CUBE_M * ti.kChunk * isz)
         self.pipe.InitBuffer(self.cQue, BUFFER_NUM, L0C_BUFFER_BYTES)
-        self.qL1 = None
+        self.qL1 = [None] * len(self.units)
 
     def ProcessCube(self):
-        n = len(self.tasks)
+        n = self.steps
         self.vtReady = self.isz != 4
         for t in range(n):
-            self.ComputeMm1(t)
+            for k, tasks in enumerate(self.taskLists):
+                if t < len(tasks):
+                    self.ComputeMm1(t, k)
             CrossCoreSetFlag(SYNC_C1_V1[t % 3], Pipe.FIX)
             if t >= 1:
                 self.Mm2Step(t - 1)
@@ -144,31 +180,35 @@ class KernelFlashAttentionVarLenScore:
             self.Mm2Step(n - 1)
         if not self.vtReady:
             CrossCoreWaitFlag(FLAG_VT)
-        if self.qL1 is not None:
-            self.qQue.FreeTensor(self.qL1)
+        for que, q in zip(self.qQues, self.qL1):
+            if q is not None:
+                que.FreeTensor(q)
 
     def Mm2Step(self, t: int):
         if not self.vtReady:
             CrossCoreWaitFlag(FLAG_VT)
             self.vtReady = True
         CrossCoreWaitFlag(SYNC_V1_C2[t % 3])
-        self.ComputeMm2(t)
+        for k, tasks in enumerate(self.taskLists):
+            if t < len(tasks):
+                self.ComputeMm2(t, k)
         CrossCoreSetFlag(SYNC_C2_V2[t % 3], Pipe.FIX)
 
-    def ComputeMm1(self, t: int):
+    def ComputeMm1(self, t: int, k: int = 0):
         a, ti, D = self.a, self.t, self.D
-        b, n, s1o, rows, col0, cols, pitch, first, _ = self._task(t)
+        b, n, s1o, rows, col0, cols, pitch, first, _ = self._task(t, k)
         n1d, n2d = ti.n1Size * D, ti.n2Size * D
         if first:
-            if self.qL1 is not None:
-                self.qQue.FreeTensor(self.qL1)
-            qL1 = self.qQue.AllocTensor(self.inDt)
+            if self.qL1[k] is not None:
+                self.qQues[k].FreeTensor(self.qL1[k])
+            qL1 = self.qQues[k].AllocTensor(self.inDt)
             off = (a.cuQ[b] + s1o * self.s1B) * n1d + n * D
             DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, D, 0, n1d, c16(rows), 1, 0))
-            self.qQue.EnQue(qL1)
-            self.qL1 = self.qQue.DeQue(self.inDt)
+            self.qQues[k].EnQue(qL1)
+            self.qL1[k] = self.qQues[k].DeQue(self.inDt)
+        qL1 = self.qL1[k]
         kvOff = a.cuKv[b] * n2d + (n // ti.gSize) * D
-        wsS = self.mm1Res[t % 2]
+        wsS = self.ws[k][0][t % 2]
         for nc in range(0, cols, ti.nChunk):
             ncols = min(ti.nChunk, cols - nc)
             kL1 = self.kQue.AllocTensor(self.inDt)
@@ -180,7 +220,7 @@ class KernelFlashAttentionVarLenScore:
                 cL0 = self.cQue.AllocTensor(F32)
                 for kc in range(0, D, ti.kChunk):
                     kcols = min(ti.kChunk, D - kc)
-                    self.tiles.SplitA(self.qL1, c16(rows) // 16, mc, mrows, kc, kcols)
+                    self.tiles.SplitA(qL1, c16(rows) // 16, mc, mrows, kc, kcols)
                     self.tiles.SplitBTransposed(kL1, c16(ncols) // 16, kc, kcols)
                     self.tiles.Compute(cL0, mrows, ncols, kcols, kc == 0)
                 self.cQue.EnQue(cL0)
@@ -190,13 +230,13 @@ class KernelFlashAttentionVarLenScore:
                 self.cQue.FreeTensor(cL0)
             self.kQue.FreeTensor(kL1)
 
-    def ComputeMm2(self, t: int):
+    def ComputeMm2(self, t: int, k: int = 0):
         """P V per 128 columns of D: each k chunk of P (all block rows) and of V is loaded to L1 once and
         multiplied into one L0C accumulator per 128-row chunk (the SameAB ComputeMm2 reuse)."""
         a, ti, D, dp = self.a, self.t, self.D, self.Dp
-        b, n, s1o, rows, col0, cols, pitch, _, _ = self._task(t)
+        b, n, s1o, rows, col0, cols, pitch, _, _ = self._task(t, k)
         n2d, n2 = ti.n2Size * D, n // ti.gSize
-        wsP, wsPV = self.stage1Res[t % 2], self.mm2Res[t % 2]
+        wsP, wsPV = self.ws[k][1][t % 2], self.ws[k][2][t % 2]
         chunks = [(mc, min(CUBE_M, rows - mc)) for mc in range(0, rows, CUBE_M)]
         for dn in range(0, D, CUBE_M):
             dcols = min(CUBE_M, D - dn)
@@ -243,49 +283,9 @@ class KernelFlashAttentionVarLenScore:
 
     def TransposeV(self):
         """V (T2 rows of N2*D) -> V^T per kv head [N2, D, vTransPitch] in the workspace (Gather)."""
-        ti, D = self.t, self.D
-        d8 = -(-D // 8) * 8
-        R = max(8, min(64, 8192 // d8) // 8 * 8)
-        pipe = TPipe()
-        vin, vout, offs = TBuf(), TBuf(), TBuf()
-        pipe.InitBuffer(vin, R * d8 * 4)
-        pipe.InitBuffer(vout, R * d8 * 4)
-        pipe.InitBuffer(offs, R * d8 * 4)
-        o = offs.Get(np.int32)
-        Duplicate(o, 0, R)
-        for p in range(R.bit_length()):  # o[r] = r * d8 * 4 bytes: add 2^p * d8 * 4 on the lanes with bit p
-            word = sum(1 << r for r in range(R) if r >> p & 1)
-            if word:
-                PipeBarrier(Pipe.V)
-                Adds(o, o, (1 << p) * d8 * 4, (word, 0), 1, UnaryRepeatParams())
-        step = 1
-        while step < D:  # o[d * R + r] = (r * d8 + d) * 4, doubling over d (R * 4 bytes is 32-byte aligned)
-            PipeBarrier(Pipe.V)
-            Adds(o[step * R:], o, step * 4, min(step, D - step) * R)
-            step *= 2
-        PipeBarrier(Pipe.V)
-        per_head = -(-ti.t2Size // R)
-        units = ti.n2Size * per_head
-        g, G = GetBlockIdx(), GetBlockNum()
-        share = -(-units // G)
-        for u in range(g * share, min((g + 1) * share, units)):
-            n2, t0 = u // per_head, (u % per_head) * R
-            nr = min(R, ti.t2Size - t0)
-            src = vin.Get(F32)
-            CopyRowsIn(src, self.vGm[t0 * ti.n2Size * D + n2 * D], nr, D, ti.n2Size * D, d8)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
-            dst = vout.Get(F32)
-            Gather(dst, src, o.ReinterpretCast(np.uint32), 0, D * R)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            CopyRowsOut(self.vTGm[n2 * D * ti.vTransPitch + t0], dst, D, nr, R, ti.vTransPitch)
-            SetFlag(HardEvent.MTE3_MTE2, 0)
-            WaitFlag(HardEvent.MTE3_MTE2, 0)
-            SetFlag(HardEvent.MTE3_V, 0)
-            WaitFlag(HardEvent.MTE3_V, 0)
+        ti = self.t
+        TransposeHeads(self.vGm, self.vTGm, ti.t2Size, ti.n2Size, self.D, ti.vTransPitch)
         SyncAll()
-        pipe.Reset()
 
     # ------------------------------------------------------------------------------------- vector (AIV)
     def InitVector(self):
@@ -313,8 +313,7 @@ class KernelFlashAttentionVarLenScore:
         if a.dropout:
             self.dropQ = TQue(TPosition.VECIN, 1)
             self.pipe.InitBuffer(self.dropQ, 1, E)
-        half = -(-self.s1B // 2)
-        h8 = -(-half // 8) * 8
+        h8 = -(-vector_rows(self.s1B, self.t.template) // 8) * 8
         blk = h8 * 32
         names = ["m8", "l8a", "l8b", "al8a", "al8b", "x8", "y8"] + (["neg8", "one8"] if a.invalidRowCalc else [])
         self.stat = {}
@@ -331,25 +330,31 @@ class KernelFlashAttentionVarLenScore:
         PipeBarrier(Pipe.V)
 
     def _my_rows(self, rows: int) -> tuple[int, int]:
+        """(first row, rows) of a block this AIV works on: its half (SameAB) or all (vector-master)."""
+        if not self.sab:
+            return 0, rows
         h = -(-rows // 2)
         return (0, h) if self.sub == 0 else (h, rows - h)
 
     def ProcessVector(self):
-        n = len(self.tasks)
+        n, own = self.steps, len(self.tasks)
         par, self.par = -1, []
         for item, k, first, last in self.tasks:
             par += first
             self.par.append(par % 2)
         for t in range(1, n + 1):
             CrossCoreWaitFlag(SYNC_C1_V1[(t - 1) % 3])
-            self.ProcessVec1(t - 1)
+            if t - 1 < own:
+                self.ProcessVec1(t - 1)
             CrossCoreSetFlag(SYNC_V1_C2[(t - 1) % 3], Pipe.MTE3)
             if t >= 2:
                 CrossCoreWaitFlag(SYNC_C2_V2[(t - 2) % 3])
-                self.ProcessVec2(t - 2)
+                if t - 2 < own:
+                    self.ProcessVec2(t - 2)
         if n:
             CrossCoreWaitFlag(SYNC_C2_V2[(n - 1) % 3])
-            self.ProcessVec2(n - 1)
+            if n - 1 < own:
+                self.ProcessVec2(n - 1)
 
     # ---- vec1: softmax of one score tile
     def ProcessVec1(self, t: int):
@@ -496,20 +501,12 @@ class KernelFlashAttentionVarLenScore:
                     self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.NE)
             return
         # prefix (mode 6): masked iff causal window and rectangle window are both 1
-        s1, s2, pfx = a.seqQ[b], a.seqKv[b], a.prefixN[b]
-        delta = r0 - col0 + s2 - s1
-        use_rect = s1 + pfx > s2
-        dpre = pfx - col0 if use_rect else 0
-        if delta >= pitch or dpre >= pitch:
-            return
-        inter = s1 - s2 + pfx
-        rect = RECT_ROW * COMPRESSED_MASK_SIZE + RECT_HALF - min(max(dpre, 0), RECT_HALF)
-        causal = causal_tile_offset(delta, sliceRows, self.W)
-        if r0 >= inter:
-            self._select_window(S, causal, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        elif r0 + sliceRows <= inter:
-            self._select_window(S, rect, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
-        else:
+        kind, causal, rect = prefix_tile_reads(r0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], sliceRows, self.W,
+                                               pitch)
+        if kind in ("causal", "rect"):
+            off = causal if kind == "causal" else rect
+            self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
+        elif kind == "both":
             self._select_and_windows(S, causal, rect, sr, cols, pitch)
 
     def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
@@ -557,14 +554,9 @@ class KernelFlashAttentionVarLenScore:
 
     def Dropout(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int):
         a, ti = self.a, self.t
-        skv = a.seqKv[b]
-        bit0 = ti.n1Size * a.cuSS[b] + n * a.seqQ[b] * skv + r0 * skv + col0
-        d = self.dropQ.AllocTensor(U8)
-        if ti.dropMaskBitMode:
-            ApplyDropoutBits(S, d, self.dropGm, bit0, sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ)
-        else:
-            ApplyDropoutBytes(S, d, self.dropBytesGm[bit0], sr, cols, skv, pitch, ti.keepProbRecip, self.dropQ,
-                              self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
+        bit0 = keep_bit_offset(ti.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], r0, col0)
+        ApplyDropout(S, self.dropQ, self.dropGm, self.dropBytesGm, bit0, sr, cols, a.seqKv[b], pitch, ti.keepProbRecip,
+                     ti.dropMaskBitMode, self.bits.Get(U8), self.common.Get(F16), self.zeros.Get(F16), CMP_CHUNK)
 
     # ---- vec2: running output
     def ProcessVec2(self, t: int):

@@ -35,5 +35,5 @@ def measure(result, chip, overrides: dict) -> dict:
     sizes = T.base_sizes(problem, chip, overrides)
     s1b, e = sizes["s1BaseSize"], sizes["vec1Elems"]
     return {"eff.s1BaseSize": s1b, "eff.vec1Elems": e, "eff.blockDim": result.tiling.blockDim,
-            "ub_bytes": T.ub_bytes(problem, s1b, e),
+            "ub_bytes": T.ub_bytes(problem, s1b, e, sizes["template"]),
             "l1_bytes": T.l1_bytes(problem, s1b, sizes["qBufNum"], sizes["nChunk"], sizes["kChunk"])}

@@ -1,11 +1,13 @@
-"""Host tiling of FlashAttentionVarLenScore on npusim: base sizes, s2 ranges, load balance, workspace.
+"""Host tiling of FlashAttentionVarLenScore on npusim: template, base sizes, s2 ranges, load balance,
+workspace.
 
-Follows the CANN varlen tiling and the SameAB kernel (research/tiling.md §0, §2;
-``FlashAttentionVarLenScoreTiling`` in ``flash_attention_score_tiling_general.cpp`` and
-``GetS2LoopRange`` in ``flash_attention_var_len_score_sab.h``), as docs/fa_varlen.md "Tiling" states
-them: work items (b, n, s1 block) b-major, the s2 range of each item after sparsity (skipped blocks),
-the quantised load per item, the greedy + BalanceLoad split over AI Cores, the UB/L1 fit and the
-workspace size. Raises AclnnError 561002 when nothing fits and 161002 for an illegal override.
+Follows the CANN varlen tiling (research/tiling.md §0, §2; ``FlashAttentionVarLenScoreTiling`` in
+``flash_attention_score_tiling_general.cpp``), as docs/fa_varlen.md "Tiling" states it: the template
+(SameAB, cube-master, or vector-master: ``IsCapable``), work items (b, n, s1 block) b-major, the s2
+range of each item after sparsity (skipped blocks), the quantised load per item, the greedy +
+BalanceLoad split over the template's workers (AI Cores for SameAB, vector cores for vector-master),
+the UB/L1 fit and the workspace size. Raises AclnnError 561002 when nothing fits and 161002 for an
+illegal override.
 """
 from __future__ import annotations
 
@@ -17,6 +19,13 @@ from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID,
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # WORK_SPACE_RESERVE_SIZE 16 MiB (tiling.md §2 GetWorkspaceSize)
 S1_BASE_MAX = 256  # SameAB cubeS1BaseSize (tiling.md §2 CalcS1S2BasicBlock)
+S1_BASE_VM = 128  # vector-master s1BasicBlockBest (tiling.md §2 CalcS1S2BasicBlock)
+SAME_AB, VECTOR_MASTER = "SameAB", "VectorMaster"  # the two templates (tiling.md §2 "Template choice")
+TEMPLATE_IDS = {1: SAME_AB, 2: VECTOR_MASTER}  # the ``template`` tiling override (overrides are ints)
+#: SameAB admission (FlashAttentionVarLenScoreTiling::IsCapable, hicann/ops-transformer @ c29bc10
+#: attention/flash_attention_score/op_host/flash_attention_score_tiling_general.cpp:3800-3817): B >= 4 with
+#: sum S1, sum S2 >= 8192 (SAMEAB_TND_BASIC_SIZE) and max S1, S2 >= 512, or max S1, S2 > 5120
+SAMEAB_MIN_B, SAMEAB_SUM, SAMEAB_MIN_S, SAMEAB_LONG_S = 4, 8192, 512, 5120
 S2_BASE_MAX = 128  # s2BaseSize = min(128, alignedS2) (tiling.md §2)
 N_RATIO = 8  # GetNRatio (tiling.md §2); 4 in the L2 <= 96 MiB, D = 128, T1 >= 48000 case
 VEC1_ELEMS = 8192  # vector base block 8 x 1024 fp32 = 32 KiB (tiling.md "Generic design")
@@ -28,7 +37,7 @@ L0C_BUFFER_BYTES = 64 * 1024  # half of the 128 KiB L0C, double-buffered (128 x 
 BYTE_MASK_ALIGN = 512  # the drop-mask adapter's output rounded to 512 bytes (CeilDiv(total, 512) * 512)
 STAT_ROWS_BLOCK = 32  # one 8 x fp32 block per row for max / sum / alpha ([rows, 8] as SoftmaxFlashV2)
 CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
-OVERRIDABLE = ("s1BaseSize", "vec1Elems", "blockDim")
+OVERRIDABLE = ("s1BaseSize", "vec1Elems", "blockDim", "template")
 
 SPARSE_ALL, SPARSE_CAUSAL, SPARSE_BAND = "ALL", "CAUSAL", "BAND"
 SPARSE_RD, SPARSE_BAND_COMPRESS, SPARSE_PREFIX = "RIGHT_DOWN_CAUSAL", "BAND_COMPRESS", "PREFIX"
@@ -49,6 +58,7 @@ def _align_up_c(x: int, a: int) -> int:
 class FaVarLenTilingData:
     """The tiling the kernel reads (CANN field names where one exists); items in CANN order."""
 
+    template: str  # SAME_AB (AIC drives, each AIV half the rows) or VECTOR_MASTER (each AIV a worker)
     bSize: int
     n1Size: int
     n2Size: int
@@ -102,6 +112,12 @@ class FaVarLenTilingData:
     @property
     def tasks(self) -> int:
         return sum(self.tiles(i) for i in range(self.items))
+
+    @property
+    def workers(self) -> int:
+        """Split units: AI Cores (SameAB) or vector cores, two per AI Core (vector-master);
+        ``sparseStartIdx`` has one start per worker plus the end."""
+        return len(self.sparseStartIdx) - 1
 
 
 # --- sparse types and ranges ----------------------------------------------------------------------
@@ -278,11 +294,37 @@ def split_cores(load, cores: int) -> list:
     return greedy if max(loads(equal)) > max(greedy_load) else equal
 
 
+# --- template -------------------------------------------------------------------------------------
+def template(problem, overrides: dict | None = None) -> str:
+    """CANN's template choice (``IsCapable``, SAMEAB_* above): SameAB for many or long sequences, never
+    for fp32 input, one head (N1 == N2 == 1: its source comment says those cases measured slower) or
+    the invalid-line precision mode (inner_precise 2); else vector-master. A ``template`` override
+    (TEMPLATE_IDS: 1 SameAB, 2 vector-master) forces one (what-if)."""
+    forced = (overrides or {}).get("template")
+    if forced is not None:
+        if forced not in TEMPLATE_IDS:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: template must be 1 ({SAME_AB}) or "
+                                                      f"2 ({VECTOR_MASTER}), got {forced!r}")
+        return TEMPLATE_IDS[forced]
+    sq, skv = problem.seq_q.astype(np.int64), problem.seq_kv.astype(np.int64)
+    same_ab = ((problem.B >= SAMEAB_MIN_B and sq.sum() >= SAMEAB_SUM and skv.sum() >= SAMEAB_SUM and
+                problem.max_sq >= SAMEAB_MIN_S and problem.max_skv >= SAMEAB_MIN_S) or
+               (problem.max_sq > SAMEAB_LONG_S and problem.max_skv > SAMEAB_LONG_S))
+    if problem.dtype.itemsize == 4 or (problem.N1 == 1 and problem.N2 == 1) or problem.inner_precise == 2:
+        same_ab = False
+    return SAME_AB if same_ab else VECTOR_MASTER
+
+
 # --- memory budgets -------------------------------------------------------------------------------
-def ub_bytes(problem, s1b: int, e: int) -> int:
+def vector_rows(s1b: int, templ: str) -> int:
+    """Rows of a block one vector core works on: half (SameAB) or all (vector-master)."""
+    return -(-s1b // 2) if templ == SAME_AB else s1b
+
+
+def ub_bytes(problem, s1b: int, e: int, templ: str = SAME_AB) -> int:
     """UB bytes one vector core allocates in the main loop (kernel.py InitVector, docs/fa_varlen.md)."""
     isz = problem.dtype.itemsize
-    h8 = _align(-(-s1b // 2), 8)  # rows of one vector core, padded to a Brcb repeat
+    h8 = _align(vector_rows(s1b, templ), 8)  # rows of one vector core, padded to a Brcb repeat
     total = 2 * e * 4 + e * 4 + e // 8  # score slices (ping/pong), common scratch, bit mask
     if isz != 4:
         total += 2 * e * isz  # P / output in the input dtype, ping/pong
@@ -304,11 +346,13 @@ def l1_bytes(problem, s1b: int, q_buf: int, n_chunk: int, k_chunk: int) -> int:
     return q_buf * s1b * dp * isz + 2 * n_chunk * dp * isz + 2 * s1b * k_chunk * isz + 2 * CUBE_M * k_chunk * isz
 
 
-def _fit(problem, chip, overrides: dict) -> tuple[int, int, int, int, int]:
-    """(s1BaseSize, vec1Elems, nChunk, kChunk, qBufNum) fitting L1 and UB."""
+def _fit(problem, chip, overrides: dict, templ: str) -> tuple[int, int, int, int, int]:
+    """(s1BaseSize, vec1Elems, nChunk, kChunk, qBufNum) fitting L1 and UB. Vector-master keeps one Q
+    block per vector core in L1 (qBufNum 2) and halves s1BaseSize when UB cannot hold its rows."""
     isz = problem.dtype.itemsize
     k_chunk = 128 if isz == 2 else 64  # 32 KiB L0A/L0B buffer of 128 rows
-    s1b = overrides.get("s1BaseSize", min(S1_BASE_MAX, _align(problem.max_sq, 16)))
+    base = S1_BASE_MAX if templ == SAME_AB else S1_BASE_VM
+    s1b = overrides.get("s1BaseSize", min(base, _align(problem.max_sq, 16)))
     e = overrides.get("vec1Elems", VEC1_ELEMS)
     for name, v, lo, hi, step in (("s1BaseSize", s1b, 16, S1_BASE_MAX, 16), ("vec1Elems", e, 1024, VEC1_ELEMS, 1024)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v <= hi or v % step:
@@ -316,7 +360,7 @@ def _fit(problem, chip, overrides: dict) -> tuple[int, int, int, int, int]:
                                                       f"[{lo}, {hi}], got {v!r}")
     q_buf, n_chunk = 2, 128
     while l1_bytes(problem, s1b, q_buf, n_chunk, k_chunk) > chip.l1_bytes:
-        if q_buf == 2:
+        if q_buf == 2 and templ == SAME_AB:
             q_buf = 1
         elif n_chunk > 32:
             n_chunk //= 2
@@ -325,12 +369,15 @@ def _fit(problem, chip, overrides: dict) -> tuple[int, int, int, int, int]:
         else:
             raise AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"tiling: no L1 tiling for D={problem.D}, "
                                                            f"s1BaseSize={s1b} in {chip.l1_bytes} B")
-    while ub_bytes(problem, s1b, e) > chip.ub_bytes:
+    while ub_bytes(problem, s1b, e, templ) > chip.ub_bytes:
         if e > 4096 and "vec1Elems" not in overrides:
             e //= 2
+        elif templ == VECTOR_MASTER and s1b > 16 and "s1BaseSize" not in overrides:
+            s1b = max(16, s1b // 2 // 16 * 16)
         else:
             raise AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"tiling: the vector buffers need "
-                                                           f"{ub_bytes(problem, s1b, e)} B of UB ({chip.ub_bytes})")
+                                                           f"{ub_bytes(problem, s1b, e, templ)} B of UB "
+                                                           f"({chip.ub_bytes})")
     return s1b, e, n_chunk, k_chunk, q_buf
 
 
@@ -348,7 +395,8 @@ def base_sizes(problem, chip, overrides: dict | None) -> dict:
     if unknown:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: unknown override(s) {sorted(unknown)}; "
                                                   f"allowed: {', '.join(OVERRIDABLE)}")
-    s1b, e, n_chunk, k_chunk, q_buf = _fit(problem, chip, overrides)
+    templ = template(problem, overrides)
+    s1b, e, n_chunk, k_chunk, q_buf = _fit(problem, chip, overrides, templ)
     s2b = min(S2_BASE_MAX, _align(problem.max_skv, 16))
     n_ratio = 4 if (chip.l2_bytes <= 96 * 1024 * 1024 and problem.D == 128 and problem.T1 >= 48000) else N_RATIO
     if "blockDim" in overrides:
@@ -356,31 +404,36 @@ def base_sizes(problem, chip, overrides: dict | None) -> dict:
         if not isinstance(bd, (int, np.integer)) or isinstance(bd, bool) or not 1 <= bd <= chip.aic_count:
             raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"tiling: blockDim must be in [1, {chip.aic_count}], "
                                                       f"got {bd!r}")
-    return dict(s1BaseSize=s1b, s2BaseSize=s2b, nRatio=n_ratio, s2BaseNratioSize=s2b * n_ratio, vec1Elems=e,
+    return dict(template=templ, s1BaseSize=s1b, s2BaseSize=s2b, nRatio=n_ratio, s2BaseNratioSize=s2b * n_ratio, vec1Elems=e,
                 nChunk=n_chunk, kChunk=k_chunk, qBufNum=q_buf)
 
 
-def core_split(load, chip, overrides: dict | None) -> tuple[tuple, int]:
-    """(sparseStartIdx with the end appended, blockDim): the split over all AI Cores, blockDim = last
-    non-empty core + 1; a blockDim override splits over that many cores instead."""
+def core_split(load, chip, overrides: dict | None, templ: str = SAME_AB) -> tuple[tuple, int]:
+    """(sparseStartIdx with the end appended, blockDim). SameAB: the split over all AI Cores (workers =
+    AI Cores). Vector-master: over all vector cores (``SetMultiCoreParams``: coreNum = min(items,
+    aivNum)), worker w on vector core w % 2 of AI Core w // 2, so one start per vector core of the
+    launched AI Cores. blockDim = last AI Core with work + 1; a blockDim override splits over that
+    many AI Cores instead."""
     total = len(load)
+    per = 1 if templ == SAME_AB else 2
     bd = (overrides or {}).get("blockDim")
-    cores = int(bd) if bd is not None else chip.aic_count
-    starts = split_cores(load, cores)
+    workers = per * (int(bd) if bd is not None else chip.aic_count)
+    starts = split_cores(load, workers)
     if bd is None:
         ends = starts[1:] + [total]
-        nonempty = [c for c in range(cores) if starts[c] < ends[c]]
-        cores = nonempty[-1] + 1 if nonempty else 1
-    return tuple(int(s) for s in starts[:cores]) + (total,), cores
+        nonempty = [c for c in range(workers) if starts[c] < ends[c]]
+        workers = (nonempty[-1] // per + 1) * per if nonempty else per
+    return tuple(int(s) for s in starts[:workers]) + (total,), workers // per
 
 
 def assemble(problem, sizes: dict, kind: str, items: np.ndarray, starts: tuple, block_dim: int) -> FaVarLenTilingData:
-    """The tiling for *items* (int64 [k, 7] as item_table) split at *starts* over *block_dim* cores:
-    workspace layout (docs/fa_varlen.md "Workspace"), keep_prob constants, UB/L1 figures."""
+    """The tiling for *items* (int64 [k, 7] as item_table) split at *starts* (one per worker, then the
+    end) over *block_dim* AI Cores: workspace layout (docs/fa_varlen.md "Workspace"; one set of slots
+    per worker), keep_prob constants, UB/L1 figures."""
     s1b, w, e = sizes["s1BaseSize"], sizes["s2BaseNratioSize"], sizes["vec1Elems"]
     isz, dp = problem.dtype.itemsize, _align(problem.D, 16)
     core_ws = 2 * s1b * w * (4 + isz) + 4 * s1b * dp * 4
-    offset = block_dim * core_ws
+    offset = (len(starts) - 1) * core_ws
     bit_mode = drop_bit_mode(problem) if problem.dropout else True
     drop_off = offset
     if problem.dropout and not bit_mode:
@@ -396,7 +449,7 @@ def assemble(problem, sizes: dict, kind: str, items: np.ndarray, starts: tuple, 
         keepProb=float(keep32), keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode,
         blockDim=block_dim, totalSize=len(items), sparseStartIdx=tuple(starts),
         workspaceSize=SYSTEM_WORKSPACE_BYTES + offset, coreWorkspaceBytes=core_ws, dropBytesOffset=drop_off,
-        vTransOffset=v_off, vTransPitch=v_pitch, ubBytes=ub_bytes(problem, s1b, e),
+        vTransOffset=v_off, vTransPitch=v_pitch, ubBytes=ub_bytes(problem, s1b, e, sizes["template"]),
         l1Bytes=l1_bytes(problem, s1b, sizes["qBufNum"], sizes["nChunk"], sizes["kChunk"]),
         itemB=col(0), itemN=col(1), itemS1o=col(2), itemRows=col(3), itemS2Start=col(4), itemS2End=col(5),
         itemLoad=col(6),
@@ -407,7 +460,7 @@ def fa_var_len_tiling(problem, chip, overrides: dict | None = None) -> FaVarLenT
     """The full tiling of one validated call on *chip* (docs/fa_varlen.md "Tiling")."""
     sizes = base_sizes(problem, chip, overrides)
     kind, items = item_table(problem, sizes["s1BaseSize"])
-    starts, block_dim = core_split(items[:, 6], chip, overrides)
+    starts, block_dim = core_split(items[:, 6], chip, overrides, sizes["template"])
     return assemble(problem, sizes, kind, items, starts, block_dim)
 
 

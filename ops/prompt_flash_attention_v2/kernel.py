@@ -306,6 +306,7 @@ class KernelPromptFlashAttention:
         self.inS = TQue(TPosition.VECIN, BUFFER_NUM)
         self.pipe.InitBuffer(self.inS, BUFFER_NUM, sm * sInner * self.T.itemsize)
         self.castP = self.P != self.T
+        self.outPending = set()  # inS slots copied out to GM by MTE3 whose next CopyIn must wait (MTE3_MTE2)
         if self.castP:
             self.outP = TQue(TPosition.VECOUT, BUFFER_NUM)
             self.pipe.InitBuffer(self.outP, BUFFER_NUM, sm * sInner * self.P.itemsize)
@@ -380,6 +381,13 @@ class KernelPromptFlashAttention:
                 self.UpdateOutputStep(t - 1, parOf)
         if n:
             self.UpdateOutputStep(n - 1, parOf)
+        self.DrainCopyOut()
+
+    def DrainCopyOut(self):
+        """Kernel end: wait the P copy-outs' MTE3_MTE2 flags no CopyIn consumed (every SetFlag has its WaitFlag)."""
+        for idx in sorted(self.outPending):
+            WaitFlag(HardEvent.MTE3_MTE2, idx)
+        self.outPending.clear()
 
     def UpdateOutputStep(self, t: int, parOf: dict):
         """Step t's output update, or only its flags when this vector core has no task in it."""
@@ -403,6 +411,9 @@ class KernelPromptFlashAttention:
             sr = min(self.sm, mine - r)
             gRow = row0 + lo + r  # first query row of the slice
             sLocal = self.inS.AllocTensor(T)
+            if sLocal.slot.index in self.outPending:  # its P copy-out (CopyOutP) must have read it
+                self.outPending.discard(sLocal.slot.index)
+                WaitFlag(HardEvent.MTE3_MTE2, sLocal.slot.index)
             CopyRowsIn(sLocal, wsS[(self.wsRow + r) * sInner], sr, cols, sInner, sInner)
             self.inS.EnQue(sLocal)
             sLocal = self.inS.DeQue(T)
@@ -468,12 +479,13 @@ class KernelPromptFlashAttention:
     def CopyOutP(self, sLocal, dst: GlobalTensor, sr: int, cols: int):
         """P = P_dtype(E) to the workspace (or, int8, the quantised probabilities)."""
         a, sInner = self.a, self.sInner
-        if not self.castP:
+        if not self.castP:  # the score buffer itself goes out; the CopyIn that reuses it waits (SoftmaxResCopyOut:
+            # SetFlag<MTE3_MTE2>(bmm1ResCopyOutEvent[ubPingpong]), x910.h:489-527), the vector unit does not
             SetFlag(HardEvent.V_MTE3, 0)
             WaitFlag(HardEvent.V_MTE3, 0)
             CopyRowsOut(dst, sLocal, sr, cols, sInner, sInner)
-            SetFlag(HardEvent.MTE3_V, 0)
-            WaitFlag(HardEvent.MTE3_V, 0)
+            SetFlag(HardEvent.MTE3_MTE2, sLocal.slot.index)
+            self.outPending.add(sLocal.slot.index)
             self.inS.FreeTensor(sLocal)
             return
         pLocal = self.outP.AllocTensor(self.P)

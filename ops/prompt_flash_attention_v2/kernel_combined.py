@@ -67,6 +67,7 @@ class KernelPromptFlashAttentionCombined(KernelPromptFlashAttention):
         for i, used in enumerate(self.stageUsed):
             if used:
                 WaitFlag(HardEvent.MTE3_V, EV_STAGE + i)
+        self.DrainCopyOut()
         if self.qL1 is not None:
             self.qQue.FreeTensor(self.qL1)
 

@@ -73,7 +73,7 @@ SAMPLES = {"launch": "the whole launch (small enough): timing mode itself",
 # --- shared ---------------------------------------------------------------------------------------
 def _dma(spec, nbytes, path: str = "gm_to_ub") -> float:
     """Proxy cycles of one transfer: bytes at the chip's per-core rate for that size, plus latency."""
-    return nbytes / spec.path_rate(path, nbytes) + spec.path_latency(path) if nbytes > 0 else 0.0
+    return spec.transfer_cycles(path, nbytes) if nbytes > 0 else 0.0
 
 
 def _allocate(tasks: int, cores: int) -> tuple[np.ndarray, np.ndarray]:

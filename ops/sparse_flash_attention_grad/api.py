@@ -11,6 +11,7 @@ from __future__ import annotations
 from npusim.launch import TimeoutVerdict
 from npusim.sanitizer import unsanitized
 from ops.common.facade import first_stage, second_stage
+from ops.common.guard import MAX_INSTRUCTIONS, check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
 from ops.common.result import (
     OpResult,
@@ -20,7 +21,7 @@ from ops.common.result import (
     run_with_options,
 )
 from ops.sparse_flash_attention_grad.contract import DEFAULTS, INPUTS
-from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag
+from ops.sparse_flash_attention_grad.estimate import estimate_counts, estimate_sfag, token_work
 from ops.sparse_flash_attention_grad.launch import launch_kernel, zero_outputs
 from ops.sparse_flash_attention_grad.tiling import sfag_tiling, slot_counts
 from ops.sparse_flash_attention_grad.validate import validate
@@ -50,7 +51,30 @@ def prepare(query, key, value, sparse_indices, d_out, out, softmax_max, softmax_
         return (lambda: unsanitized(estimate_sfag)(problem, spec, til, counts)), til.workspaceSize
     counts = slot_counts(problem.indices)
     til = sfag_tiling(problem, spec, tiling, counts)
+    _refuse_too_large(problem, til, mode, inputs, counts)
     return (lambda: _run(problem, til, spec, mode, inputs, counts)), til.workspaceSize
+
+
+#: Simulated instructions of a launch, from the work the indices imply: per chunk of a token, per gathered
+#: block, per gathered row (block x sparse_block_size) and per key token (the zero-fill and post steps
+#: stream the fp32 accumulators). Least squares over timing traces of 10 calls (T1 2-64, T2 64-4,096,
+#: block sizes 1-64, 3-8,192 gathered blocks; 1,178 to 1,843,144 instructions) gave 383, 12.1, 6.07, 1.61
+#: (0.91-1.06x of the counts); rounded up here (0.96-1.17x): a guard should not under-count.
+PER_CHUNK, PER_BLOCK, PER_ROW, PER_KV_TOKEN = 400, 12, 7, 1.7
+
+
+def _refuse_too_large(problem, til, mode: str, inputs, counts) -> None:
+    """AclnnError 161002 pointing to estimate mode when a simulation would not finish or not fit (guard.py)."""
+    if mode not in MAX_INSTRUCTIONS:
+        return
+    work = token_work(problem, counts)
+    blocks = int(work["blocks"].sum())
+    instructions = (PER_CHUNK * int(work["chunks"].sum()) + PER_BLOCK * blocks
+                    + PER_ROW * blocks * problem.block_size + PER_KV_TOKEN * problem.T2)
+    check_work(mode, int(instructions), 1, "instructions (counted from sparse_indices)")
+    grads = (inputs[0], inputs[1], inputs[2], inputs[7], inputs[8])  # d_query, d_key, d_value, rope parts
+    check_full_bytes(mode, tensor_bytes(*inputs) + tensor_bytes(*grads) + til.workspaceSize,
+                     "tensors and workspace")
 
 
 def _run(problem, til, spec, mode, inputs, counts) -> OpResult:

@@ -83,14 +83,20 @@ def test_unknown_chip_name():
 
 
 def test_transfer_cycles_exact_at_table_points():
-    """At each curve point the cost is latency + bytes / the stored rate, bit for bit."""
+    """At each curve point an isolated copy costs the curve's own time, bytes / the stored rate (the
+    measured copy includes the GM latency): the latency part is min(latency field, time - bytes / peak)
+    and the pipe occupancy the rest, never faster than the peak rate."""
     for name in ALL:
         spec = chip(name)
-        for path, curve, lat in (("gm_to_l1", spec.gm_to_l1_curve, spec.mte2_latency_cycles),
-                                 ("gm_to_ub", spec.gm_to_ub_curve, spec.mte2_latency_cycles)):
+        for path, curve, lat, peak in (
+                ("gm_to_l1", spec.gm_to_l1_curve, spec.mte2_latency_cycles, spec.gm_to_l1_bytes_per_cycle),
+                ("gm_to_ub", spec.gm_to_ub_curve, spec.mte2_latency_cycles, spec.gm_to_ub_bytes_per_cycle)):
             for nbytes, rate in curve:
                 assert spec.path_rate(path, nbytes) == rate
-                assert spec.transfer_cycles(path, nbytes) == lat + nbytes / rate
+                assert spec.transfer_cycles(path, nbytes) == pytest.approx(nbytes / rate, rel=1e-12)
+                occ_rate, latency = spec.path_cost(path, nbytes)
+                assert latency == pytest.approx(min(lat, nbytes / rate - nbytes / peak))
+                assert occ_rate <= peak * (1 + 1e-12)
 
 
 def test_curve_interpolation_and_clamping():
@@ -118,7 +124,8 @@ def test_transfer_cycles_monotone(path):
     sizes = list(range(0, 1 << 20, 4096)) + [32, 1000, 1025, 10 * 1024, 30 * 1024, 3 << 20]
     costs = [spec.transfer_cycles(path, n) for n in sorted(sizes)]
     assert all(a <= b for a, b in zip(costs, costs[1:]))
-    assert costs[0] == spec.path_latency(path)
+    # an empty copy: the flat paths' latency; the curve paths' measured time of nothing, 0
+    assert costs[0] == (0.0 if path in ("gm_to_l1", "gm_to_ub") else spec.path_latency(path))
 
 
 def test_flat_path_rate():

@@ -25,7 +25,7 @@ def test_demo_matmul_timing_writes_trace_and_figure(tmp_path, capsys):
     # the modeled time is the kernel plus the launch overhead; the trace is the kernel alone
     total, kernel, overhead = (float(re.search(pat, out).group(1)) for pat in (
         r"modeled time ([\d.]+) us", r"= kernel ([\d.]+) us", r"launch overhead ([\d.]+) us"))
-    assert total == pytest.approx(kernel + overhead, abs=0.11) and overhead == 22.0
+    assert total == pytest.approx(kernel + overhead, abs=0.11) and overhead == pytest.approx(LAUNCH_OVERHEAD_S * 1e6)
     trace_us = float(re.search(r"the trace below is the kernel alone: ([\d.]+) us", out).group(1))
     assert trace_us == pytest.approx(kernel, abs=0.06)
     trace = json.loads((tmp_path / "trace.json").read_text())

@@ -212,9 +212,10 @@ def test_nd2nz_and_loaddata_cycles(chip):
         LoadData(b2, a1, LoadData2DParams(0, 4, 1, ifTranspose=True))
 
     res = launch(k, (GmArg("a", a),), block_dim=1, chip=chip, kernel_type="cube")
-    # DataCopy: 1 + 2048 B / path_rate(gm_to_l1, 2048) (8.7926 B/cyc) + 347 = 580.9
+    # DataCopy: 1 + 2048 B / path_rate(gm_to_l1, 2048) (8.7926 B/cyc) = 233.9: the curve's isolated copy, its
+    # GM latency included (ChipSpec.path_cost: 219.6 latency after 13.4 cycles at the 153 B/cyc peak)
     # LoadData L0A: 2 + 2048/256 + 30 = 40; LoadData L0B waits for MTE1 (free at 10): 10 + 2048/128 + 30 = 56
-    assert timeline(res) == [("MTE2", "DataCopy", 1, 581), ("MTE1", "LoadData", 2, 40), ("MTE1", "LoadData", 10, 56)]
+    assert timeline(res) == [("MTE2", "DataCopy", 1, 234), ("MTE1", "LoadData", 2, 40), ("MTE1", "LoadData", 10, 56)]
     assert res.trace.df.bytes.tolist() == [2048, 2048, 2048]
 
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from npusim.examples.broken import KERNELS, fault_line, run_broken
+from npusim.examples.broken import KERNELS, VARIANTS, fault_line, run_broken
 from npusim.kernel import (
     Adds,
     DataCopy,
@@ -28,14 +28,24 @@ from npusim.sanitizer import COLUMNS, FAULTS
 BROKEN = "npusim/examples/broken.py"
 
 
-@pytest.mark.parametrize("fault", sorted(KERNELS))
+EXAMPLES = {**{f: f for f in KERNELS}, **{name: fault for name, (fault, _) in VARIANTS.items()}}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
 @pytest.mark.parametrize("mode", ["full", "timing"])
-def test_each_fault_is_reported_at_its_line_and_gone_once_fixed(fault, mode):
-    res = run_broken(fault, mode=mode)
+def test_each_fault_is_reported_at_its_line_and_gone_once_fixed(example, mode):
+    res = run_broken(example, mode=mode)
     df = res.sanitizer.df
-    assert list(df.fault) == [fault], res.sanitizer.summary()
-    assert df.source[0].endswith(f"{BROKEN}:{fault_line(fault)}"), df.source[0]
-    assert len(run_broken(fault, fixed=True, mode=mode).sanitizer) == 0
+    assert list(df.fault) == [EXAMPLES[example]], res.sanitizer.summary()
+    assert df.source[0].endswith(f"{BROKEN}:{fault_line(example)}"), df.source[0]
+    assert len(run_broken(example, fixed=True, mode=mode).sanitizer) == 0
+
+
+def test_uninitialised_local_read_names_the_buffer_and_bytes():
+    """A read inside the core (not a store to GM) of a UB range nothing wrote: the second operand's bytes."""
+    row = run_broken("uninitialised-local-read").sanitizer.df.iloc[0]
+    assert (row.instruction, row["pipe"]) == ("Adds", "PIPE_V") and row.other_source == ""
+    assert row.memory.endswith("UB") and row.byte_start == 512  # the second TBuf starts after 256 fp16
 
 
 def test_two_instruction_reports_name_both_sides_and_the_bytes():
@@ -117,3 +127,52 @@ def test_hang_on_a_flag_never_set_is_a_report_when_sanitizing():
     res = launch(kernel, (GmArg("x", np.zeros(16, np.float16)),), block_dim=1, chip="Ascend910B2",
                  kernel_type="vector", sanitize=True)
     assert list(res.sanitizer.df.fault) == ["unbalanced-flag"]
+
+
+def _fill_workspace(ws):
+    _, ub = _ub_of(256)
+    Duplicate(ub, 2.0, 256)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(ws, ub, 256)
+
+
+def _read_workspace(ws, z):
+    _, ub = _ub_of(256)
+    DataCopy(ub, ws, 256)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(z, ub, 256)
+
+
+def _ub_of(n):
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, n * 2)
+    return pipe, buf.Get(np.float16)
+
+
+def _two_launches(ws_first, ws_second):
+    z = np.zeros(256, np.float16)
+    opts = dict(block_dim=1, chip="Ascend910B2", kernel_type="vector")
+    launch(_fill_workspace, (GmArg("workspace", ws_first),), **opts)
+    launch(_read_workspace, (GmArg("workspace", ws_second), GmArg("z", z)), **opts)
+
+
+def test_workspace_written_by_an_earlier_launch_of_the_session_counts_as_written():
+    """Launches of one sanitizing() block run in stream order (npusim/sanitizer/session.py): a workspace one
+    launch fills is initialised for the next; a fresh workspace is not; a launch sanitized alone sees only
+    itself."""
+    from npusim.sanitizer import sanitizing
+
+    ws = np.zeros(256, np.float16)
+    with sanitizing() as report:
+        _two_launches(ws, ws)
+    assert len(report) == 0, report.summary()
+    with sanitizing() as report:
+        _two_launches(ws, np.zeros(256, np.float16))  # another allocation: nothing wrote it
+    assert list(report.df.fault) == ["uninitialised-read"]
+    assert "earlier one of the session" in report.df.message[0]
+    alone = launch(_read_workspace, (GmArg("workspace", ws), GmArg("z", np.zeros(256, np.float16))), block_dim=1,
+                   chip="Ascend910B2", kernel_type="vector", sanitize=True)
+    assert list(alone.sanitizer.df.fault) == ["uninitialised-read"]

@@ -18,7 +18,8 @@ from npusim.examples.matmul import matmul_custom, matmul_tiling
 from npusim.examples.vector_add import add_custom, add_tiling
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
-from ops import flash_attention_var_len_score, prompt_flash_attention_v2, scatter_pa_kv_cache
+from ops import (flash_attention_unpadding_score_grad_v5, flash_attention_var_len_score, prompt_flash_attention_v2,
+                 scatter_pa_kv_cache)
 from ops.common.masks import compressed_causal_mask
 
 F16 = np.float16
@@ -63,7 +64,19 @@ def _spkc(trace):
     return scatter_pa_kv_cache(key, cache, slots, key, cache.copy(), trace=trace)
 
 
-CASES = {"vector": _vector, "matmul": _matmul, "pfa": _pfa, "pfa_310p": _pfa_310p, "fa": _fa, "spkc": _spkc}
+def _fag(trace):
+    """Three launches (pre, main, post); ``trace`` is the main one's (a file trace is the main one's alone)."""
+    q = TensorSpec((300, 2, 64), F16)
+    stats = TensorSpec((300, 2, 8), np.float32)
+    return flash_attention_unpadding_score_grad_v5(q, None, q, None, q, q, attention_in=q, softmax_max=stats,
+                                                  softmax_sum=stats, actual_seq_qlen=[100, 300],
+                                                  actual_seq_kvlen=[100, 300], head_num=2, scale_value=0.125,
+                                                  atten_mask=compressed_causal_mask().astype(bool), sparse_mode=3,
+                                                  mode="timing", trace=trace)
+
+
+CASES = {"vector": _vector, "matmul": _matmul, "pfa": _pfa, "pfa_310p": _pfa_310p, "fa": _fa, "spkc": _spkc,
+         "fag": _fag}
 
 
 def assert_same_summary(a, b):
@@ -91,6 +104,10 @@ def test_levels_agree(case, chunk, tmp_path, monkeypatch):
         assert_same_summary(res.trace.summary(), want)
     none = run("none")
     assert none.trace is None and none.cycles == full.cycles
+    for name, side in getattr(full, "extra", {}).get("launches", {}).items():  # FAG's pre and post launches
+        if name != "main":
+            assert_same_summary(res.extra["launches"][name].trace.summary(), side.trace.summary())
+            assert none.extra["launches"][name].trace is None
     back = ts.read_trace_file(path)
     for k, col in full.trace.columns.items():
         assert np.array_equal(col, back.columns[k]), k

@@ -8,16 +8,20 @@ from ops.flash_attention_unpadding_score_grad_v5.reference import fag_forward_re
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
 CAUSAL = np.triu(np.ones((2048, 2048), dtype=np.bool_), 1)
+#: sparse 6: the causal triangle, then 1024 rows of [0 x 1024 | 1 x 1024] (sparse_mode doc)
+PREFIX_MASK = np.concatenate([CAUSAL, np.concatenate([np.zeros((1024, 1024), np.bool_),
+                                                      np.ones((1024, 1024), np.bool_)], axis=1)])
 DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 
 
 def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode=0, causal=False, pse_type=1,
               slopes=None, sink=False, dropout=None, rope_d=0, layout="same_as_input", scale=None, q_start=None,
-              kv_start=None, alibi=None, full_mask=False, pre=None, nxt=None):
+              kv_start=None, alibi=None, full_mask=False, pre=None, nxt=None, prefix=None):
     """(args dict for the operator, FagProblem). *seq_q*/*seq_kv*: per-batch lengths; *causal*: the
     compressed 2048 mask with *sparse_mode*; *slopes*: "B" or "N" for pse_type 2/3; *dropout*: keep_prob
-    (random keep bits); *rope_d*: rope width (bf16); *alibi*: "B" or "1", the 4-D pse of pse_type 0/1;
-    *full_mask*: a random [maxSq, maxSkv] atten_mask (sparse 0/1); *pre*/*nxt*: pre/next tokens."""
+    (random keep bits); *rope_d*: rope width (bf16); *alibi*: "B", "1" or "random", the 4-D pse of pse_type 0/1;
+    *full_mask*: a random [maxSq, maxSkv] atten_mask (sparse 0/1); *pre*/*nxt*: pre/next tokens; *prefix*:
+    per-batch prefix lengths with the 3072 x 2048 mask (sparse 6)."""
     rng = np.random.default_rng(seed)
     dt = DTYPES[dtype]
     sq, skv = np.asarray(seq_q), np.asarray(seq_kv)
@@ -37,14 +41,19 @@ def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode
             dist = np.arange(m.shape[1])[None, :] - np.arange(m.shape[0])[:, None]
             m |= (dist > nxt) | (dist < -pre)
         a["atten_mask"] = m
+    if prefix is not None:
+        a["atten_mask"], a["prefix"] = PREFIX_MASK, list(prefix)
     if pre is not None:
         a["pre_tokens"] = pre
     if nxt is not None:
         a["next_tokens"] = nxt
     if slopes:
         a["pse_shift"] = rng.uniform(0.05, 0.5, (b, n1) if slopes == "B" else (n1,)).astype(np.float32)
-    if alibi:  # pse_type 0/1: the last 1024 rows, [B or 1, N1, 1024, maxSkv]
-        a["pse_shift"] = rng.uniform(-1, 1, (b if alibi == "B" else 1, n1, 1024, int(skv.max()))).astype(dt)
+    if alibi:  # pse_type 0/1: the last 1024 rows of -slope * |j - i|, [B or 1, N1, 1024, maxSkv]; "random": not
+        mk, bp = int(skv.max()), (1 if alibi == "1" else b)  # diagonal-constant (the kernel's read windows only)
+        diag = np.arange(mk)[None, :] - np.arange(1024)[:, None] - (mk - 1024)
+        a["pse_shift"] = (rng.uniform(-1, 1, (bp, n1, 1024, mk)) if alibi == "random" else
+                          -rng.uniform(0.05, 0.5, (bp, n1))[:, :, None, None] * np.abs(diag)).astype(dt)
     if sink:
         a["sink_in"] = rng.uniform(-1, 1, n1).astype(np.float32)
     if dropout is not None:
@@ -62,7 +71,7 @@ def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode
     fwd = fag_forward_reference(problem, a["query"], a["key_in"], a["value"], query_rope=a["query_rope"],
                                 key_in_rope=a["key_in_rope"], pse_shift=a.get("pse_shift"),
                                 drop_mask=a.get("drop_mask"), atten_mask=a.get("atten_mask"),
-                                sink_in=a.get("sink_in"))
+                                sink_in=a.get("sink_in"), prefix=a.get("prefix"))
     a["attention_in"] = fwd["attention"].astype(dt)
     for name in ("softmax_max", "softmax_sum"):
         col = np.repeat(fwd[name].astype(np.float32)[..., None], 8, axis=-1)  # [T1, N1, 8]
@@ -76,3 +85,23 @@ def make_case(seq_q, seq_kv, n1=2, n2=1, d=16, dtype="fp16", seed=0, sparse_mode
 def ref_args(a):
     """The reference functions' keyword arguments from an operator args dict."""
     return {k: a.get(k) for k in ("query_rope", "key_in_rope", "pse_shift", "drop_mask", "atten_mask", "sink_in")}
+
+
+def golden_of(a, p, res, **over):
+    """The golden of an operator call (args dict *a*, FagProblem *p*, its OpResult *res*) with the run's
+    block count and atomic order; *over* overrides golden keywords (block_dim, atomics, deterministic)."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
+    kw = dict(block_dim=res.tiling.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
+              atten_mask=a.get("atten_mask"), query_rope=a["query_rope"], key_in_rope=a["key_in_rope"],
+              pse_shift=a.get("pse_shift"), drop_mask=a.get("drop_mask"))
+    kw.update(over)
+    return fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
+                      a["attention_in"], **kw)
+
+
+def reference_pair(a, p):
+    """(float64 reference, the same formulas rounded to the input dtype) of an operator call."""
+    from ops.flash_attention_unpadding_score_grad_v5.reference import fag_reference
+    args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
+    kw = ref_args(a) | {"prefix": a.get("prefix")}
+    return fag_reference(*args, **kw), fag_reference(*args, **kw, dtype=p.dtype)

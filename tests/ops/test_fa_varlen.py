@@ -268,9 +268,9 @@ def test_fa_varlen_tiling_skips_blocks_and_balances():
     the quantised loads follow COF; the workspace is the documented formula."""
     sp = TensorSpec((4096, 1, 128), FP16)
     res = fa(sp, sp, sp, atten_mask=TensorSpec((2048, 2048), np.bool_), actual_seq_qlen=[4096],
-             actual_seq_kvlen=[4096], head_num=1, sparse_mode=2, mode="timing")
+             actual_seq_kvlen=[4096], head_num=1, sparse_mode=2, mode="timing", tiling={"template": 1})
     til = res.tiling
-    assert til.sparseType == "CAUSAL" and til.items == 16
+    assert til.template == "SameAB" and til.sparseType == "CAUSAL" and til.items == 16
     assert til.itemS2End == tuple(min(256 * (i + 1), 4096) for i in range(16))
     assert til.tasks == sum(-(-e // 1024) for e in til.itemS2End) < 16 * 4
     assert til.itemLoad[0] == COF[1] and til.itemLoad[4] == 1024 + COF[1]
@@ -280,10 +280,29 @@ def test_fa_varlen_tiling_skips_blocks_and_balances():
     assert til.workspaceSize == SYSTEM_WORKSPACE_BYTES + til.blockDim * per_core == res.workspace_size
 
 
+def test_fa_varlen_template_choice_and_worker_split():
+    """CANN's IsCapable: one head (N1 == N2 == 1) runs vector-master, whose workers are the vector cores
+    (s1 blocks of 128 rows, two workers per AI Core, one workspace set each); SameAB needs long or many
+    sequences with more than one head."""
+    sp = TensorSpec((3072, 1, 128), FP16)
+    res = fa(sp, sp, sp, actual_seq_qlen=[3072], actual_seq_kvlen=[3072], head_num=1, mode="timing")
+    til = res.tiling
+    assert til.template == "VectorMaster" and til.s1BaseSize == 128 and til.items == 24
+    assert til.workers == 24 == 2 * til.blockDim and list(til.sparseStartIdx) == list(range(25))
+    per_worker = 2 * 128 * 1024 * (4 + 2) + 4 * 128 * 128 * 4
+    assert til.workspaceSize == SYSTEM_WORKSPACE_BYTES + til.workers * per_worker == res.workspace_size
+    two = TensorSpec((6144, 2, 128), FP16)
+    big = fa(two, two, two, actual_seq_qlen=[6144], actual_seq_kvlen=[6144], head_num=2, mode="timing").tiling
+    assert big.template == "SameAB" and big.s1BaseSize == 256 and big.workers == big.blockDim
+    short = TensorSpec((4096, 2, 128), FP16)
+    assert fa(short, short, short, actual_seq_qlen=[4096], actual_seq_kvlen=[4096], head_num=2,
+              mode="timing").tiling.template == "VectorMaster"
+
+
 def test_fa_varlen_tiling_override_refused():
     """Illegal tiling overrides raise AclnnError 161002."""
     case, kw = make_case([20], [20])
-    for bad in ({"s1BaseSize": 100}, {"nope": 1}, {"blockDim": 0}):
+    for bad in ({"s1BaseSize": 100}, {"nope": 1}, {"blockDim": 0}, {"template": 3}):
         with pytest.raises(AclnnError) as e:
             call(case, kw, tiling=bad)
         assert e.value.status == 161002

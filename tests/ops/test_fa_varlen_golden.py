@@ -190,6 +190,7 @@ def golden_of(res, q, k, v, kw) -> dict:
     return fa_var_len_golden(res.extra["problem"], q, k, v, real_shift=kw.get("real_shift"),
                              drop_mask=kw.get("drop_mask"), atten_mask=kw.get("atten_mask"),
                              s1_base=til.s1BaseSize, tile_width=til.s2BaseNratioSize, vec1_elems=til.vec1Elems,
+                             template=til.template,
                              softmax_layout=res.extra["softmax_layout"])
 
 

@@ -9,10 +9,6 @@ from npusim.predict import predict, report
 from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.common.masks import compressed_causal_mask
 
-# NOTE: not yet sanitizer-clean: the sanitizer (issue 12, landed last) reports one finding on these kernels
-# that is not investigated yet; see the issue 10 report.
-pytestmark = pytest.mark.unsanitized
-
 
 def _specs(s, n, d):
     t = lambda shape: TensorSpec(shape, np.float16)  # noqa: E731
@@ -51,3 +47,17 @@ def test_fag_registry_dtypes(value):
     entry = registry.get("fag")
     res = entry.call(entry.parse(["T=256", "N=1", "D=32", f"dtype={value}", "deterministic=1"]), mode="estimate")
     assert res.cycles > 0 and res.tiling.deterministic
+
+
+@pytest.mark.parametrize("extra", [
+    dict(pse_type=3, pse_shift=TensorSpec((2,), np.float32)),
+    dict(keep_prob=0.8, drop_mask=TensorSpec((700 * 700 * 2 // 8,), np.uint8), sparse_mode=0, atten_mask=None),
+    dict(pse_type=0, pse_shift=TensorSpec((1, 2, 1024, 700), np.float16))])
+def test_fag_estimate_close_to_timing_with_features(extra):
+    """pse (inner slopes, alibi-compressed) and dropout run in the estimate's one-core sample as in the launch."""
+    args, kw = _specs(700, 2, 64)
+    kw = {**kw, **extra}
+    est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
+    assert tim.tiling.sections > 4
+    assert abs(est.time_us / tim.time_us - 1) < 0.05, (est.time_us, tim.time_us)

@@ -13,9 +13,11 @@ from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from npusim.examples.vector_add import add_custom, add_tiling
 from npusim.launch import GmArg, launch
 from ops.common import guard
+from ops.flash_attention_unpadding_score_grad_v5.api import flash_attention_unpadding_score_grad_v5 as fag
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 from ops.prompt_flash_attention_v2.api import prompt_flash_attention_v2 as pfa
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache as spkc
+from ops.sparse_flash_attention_grad.api import sparse_flash_attention_grad as sfag
 
 
 def _refused_mode(fn):
@@ -38,7 +40,7 @@ def test_fa_reproducer_refused_up_front():
     assert res.time_us > 0
 
 
-@pytest.mark.parametrize("op", ["pfa", "fa", "spkc"])
+@pytest.mark.parametrize("op", ["pfa", "fa", "spkc", "fag", "sfag"])
 def test_every_operator_checks_its_work_against_the_budget(op, monkeypatch):
     """With the budget cut to a few instructions a small call is refused in both simulating modes."""
     monkeypatch.setitem(guard.MAX_INSTRUCTIONS, "timing", 10)
@@ -49,11 +51,40 @@ def test_every_operator_checks_its_work_against_the_budget(op, monkeypatch):
     elif op == "fa":
         x = np.zeros((64, 2, 32), np.float16)
         _refused_mode(lambda: fa(x, x, x, actual_seq_qlen=[64], actual_seq_kvlen=[64], head_num=2))
+    elif op == "sfag":
+        from tests.ops.sfag_cases import make_case
+        args, kw, _ = make_case(S1=2, S2=24, N1=2, bs=8)
+        before = [np.copy(a) for a in args]
+        _refused_mode(lambda: sfag(*args, **kw))
+        _refused_mode(lambda: sfag(*args, **kw, mode="timing"))
+        assert all(np.array_equal(a, b) for a, b in zip(args, before))
+    elif op == "fag":
+        from tests.ops.fag_cases import make_case
+        args, _ = make_case(seq_q=[64], seq_kv=[64], n1=2, n2=1, d=32)
+        _refused_mode(lambda: fag(**args))
+        _refused_mode(lambda: fag(**args, mode="timing"))
     else:
         k, kc = np.ones((10, 2, 32), np.float16), np.zeros((4, 8, 2, 32), np.float16)
         before = kc.copy()
         _refused_mode(lambda: spkc(k, kc, np.arange(10, dtype=np.int32), k, kc.copy()))
         np.testing.assert_array_equal(kc, before)
+
+
+def test_sfag_large_index_work_refused_up_front():
+    """SparseFlashAttentionGrad had no up-front count (only the launch's 200M backstop, after minutes): 4,096
+    tokens each gathering 2,048 blocks of 64 rows are refused at once, counted from the indices (a
+    zero-stride index array); estimate mode still answers."""
+    t1, t2, k, bs = 4096, 2048 * 64, 2048, 64
+    spec = lambda *shape: TensorSpec(shape, np.float16)  # noqa: E731
+    row = np.arange(k, dtype=np.int64)
+    idx = np.broadcast_to(row, (1, t1, 1, k))
+    sm = TensorSpec((1, 1, t1, 1), np.float32)
+    args = (spec(1, t1, 1, 512), spec(1, t2, 1, 512), spec(1, t2, 1, 512), idx, spec(1, t1, 1, 512),
+            spec(1, t1, 1, 512), sm, sm)
+    kw = dict(query_rope=spec(1, t1, 1, 64), key_rope=spec(1, t2, 1, 64), sparse_block_size=bs, scale_value=0.04)
+    err = _refused_mode(lambda: sfag(*args, **kw, mode="timing"))
+    assert "instructions (counted from sparse_indices)" in err.message
+    assert sfag(*args, **kw, mode="estimate").time_us > 0
 
 
 def test_spkc_full_mode_memory_guard_says_what_it_needs(monkeypatch):
