@@ -80,8 +80,12 @@ def _subset(work) -> list[int]:
 def _core_positions(work, core: int, count: int | None) -> list[int]:
     """Global section indices of *core*: all of them, or *count* evenly spaced ones (in run order)."""
     n = int(work.core_sections[core])
-    js = range(n) if count is None or count >= n else sorted({int(round(i * (n - 1) / (count - 1)))
-                                                             for i in range(count)}) if count > 1 else [0]
+    if count is None or count >= n:
+        js = range(n)
+    elif count <= 1:
+        js = [0]
+    else:
+        js = sorted({int(round(i * (n - 1) / (count - 1))) for i in range(count)})
     return [core + j * work.block_dim for j in js]
 
 

@@ -121,7 +121,6 @@ class Work:
     batch_of: np.ndarray  # per batch: its BatchSections index (batches of one signature share it)
     kinds: list
     offsets: np.ndarray  # first global section of each batch (length B + 1)
-    heads: int
 
     def section(self, g: int) -> tuple[int, int, int, int]:
         """(b, n, row group, column group) of global section *g*."""
@@ -178,4 +177,4 @@ def count_work(problem, block_dim: int | None, max_cores: int) -> Work:
     return Work(block_dim=bd, sections=nsec, blocks=int(round(core["blocks"].sum())),
                 masked=int(round(core["masked"].sum())), core_sections=core["sections"].astype(np.int64),
                 core_blocks=core["blocks"].astype(np.int64), core_masked=core["masked"].astype(np.int64),
-                batch_of=batch_of, kinds=kinds, offsets=offsets, heads=problem.N1)
+                batch_of=batch_of, kinds=kinds, offsets=offsets)
