@@ -13,7 +13,7 @@ from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.common.accuracy import fa_rule_ok
 from npusim.chip import chip as get_chip
 from ops.flash_attention_unpadding_score_grad_v5.templates import cann_template, sab_cv_inner, sab_hit
-from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.tiling import block_list, fag_tiling, sab_block_list
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 from tests.ops.fag_cases import DTYPES, golden_of, make_case, reference_pair
 from tests.ops.helpers import bits
@@ -102,7 +102,7 @@ SAB = {
     "fp16_hit_dropout_causal": (dict(seq_q=[1024], seq_kv=[1024], n1=1, n2=1, d=32, dropout=0.9, causal=True,
                                      sparse_mode=3), {"blockDim": 4}),
     # CV 256 x 512: sparse 2 with Sq well below Skv (mask ratio 0.5 Sq / Skv <= 0.23)
-    "fp16_sink_mode2_cv256x512": (dict(seq_q=[200, 100], seq_kv=[600, 400], n1=2, n2=1, d=32, sink=True,
+    "fp16_sink_mode2_cv256x512": (dict(seq_q=[400, 100], seq_kv=[1000, 400], n1=2, n2=1, d=32, sink=True,
                                        causal=True, sparse_mode=2), {"blockDim": 2}),
     # CV 256 x 256 (deterministic, D = 768)
     "fp16_sink_d768_cv256": (dict(seq_q=[300], seq_kv=[300], n1=2, n2=1, d=768, sink=True), None),
@@ -149,3 +149,15 @@ def test_sameab_cv_shapes_and_dtm_switch():
     assert (t.s1CvInner, t.s2CvInner, t.sabDtm) == (256, 256, True)  # 300 > 256: two CV blocks per sequence
     one = fag_tiling(_problem([150, 60], [150, 60], n1=2, n2=2, d=40, sink=True), chip, None, True)
     assert one.template == "sameab_det" and one.sabDtm is False  # one CV block per sequence and G == 1
+
+
+def test_sameab_estimate_runs_its_own_cv_blocks():
+    """Estimate mode of a SameAB call tiles and samples SameAB's CV blocks (here 256 x 512, which the basic
+    template's 4 x 4 sections would not give), not the basic sections."""
+    kw, over = SAB["fp16_sink_mode2_cv256x512"]
+    a, p = make_case(**kw)
+    est = fag(**a, tiling=over, mode="estimate")
+    t = est.tiling
+    assert (t.template, t.s1CvInner, t.s2CvInner) == ("sameab", 256, 512)
+    assert t.sections == len(sab_block_list(p, 256, 512, False)) != len(block_list(p))
+    assert t.blockCount == sum(len(s) for s in block_list(p)) and est.time_us > 0
