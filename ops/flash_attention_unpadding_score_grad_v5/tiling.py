@@ -212,14 +212,14 @@ class ListedWork:
     """The part of work.Work's interface estimate mode reads, for listed sections (SameAB CV blocks): counts per
     section and per core of the round-robin split, and each section's blocks."""
 
+    listed: list  # the sections' block tuples, in run order
     block_dim: int
     sections: int
+    core_sections: np.ndarray  # per core of the round-robin split
     blocks: int
-    masked: int
-    core_sections: np.ndarray
     core_blocks: np.ndarray
+    masked: int
     core_masked: np.ndarray
-    listed: list
 
     def section_counts(self, g: int) -> tuple[int, int]:
         sec = self.listed[g]
