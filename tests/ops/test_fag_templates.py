@@ -161,3 +161,18 @@ def test_sameab_estimate_runs_its_own_cv_blocks():
     assert (t.template, t.s1CvInner, t.s2CvInner) == ("sameab", 256, 512)
     assert t.sections == len(sab_block_list(p, 256, 512, False)) != len(block_list(p))
     assert t.blockCount == sum(len(s) for s in block_list(p)) and est.time_us > 0
+
+
+def test_sameab_orders_are_visible_in_the_bits():
+    """The bit-exact tests above can fail: on this IS_DTM run the golden with the cores' adds in plain core
+    order (no rounds) and the basic template's golden (128 x 128 blocks) both differ from the run in some
+    elements; and timing mode gives the full run's cycles."""
+    kw, til = SAB["fp16_d40_rounds"]
+    a, p = make_case(**kw)
+    res = fag(**a, deterministic=True, tiling=til)
+    assert res.tiling.sabDtm
+    changed = {"no rounds": golden_of(a, p, res, atomics=None, dtm=False),
+               "basic blocks": golden_of(a, p, res, atomics=None, cv=None, dtm=False)}
+    for what, gold in changed.items():
+        assert any(not np.array_equal(bits(res.outputs[k]), bits(gold[k])) for k in ("dk", "dv")), what
+    assert fag(**a, deterministic=True, tiling=til, mode="timing").cycles == res.cycles
