@@ -82,7 +82,11 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     if count is None or count >= n:
         return [core + j * work.block_dim for j in range(n)]
     probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
-    blocks, masked = work.counts_many(core + probes * work.block_dim)
+    gs = core + probes * work.block_dim
+    if hasattr(work, "counts_many"):
+        blocks, masked = work.counts_many(gs)
+    else:  # listed SameAB CV blocks (tiling.ListedWork)
+        blocks, masked = np.array([work.section_counts(int(g)) for g in gs], np.int64).reshape(-1, 2).T
     classes, label = np.unique(np.stack([blocks, masked], axis=1), axis=0, return_inverse=True)
     label = label.ravel()
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
