@@ -43,6 +43,7 @@ from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
 SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sampled
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
+DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
@@ -82,11 +83,7 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     if count is None or count >= n:
         return [core + j * work.block_dim for j in range(n)]
     probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
-    gs = core + probes * work.block_dim
-    if hasattr(work, "counts_many"):
-        blocks, masked = work.counts_many(gs)
-    else:  # listed SameAB CV blocks (tiling.ListedWork)
-        blocks, masked = np.array([work.section_counts(int(g)) for g in gs], np.int64).reshape(-1, 2).T
+    blocks, masked = _counts(work, core + probes * work.block_dim)
     classes, label = np.unique(np.stack([blocks, masked], axis=1), axis=0, return_inverse=True)
     label = label.ravel()
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
@@ -145,27 +142,32 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for k, v in inputs.items()}
     warm = (sum(sizes.values()), {k: 1.0 for k in sizes})
 
-    def run(cores, count, prologue=1.0):
-        """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead)."""
-        sample, simulated = _sample_tiling(problem, til, work, cores, {c: _core_positions(work, c, count)
-                                                                        for c in cores}, prologue)
+    def run(positions: dict, prologue=1.0):
+        """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
+        sample whose core i runs the sections of the i-th entry of *positions*."""
+        cores = list(positions)
+        sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
         df = res.trace.df
         ends = df.groupby("core")["end_cycle"].max()
-        sync = df.loc[df["name"] == "SyncAll", "end_cycle"]
+        # the prologue ends at each AIV's first SyncAll (IS_DTM has one more every round)
+        sync = df[df["name"] == "SyncAll"].groupby(["core", "sub_core"])["end_cycle"].min()
         return ([float(ends.get(i, 0.0)) for i in range(len(cores))], simulated,
                 float(sync.max()) if len(sync) else 0.0, res.cycles - float(ends.max()))
 
+    if til.sabDtm:
+        return _rounds_cycles(problem, til, work, run)
     cores = _ranked(work, COMPANIONS)
     if sum(int(work.core_blocks[c]) for c in cores) <= SIM_BLOCKS:
-        ends, _, _, overhead = run(cores, None)
+        ends, _, _, overhead = run({c: _core_positions(work, c, None) for c in cores})
         return max(ends) + overhead
     cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
     big = max(MIN_SAMPLE_SECTIONS, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
-    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = run(cores, big // 2, f / 2), run(cores, big, f)
+    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
+        run({c: _core_positions(work, c, n) for c in cores}, frac) for n, frac in ((big // 2, f / 2), (big, f)))
     # a long core's section order averages out: the most loaded core's line is the estimate (the latest of
     # several extrapolated lines would pick up their sampling noise); the prologue (before SyncAll) is on
     # its own line over the fraction of it simulated, the sections on the line over blocks after it
@@ -173,6 +175,51 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     prologue = _line(f / 2, p_small, f, p_big, 1.0)
     sections = _line(w_small[i], e_small[i] - p_small, w_big[i], e_big[i] - p_big, float(work.core_blocks[cores[i]]))
     return prologue + sections + overhead
+
+
+def _round_positions(work, k: int, rounds) -> dict:
+    """Slot i -> the i-th heaviest section (most blocks, then most masked) of each round in *rounds*: a round
+    of sections (one per core) is as long as its slowest core when every round ends in SyncAll (IS_DTM)."""
+    bd = work.block_dim
+    slots = {i: [] for i in range(k)}
+    for r in rounds:
+        gs = np.arange(r * bd, min((r + 1) * bd, work.sections))
+        blocks, masked = _counts(work, gs)
+        for i, g in enumerate(gs[np.lexsort((gs, -masked, -blocks))][:k]):
+            slots[i].append(int(g))
+    return {i: v for i, v in slots.items() if v}
+
+
+def _rounds_cycles(problem, til, work, run) -> float:
+    """SameAB IS_DTM: every round of sections (one per core) ends in SyncAll and the ordered reduction of the
+    cores' partials, so the launch is the sum of its rounds, each as slow as its slowest section, and the
+    reduction's work grows with the cores that wrote each strip. A subset of cores misses both (12 of 24
+    came out 9% fast on the tuning set), so every busy core runs, its slot taking each round's sections
+    heaviest first: all rounds when they fit DTM_BLOCKS blocks, else K and K/2 evenly spaced rounds (K as
+    many as fit), read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
+    IS_DTM call, 1 and 3 of its 5 rounds, this came out 8% fast: rounds of diagonal sections cost more)."""
+    bd = work.block_dim
+    total = -(-work.sections // bd)
+    per_round = bd * work.blocks / max(work.sections, 1)
+    if total * per_round <= DTM_BLOCKS:
+        ends, _, _, overhead = run(_round_positions(work, bd, range(total)))
+        return max(ends) + overhead
+    big = min(total, max(2, int(DTM_BLOCKS / per_round)))
+    picks = [np.unique(np.linspace(0, total - 1, n).round().astype(int)) for n in (max(1, big // 2), big)]
+    f = _prologue_fraction(problem, til)
+    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
+        run(_round_positions(work, bd, rounds), frac) for rounds, frac in zip(picks, (f / 2, f)))
+    prologue = _line(f / 2, p_small, f, p_big, 1.0)
+    # rounds differ in weight (diagonal and edge sections): the line is over the blocks the rounds hold
+    return prologue + _line(sum(w_small), max(e_small) - p_small, sum(w_big), max(e_big) - p_big,
+                            work.blocks) + overhead
+
+
+def _counts(work, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(blocks, masked) of the global sections *gs*: counted (work.Work) or listed (SameAB's ListedWork)."""
+    if hasattr(work, "counts_many"):
+        return work.counts_many(gs)
+    return np.array([work.section_counts(int(g)) for g in gs], np.int64).reshape(-1, 2).T
 
 
 def _per_aiv(total: int, spec) -> int:
