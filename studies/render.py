@@ -114,7 +114,8 @@ def _rows_performance() -> dict:
              "timing mode (`benchmarks/fag.py`)"] = \
             (f"forward {cell('fa', 'timing')}; backward {cell('fag', 'timing')}; deterministic backward "
              f"{cell('fag_det', 'timing')}; backward / forward {f['ratio']:.2f} (cube FLOP ratio {f['flop_ratio']:.1f}); "
-             f"deterministic=True costs {f['det_cost_pct']:+.1f}% modeled time; {load_txt}")
+             f"deterministic=True costs {f['det_cost_pct']:+.1f}% modeled time; busiest pipes of the latest core: "
+             f"forward {f['bound']['fa']}, backward {f['bound']['fag']}; {load_txt}")
         if f.get("full"):
             rows["same, full mode (`benchmarks/fag.py --full`)"] = \
                 (f"forward {cell('fa', 'full')}; backward {cell('fag', 'full')}; deterministic backward "
