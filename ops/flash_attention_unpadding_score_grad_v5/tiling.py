@@ -296,8 +296,8 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
 
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
                work=None) -> FagTilingData:
-    """The tiling of a validated call (FagProblem) on *chip*: the basic template's sections, or SameAB's CV
-    blocks when CANN picks SameAB. With *work* (work.count_work, estimate mode) the per-block tables are
+    """The tiling of a validated call (FagProblem) on *chip*: the basic template's sections, or SameAB's / the
+    generic template's CV blocks when CANN picks them (run_template). With *work* (work.count_work, estimate mode) the per-block tables are
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
