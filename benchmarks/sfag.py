@@ -6,8 +6,8 @@ sparse_indices of K = 2048 slots, sparse_block_size 64; each token selects 32 di
 process (its peak RSS is its own), with ``trace="summary"`` (busy cycles and counts per pipe; a full
 trace of this case would hold ~37M rows).
 
-Full mode of the whole case is not run by default: it costs about 10x timing mode's CPU per instruction
-(about an hour of CPU). Its queued atomic adds are committed as the streams pass them (npusim/launch.py),
+Full mode of the whole case is not run by default: it costs several times timing mode's CPU per
+instruction (most of an hour of CPU). Its queued atomic adds are committed as the streams pass them (npusim/launch.py),
 so memory no longer grows with the main loop. Instead full mode runs on the same case cut to FULL_T1
 tokens (one per AI Core, so every core works), and its CPU time and peak are reported beside the whole
 case's timing run with that cut named; ``--modes full`` runs the whole case. Modes not run keep their
