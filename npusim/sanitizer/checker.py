@@ -24,6 +24,7 @@ complete in order and are not checked.
 """
 from __future__ import annotations
 
+import gc
 import sys
 from collections import deque
 
@@ -33,7 +34,7 @@ from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
 from npusim.sanitizer.regions import accesses, end_of
 from npusim.sanitizer.report import SanitizerReport
-from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, InitMap, Shadow
+from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, Geometry, InitBits, InitMap, Shadow
 from npusim.types import Pipe, SubCore
 
 _V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
@@ -68,7 +69,8 @@ class Sanitizer:
         self.launch = None
         self.units: list = []
         self.clocks: list[StreamClock] = []
-        self.local: dict = {}  # id(LocalBuffer) -> (Shadow, InitMap, alignment, the buffer)
+        self.local: dict = {}  # LocalBuffer -> (Shadow, alignment, InitBits)
+        self.geometries: dict = {}  # (BufferKind, capacity) -> the Geometry every core's such buffer shares
         self.gm: dict = {}  # id(GmBuffer) -> (GmBuffer, Shadow, InitMap or None)
         self.flags: list[dict] = []  # per stream: flag key -> deque of (message, explicit, source id, pipe)
         self.xflags: dict = {}  # launch.xflags key -> deque of remote clocks
@@ -114,7 +116,22 @@ class Sanitizer:
             clock.drain()
             clock.receive(-1, gens[gen])
 
+        orig_run = launch.run
+
+        def run():  # NOTE: no cyclic garbage collection while the shadow state grows, for performance reasons:
+            # each collection walks the young objects, the streams' long record lists among them, and the
+            # shadow's growth triggers one every few hundred ranges (about a quarter of the sanitizer's cost at
+            # S=1024, benchmarks/sanitizer.py). The launch's cycles are collected once it is over.
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return orig_run()
+            finally:
+                if enabled:
+                    gc.enable()
+
         launch.cross_set, launch.cross_wait, launch.sync_all, launch.gm = cross_set, cross_wait, sync_all, gm
+        launch.run = run
 
     def attach_unit(self, unit) -> None:
         idx = len(self.units)
@@ -203,69 +220,79 @@ class Sanitizer:
             return
         atomic = unit.__dict__.get("atomic") is not None  # SetAtomicAdd in force (unit.atomic: its dtype)
         rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
+        # NOTE: the local-buffer check is written flat here (cells as lists indexed by constants, no helper
+        # call on the common path), for performance reasons: it runs for every local operand of every
+        # instruction (benchmarks/sanitizer.py)
+        vc = clock.vc[pipe]
+        local = self.local
         for space, r, write in accesses(ins, unit.buffers):
             if r[1] <= 0:
                 continue
-            if space.__class__ is LocalBuffer:
-                self._local(unit, clock, pipe, occ_before, rec, space, r, write, ins)
-            else:
+            if space.__class__ is not LocalBuffer:
                 self._global(unit, clock, pipe, rec, space, r, write, ins)
+                continue
+            entry = local.get(space)
+            if entry is None:
+                entry = self._new_local(unit, space)
+            shadow = entry[0]
+            if r[0] % entry[1] and ins.name in _ALIGNED_NAMES:
+                self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {space.kind}: "
+                             f"{space.kind} accesses must be {entry[1]}-byte aligned")
+            near = shadow.near.get(r)
+            if near is None:
+                near = self._new_range(rec, shadow, space, r)
+            for c in near:
+                for w in c[0]:
+                    p = w[1]
+                    if p != pipe:
+                        if vc[p] < w[2]:
+                            self._report("pipe-hazard", rec, w, shadow.name, _common(r, c[2]),
+                                         f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
+                                         f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
+                    elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
+                        self._report("pipe-barrier", rec, w, shadow.name, _common(r, c[2]),
+                                     f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
+                                     f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
+                if write and c[1]:
+                    for rd in c[1].values():
+                        p = rd[1]
+                        if p != pipe and vc[p] < rd[2]:
+                            self._report("pipe-hazard", rec, rd, shadow.name, _common(r, c[2]),
+                                         f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
+            own = near[0]
+            if write:
+                for c in shadow.covered[r]:
+                    c[0] = ()
+                    c[1] = None
+                own[0] = (rec,)
+                if not own[4]:
+                    own[4] = True
+                    entry[2].write(r)
+                continue
+            reads = own[1]
+            if reads is None:
+                own[1] = {pipe: rec}
+            else:
+                reads[pipe] = rec
+            if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
+                store = pipe in OUT_PIPES and _stores_to_gm(ins)
+                if store or own[3] == UNJUDGED:
+                    self._judge_local(own, entry[2], rec, shadow.name, space, r, store, ins)
 
-    def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
-        # NOTE: written flat (cells as lists indexed by constants, no helper calls on the common path), for
-        # performance reasons: this runs for every local operand of every instruction (benchmarks/sanitizer.py)
-        entry = self.local.get(id(buf))
-        if entry is None:
-            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {buf.kind}", LOCAL_BUCKET), InitMap(buf.capacity),
-                                           buf.align, buf)
-        shadow, init, align, _ = entry
-        if r[0] % align and ins.name in _ALIGNED_NAMES:
-            self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {buf.kind}: "
-                         f"{buf.kind} accesses must be {align}-byte aligned")
-        near = shadow.near.get(r)
-        if near is None:
-            near = shadow.register(r)
-            if end_of(r) > buf.capacity:  # checked once per range: its extent never changes
-                self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
-        vc = clock.vc[pipe]
-        for c in near:
-            ws = c[0]
-            for w in ws:
-                p = w[1]
-                if p != pipe:
-                    if vc[p] < w[2]:
-                        self._report("pipe-hazard", rec, w, shadow.name, _common(r, c[2]),
-                                     f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
-                                     f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
-                elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
-                    self._report("pipe-barrier", rec, w, shadow.name, _common(r, c[2]),
-                                 f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
-                                 f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
-            if write and c[1]:
-                for rd in c[1].values():
-                    p = rd[1]
-                    if p != pipe and vc[p] < rd[2]:
-                        self._report("pipe-hazard", rec, rd, shadow.name, _common(r, c[2]),
-                                     f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
-        own = near[0]
-        if write:
-            for c in shadow.covered[r]:
-                c[0] = ()
-                c[1] = None
-            own[0] = (rec,)
-            if not own[4]:
-                own[4] = True
-                init.write(r)
-            return
-        reads = own[1]
-        if reads is None:
-            own[1] = {pipe: rec}
-        else:
-            reads[pipe] = rec
-        if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
-            store = pipe in OUT_PIPES and _stores_to_gm(ins)
-            if store or own[3] == UNJUDGED:
-                self._judge_local(own, init, rec, shadow.name, buf, r, store, ins)
+    def _new_local(self, unit, buf) -> tuple:
+        """(Shadow, InitBits, alignment) of a local buffer met for the first time."""
+        geometry = self.geometries.get((buf.kind, buf.capacity))
+        if geometry is None:
+            geometry = self.geometries[(buf.kind, buf.capacity)] = Geometry(LOCAL_BUCKET)
+        entry = self.local[buf] = (Shadow(f"{unit.label} {buf.kind}", geometry), buf.align, InitBits(geometry))
+        return entry
+
+    def _new_range(self, rec, shadow, buf, r) -> list:
+        """The near list of a range met for the first time in a local buffer; its extent checked once."""
+        near = shadow.register(r)
+        if end_of(r) > buf.capacity:
+            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
+        return near
 
     def _judge_local(self, cell, init, rec, memory, buf, r, store, ins) -> None:
         """Uninitialised local bytes: a store to GM must have every block written, another read some."""
@@ -295,7 +322,7 @@ class Sanitizer:
                 host = self.hosts.get(id(gm))
                 init = (self.collector.gm_init(host, nbytes) if self.collector is not None and host is not None
                         else InitMap(nbytes))
-            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", GM_BUCKET), init)
+            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", Geometry(GM_BUCKET)), init)
         _, shadow, init = entry
         near = shadow.near.get(r)
         if near is None:

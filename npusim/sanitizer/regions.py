@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from npusim.isa.cube import CFG_ROW_MAJOR
 from npusim.isa.dma import DataCopyCO12DstParams, DataCopyParams, Nd2NzParams
+from npusim.isa.vector.common import VectorInstruction
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 
@@ -90,16 +91,44 @@ def covers(outer: tuple, inner: tuple) -> bool:
 def accesses(ins, buffers: dict) -> list:
     """[(space, range, is_write)] of instruction *ins*, reads first (exact rows where the instruction has
     them); *buffers*: the core's BufferKind -> LocalBuffer, for instructions that declare kinds."""
-    fn = _EXACT.get(ins.__class__.__name__)
-    if fn is not None:
+    cls = ins.__class__
+    fn = _RULES.get(cls)
+    if fn is None:
+        fn = _RULES[cls] = _rule(cls)
+    if fn is not _declared:
         out = fn(ins)
         if out is not None:
             return out
-    if not hasattr(ins, "reads"):  # a form no rule above covers and the class declares nothing for
+    return _declared(ins, buffers)
+
+
+def _declared(ins, buffers: dict) -> list:
+    """The envelopes the class declares (reads() / writes())."""
+    if not hasattr(ins, "reads"):  # a form no rule covers and the class declares nothing for
         return []
     writes = ins.writes() if hasattr(ins, "writes") else ()
     return ([(buffers[k], contiguous(a, n), False) for k, a, n in ins.reads() if n > 0]
             + [(buffers[k], contiguous(a, n), True) for k, a, n in writes if n > 0])
+
+
+def _spans(ins) -> list:
+    """A vector instruction's declared spans ((LocalTensor, bytes) read and written): what its reads() and
+    writes() give, without building the (BufferKind, address, bytes) triples (for performance reasons)."""
+    return ([(t.buffer, (t.addr, n, 1, 0), False) for t, n in ins.spans_r if n > 0]
+            + [(t.buffer, (t.addr, n, 1, 0), True) for t, n in ins.spans_w if n > 0])
+
+
+def _rule(cls):
+    """The function giving the accesses of instructions of class *cls* (looked up once per class)."""
+    fn = _EXACT.get(cls.__name__)
+    if fn is not None:
+        return fn
+    if cls.reads is VectorInstruction.reads and cls.writes is VectorInstruction.writes:
+        return _spans
+    return _declared
+
+
+_RULES: dict = {}  # instruction class -> its rule
 
 
 def _side(t, r: tuple, write: bool):
