@@ -396,6 +396,8 @@ class Sanitizer:
 
     # -- at kernel end ------------------------------------------------------------------------------
     def finish(self) -> SanitizerReport:
+        self.report.launches = 1
+        self.report.instructions = sum(u.flushed_rows + len(u.records) // 7 for u in self.units)
         for idx, flags in enumerate(self.flags):
             unit = self.units[idx]
             for key, q in flags.items():
