@@ -25,14 +25,14 @@ complete in order and are not checked.
 from __future__ import annotations
 
 import gc
-import sys
 from collections import deque
+from sys import _getframe
 
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.isa.cube import MMAD_SETTLE_FRACTALS
 from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
-from npusim.sanitizer.regions import accesses, end_of
+from npusim.sanitizer.regions import RULES, declared, end_of, rule_of
 from npusim.sanitizer.report import SanitizerReport
 from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, Geometry, InitBits, InitMap, Shadow
 from npusim.types import Pipe, SubCore
@@ -153,8 +153,8 @@ class Sanitizer:
         def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
             start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
             recs = unit.records
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
-                  depth)
+            instr(unit, clock, _getframe(1), pipe, occupancy, latency, start, name_id,
+                  recs[-1] if recs else src_id(depth + 1), depth)
             return start
 
         def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
@@ -163,8 +163,8 @@ class Sanitizer:
             occupancy = unit.pipe_free[pipe] - max(start, free)
             latency = unit.path_costs[(path, nbytes)][1]
             recs = unit.records
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
-                  depth)
+            instr(unit, clock, _getframe(1), pipe, occupancy, latency, start, name_id,
+                  recs[-1] if recs else src_id(depth + 1), depth)
             return start
 
         def set_flag(src, key, label_id, depth=2):
@@ -172,7 +172,7 @@ class Sanitizer:
             q = flags.get(key)
             if q is None:
                 q = flags[key] = deque()
-            explicit = sys._getframe(1).f_code.co_name == "SetFlag"
+            explicit = _getframe(1).f_code.co_name == "SetFlag"
             recs = unit.records  # the line of the row set_flag just appended (see issue above)
             line = recs[-1] if recs else src_id(depth + 1)
             q.append((clock.set_msg(src), explicit, line, src, fire))
@@ -197,52 +197,48 @@ class Sanitizer:
         unit.set_flag, unit.wait_flag, unit.barrier = set_flag, wait_flag, barrier
 
     # -- one instruction ---------------------------------------------------------------------------
-    def _instruction(self, unit, clock, pipe, occupancy, latency, start, name_id, src, depth) -> None:
-        ins = None
-        f = sys._getframe(2)
-        for _ in range(depth):  # the instruction object: the 'self' of the innermost instruction method
-            code = f.f_code
-            found = _INSTRUCTION_CODE.get(code)
-            if found is None:  # NOTE: once per function, so other frames' locals are never built (speed)
-                s = f.f_locals.get("self")
-                found = _INSTRUCTION_CODE[code] = s is not None and hasattr(s, "execute")
-            if found:
-                ins = f.f_locals["self"]
-                break
-            f = f.f_back
+    def _instruction(self, unit, clock, f, pipe, occupancy, latency, start, name_id, src, depth) -> None:
+        """Clocks and checks of one instruction; *f*: the frame that issued it (its method, as a rule)."""
+        ins = f.f_locals["self"] if _INSTRUCTION_CODE.get(f.f_code) else _instruction_of(f, depth)
         occ_before = clock.occ[pipe]
         exposure = latency
         if pipe == _M and ins is not None and hasattr(ins, "m"):
             exposure = latency if -(-ins.m // 16) * -(-ins.n // 16) < MMAD_SETTLE_FRACTALS else 0.0
-        clock.epoch[pipe] += 1
+        epoch = clock.epoch[pipe] = clock.epoch[pipe] + 1
         clock.occ[pipe] = occ_before + occupancy
         if ins is None:
             return
-        atomic = unit.__dict__.get("atomic") is not None  # SetAtomicAdd in force (unit.atomic: its dtype)
-        rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
+        # unit.atomic: the SetAtomicAdd dtype in force, or None
+        rec = (clock.idx, pipe, epoch, occ_before + occupancy, exposure, src, start, name_id, unit.atomic is not None)
         # NOTE: the local-buffer check is written flat here (cells as lists indexed by constants, no helper
         # call on the common path), for performance reasons: it runs for every local operand of every
         # instruction (benchmarks/sanitizer.py)
         vc = clock.vc[pipe]
         local = self.local
-        for space, r, write in accesses(ins, unit.buffers):
-            if r[1] <= 0:
-                continue
+        fn = RULES.get(ins.__class__)
+        todo = (fn or rule_of(ins.__class__))(ins)
+        if todo is None:
+            todo = declared(ins, unit.buffers)
+        for space, r, write in todo:
             if space.__class__ is not LocalBuffer:
-                self._global(unit, clock, pipe, rec, space, r, write, ins)
+                if r[1] > 0:
+                    self._global(unit, clock, pipe, rec, space, r, write, ins)
                 continue
             entry = local.get(space)
             if entry is None:
                 entry = self._new_local(unit, space)
             shadow = entry[0]
-            if r[0] % entry[1] and ins.name in _ALIGNED_NAMES:
+            if r[0] % entry[1] and ins.name in _ALIGNED_NAMES and r[1] > 0:
                 self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {space.kind}: "
                              f"{space.kind} accesses must be {entry[1]}-byte aligned")
             near = shadow.near.get(r)
             if near is None:
+                if r[1] <= 0:
+                    continue
                 near = self._new_range(rec, shadow, space, r)
             for c in near:
-                for w in c[0]:
+                w = c[0]  # the last write of the range (a local cell keeps one)
+                if w is not None:
                     p = w[1]
                     if p != pipe:
                         if vc[p] < w[2]:
@@ -261,10 +257,10 @@ class Sanitizer:
                                          f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
             own = near[0]
             if write:
-                for c in shadow.covered[r]:
-                    c[0] = ()
+                for c in own[5]:
+                    c[0] = None
                     c[1] = None
-                own[0] = (rec,)
+                own[0] = rec
                 if not own[4]:
                     own[4] = True
                     entry[2].write(r)
@@ -284,7 +280,7 @@ class Sanitizer:
         geometry = self.geometries.get((buf.kind, buf.capacity))
         if geometry is None:
             geometry = self.geometries[(buf.kind, buf.capacity)] = Geometry(LOCAL_BUCKET)
-        entry = self.local[buf] = (Shadow(f"{unit.label} {buf.kind}", geometry), buf.align, InitBits(geometry))
+        entry = self.local[buf] = (Shadow(f"{unit.label} {buf.kind}", geometry, None), buf.align, InitBits(geometry))
         return entry
 
     def _new_range(self, rec, shadow, buf, r) -> list:
@@ -322,7 +318,7 @@ class Sanitizer:
                 host = self.hosts.get(id(gm))
                 init = (self.collector.gm_init(host, nbytes) if self.collector is not None and host is not None
                         else InitMap(nbytes))
-            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", Geometry(GM_BUCKET)), init)
+            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", Geometry(GM_BUCKET), ()), init)
         _, shadow, init = entry
         near = shadow.near.get(r)
         if near is None:
@@ -347,7 +343,7 @@ class Sanitizer:
             if atomic:
                 own[0] = tuple(w for w in own[0] if w[_ATOM]) + (rec,)
             else:
-                for c in shadow.covered[r]:
+                for c in own[5]:
                     c[0] = ()
                     c[1] = None
                 own[0] = (rec,)
@@ -431,6 +427,20 @@ class Sanitizer:
 BLOCK_BYTES = 32
 #: code object -> whether its frames' ``self`` is an instruction (isa classes' __init__ / issue)
 _INSTRUCTION_CODE: dict = {}
+
+
+def _instruction_of(f, depth: int):
+    """The instruction object: the 'self' of the innermost instruction method among *depth* frames from *f*."""
+    for _ in range(depth):
+        code = f.f_code
+        found = _INSTRUCTION_CODE.get(code)
+        if found is None:  # NOTE: once per function, so other frames' locals are never built (speed)
+            s = f.f_locals.get("self")
+            found = _INSTRUCTION_CODE[code] = s is not None and hasattr(s, "execute")
+        if found:
+            return f.f_locals["self"]
+        f = f.f_back
+    return None
 
 
 def _allocation(ins, buf, addr: int):

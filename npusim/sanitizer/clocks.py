@@ -61,12 +61,11 @@ class StreamClock:
     def join(self, dst: int, msg: tuple) -> None:
         """WaitFlag on *dst* for a set that carried *msg*."""
         local, remote = msg
+        vc, rc = self.vc, self.rc
         for p in (range(N_PIPES) if dst == S else (dst,)):
-            v = self.vc[p]
-            for q in range(N_PIPES):
-                if local[q] > v[q]:
-                    v[q] = local[q]
-            self.rc[p] = merge(self.rc[p], remote)
+            vc[p] = list(map(max, vc[p], local))
+            if remote and remote is not rc[p]:
+                rc[p] = merge(rc[p], remote)
 
     def barrier(self, pipe: int) -> None:
         if pipe >= 0:

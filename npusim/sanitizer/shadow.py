@@ -23,10 +23,11 @@ from npusim.sanitizer.regions import covers, end_of, overlap
 
 BLOCK = 32
 
-#: A cell: [write records (tuple), read records ({stream * 8 + pipe: record} or None), its range,
-#: initialisation verdict (UNJUDGED, TOUCHED: some block written, COMPLETE: every block, or reported),
-#: whether its write has marked the InitMap]
-WRITES, READS, RANGE, INIT, MARKED = range(5)
+#: A cell: [write record(s): one record or None in a local buffer, a tuple of records in GM (atomic adds
+#: accumulate), read records ({stream * 8 + pipe: record} or None), its range, initialisation verdict
+#: (UNJUDGED, TOUCHED: some block written, COMPLETE: every block, or reported), whether its write has
+#: marked the written-blocks map, the cells of the ranges it covers (emptied on a write; its own first)]
+WRITES, READS, RANGE, INIT, MARKED, COVERED = range(6)
 UNJUDGED, TOUCHED, COMPLETE = 0, 1, 2
 
 
@@ -69,24 +70,26 @@ class Geometry:
 class Shadow:
     """Accesses of one memory, per range."""
 
-    __slots__ = ("cells", "covered", "geometry", "name", "near")
+    __slots__ = ("cells", "geometry", "name", "near", "no_write")
 
-    def __init__(self, name: str, geometry: Geometry):
+    def __init__(self, name: str, geometry: Geometry, no_write=()):
         self.name = name
         self.geometry = geometry
+        self.no_write = no_write  # a cell's write field before any write: None (local) or () (GM)
         self.cells: dict = {}  # range -> its cell
         self.near: dict = {}  # range -> cells of the ranges sharing a byte with it (its own first)
-        self.covered: dict = {}  # range -> cells of the ranges it covers (emptied on a write), its own first
 
     def register(self, r: tuple) -> list:
         """The near list of a range seen for the first time in this memory."""
-        own = [(), None, r, UNJUDGED, False]
+        cov = []
+        own = [self.no_write, None, r, UNJUDGED, False, cov]
+        cov.append(own)
         cells = self.cells
         cells[r] = own
         links = self.geometry.links.get(r)
         if links is None:
             links = self.geometry.register(r)
-        near, cov = [own], [own]
+        near = [own]
         for c, r_c, c_r in links:
             cell = cells.get(c)
             if cell is None:
@@ -96,9 +99,8 @@ class Shadow:
             if r_c:
                 cov.append(cell)
             if c_r:
-                self.covered[c].append(own)
+                cell[COVERED].append(own)
         self.near[r] = near
-        self.covered[r] = cov
         return near
 
 
