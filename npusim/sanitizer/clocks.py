@@ -71,9 +71,10 @@ class StreamClock:
         if pipe >= 0:
             self.vc[pipe][pipe] = self.epoch[pipe]
             return
-        remote = EMPTY
-        for p in range(N_PIPES):
-            remote = merge(remote, self.rc[p])
+        remote = self.rc[0]
+        for x in self.rc:
+            if x is not remote and x:
+                remote = merge(remote, x)
         for p in range(N_PIPES):
             self.vc[p] = list(self.epoch)
             self.rc[p] = remote
