@@ -34,7 +34,15 @@ from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
 from npusim.sanitizer.regions import RULES, declared, end_of, rule_of
 from npusim.sanitizer.report import SanitizerReport
-from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, Geometry, InitBits, InitMap, Shadow
+from npusim.sanitizer.shadow import (
+    COMPLETE,
+    TOUCHED,
+    UNJUDGED,
+    Geometry,
+    InitBits,
+    InitMap,
+    Shadow,
+)
 from npusim.types import Pipe, SubCore
 
 _V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
