@@ -127,9 +127,9 @@ class Sanitizer:
         orig_run = launch.run
 
         def run():  # NOTE: no cyclic garbage collection while the shadow state grows, for performance reasons:
-            # each collection walks the young objects, the streams' long record lists among them, and the
-            # shadow's growth triggers one every few hundred ranges (about a quarter of the sanitizer's cost at
-            # S=1024, benchmarks/sanitizer.py). The launch's cycles go at the next collection after it.
+            # its growth (a few containers per new range) sets collections off, which cost about a quarter of
+            # the sanitizer's CPU time at S=1024 (docs/sanitizer.md "Cost"). The launch's cycles go at the next
+            # collection after it.
             enabled = gc.isenabled()
             gc.disable()
             try:
