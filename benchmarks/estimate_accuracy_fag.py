@@ -10,7 +10,7 @@ and the CPU time of each; max and mean absolute error per set (target: every che
 within 3%); then the estimate's CPU time and peak traced memory on the largest legal shapes. Results go
 to benchmarks/results/estimate_accuracy_fag.json for the README (``python -m studies``).
 
-    python benchmarks/estimate_accuracy_fag.py [--half tune|check|all] [--no-huge]
+    python benchmarks/estimate_accuracy_fag.py [--half tune|check|all] [--no-huge] [--huge-only]
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from halves import summary
-from results import save
+from results import load, save
 from npusim import TensorSpec
 from ops.common.masks import compressed_causal_mask
 from ops.flash_attention_unpadding_score_grad_v5.api import flash_attention_unpadding_score_grad_v5 as fag
@@ -179,7 +179,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--half", choices=("tune", "check", "all"), default="all")
     ap.add_argument("--no-huge", action="store_true")
+    ap.add_argument("--huge-only", action="store_true", help="rerun only the largest shapes; update the saved run")
     args = ap.parse_args()
+    if args.huge_only:
+        saved = load("estimate_accuracy_fag")
+        big = huge()
+        if saved:
+            saved.pop("benchmark", None)
+            save("estimate_accuracy_fag", {**saved, "huge": big, "huge_load_avg": os.getloadavg()})
+        return
     print(f"tuning set: {len(GRID) + len(CHECK_ALWAYS)} configurations seen while the model changed; checking set: "
           f"{CHECK_CONFIGS} drawn with seed {CHECK_SEED}")
     rows = accuracy(plan(args.half))
