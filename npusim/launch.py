@@ -11,6 +11,7 @@ a run longer than the chip's AI Core timeout raises AclnnError(507014) with the 
 """
 from __future__ import annotations
 
+import bisect
 import numbers
 import sys
 from collections import deque
@@ -40,6 +41,7 @@ KERNEL_TYPES = ("mix", "vector", "cube")
 MAX_INSTRUCTIONS = 200_000_000
 #: Suspensions of the streams between two checks of the instruction count (the check walks all streams).
 _BUDGET_CHECK_EVERY = 256
+ATOMIC_COMMIT_EVERY = 256  # queued atomic adds between two early-commit checks (Launch.atomic_add)
 
 
 class _NameTable(dict):
@@ -135,6 +137,7 @@ class Launch:
         self.sanitizer = None  # npusim.sanitizer.Sanitizer when sanitizing (it swaps its hooks in)
         self.atomic_pending: list = []  # (start cycle, block, sub, seq, gm name, flat array, index, values)
         self.atomic_log: list = []  # (gm name, block, sub, seq) of each committed atomic write, in order
+        self._atomic_check_at = ATOMIC_COMMIT_EVERY  # queue length at which atomic_add commits early
 
     # -- atomic accumulation into GM (SetAtomicAdd) ---------------------------------------------
     def atomic_add(self, unit: CoreUnit, gm_name: str, flat: np.ndarray, index: np.ndarray, values: np.ndarray,
@@ -150,15 +153,23 @@ class Launch:
         unit.atomic_seq += 1
         self.atomic_pending.append((start, unit.block_idx, int(unit.sub), unit.atomic_seq, gm_name, flat, index,
                                     values))
+        if len(self.atomic_pending) >= self._atomic_check_at:
+            # no stream issues anything before its scalar clock (it only moves forward), so an add that started
+            # before every live stream's clock precedes every later add: commit those now (same order as at
+            # the end; the queue would otherwise hold every value of a long main loop, benchmarks/sfag.py)
+            self.commit_atomics(before=min(u.scalar_t for u in self.units if not u.finished))
+            self._atomic_check_at = len(self.atomic_pending) + ATOMIC_COMMIT_EVERY
 
-    def commit_atomics(self) -> None:
-        """Apply the queued atomic adds in simulated-time order (fp32 adds, round to nearest even)."""
+    def commit_atomics(self, before: float = float("inf")) -> None:
+        """Apply the queued atomic adds that started before cycle *before* in simulated-time order (fp32 adds,
+        round to nearest even); the rest stay queued."""
         if not self.atomic_pending:
             return
         pending = sorted(self.atomic_pending, key=lambda w: w[:4])
-        self.atomic_pending = []
+        cut = bisect.bisect_left([w[0] for w in pending], before)
+        self.atomic_pending = pending[cut:]
         with np.errstate(all="ignore"):
-            for start, block, sub, seq, name, flat, index, values in pending:
+            for start, block, sub, seq, name, flat, index, values in pending[:cut]:
                 flat[index] = flat[index] + values
                 self.atomic_log.append((name, block, sub, seq))
 

@@ -85,9 +85,9 @@ def _rows_performance() -> dict:
         within = all(abs(p["new_us"] / p["board_us"] - 1) <= 0.10 for p in c["points"])
         rows[CALIBRATION_ROW] = (
             f"MAPE {fa['mape_pct']:.1f}% / {pfa['mape_pct']:.1f}%, max {fa['max_pct']:.1f}% / {pfa['max_pct']:.1f}% "
-            f"({'every point within 10%' if within else 'NOT every point within 10%'}) with the launch overhead "
-            f"{c['shipped_us']['launch']:.1f} us and a PFA-family launch extra of {c['shipped_us']['pfa_extra']:.1f} us: "
-            "two constants, not one parameter set (docs/calibration.md)")
+            f"({'every point within 10%' if within else 'NOT every point within 10%'}) with one parameter set "
+            f"(launch overhead {c['shipped_us']['launch']:.1f} us, every operator); PFA at the board's "
+            f"inner_precise={c.get('pfa_inner_precise', 0)} (docs/calibration.md)")
     for name, row in ESTIMATE_ROWS.items():
         e = load(name)
         if e:
@@ -288,17 +288,22 @@ def calibration(body: str, stale: list) -> str:
     if not c:
         stale.append("docs/calibration.md calibration table")
         return body
-    out = ["| file | Sq | Skv | board us | old us | old error | model without launch | new us | new error |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| file | Sq | Skv | board us | old us | old error | model without launch | new us | new error | "
+           "PFA model without launch at inner_precise=1 |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for p in c["points"]:
         b = p["board_us"]
+        ip1 = f"{p['base_ip1_us']:.1f}" if p.get("base_ip1_us") is not None else "-"
         out.append(f"| {p['file']} | {p['sq']} | {p['skv']} | {b:.1f} | {p['old_us']:.1f} | "
                    f"{100 * (p['old_us'] / b - 1):+.1f}% | {p['base_us']:.1f} | {p['new_us']:.1f} | "
-                   f"{100 * (p['new_us'] / b - 1):+.1f}% |")
-    f = c["fitted_us"]
-    out += ["", f"Fits (least squares of the relative error): launch overhead on the FA file {f['fa']:.2f} us "
-            f"(shipped {c['shipped_us']['launch']:.1f} us); on the PFA file {f['pfa']:.2f} us, i.e. "
-            f"{f['pfa'] - f['fa']:.2f} us above it (shipped PFA-family extra {c['shipped_us']['pfa_extra']:.1f} us)."]
+                   f"{100 * (p['new_us'] / b - 1):+.1f}% | {ip1} |")
+    f, sl = c["fitted_us"], c.get("pfa_slope_us_per_8k", {})
+    out += ["", f"Fit (least squares of the relative error): launch overhead on the FA file {f['fa']:.2f} us "
+            f"(shipped {c['shipped_us']['launch']:.1f} us, every operator). Diagnostics: the same fit on the PFA file "
+            f"alone gives {f['pfa']:.2f} us, on both files {f['both']:.2f} us."]
+    if sl:
+        out.append(f"PFA file, cost of 8192 more keys: board {sl['board']:.1f} us, model {sl['model']:.1f} us at "
+                   f"inner_precise=0 ({sl['model_ip1']:.1f} us at inner_precise=1).")
     for name, label in (("fa", "FA"), ("pfa", "PFA")):
         x = c["files"][name]
         out.append(f"{label} file: MAPE old {x['old_mape_pct']:.1f}% (max {x['old_max_pct']:.1f}%), new "

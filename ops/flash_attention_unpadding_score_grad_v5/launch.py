@@ -60,8 +60,8 @@ def outputs(problem, full: bool) -> dict:
 
 def _meta(til, kernel: str) -> dict:
     return {"operator": "FlashAttentionUnpaddingScoreGradV5", "kernel": kernel,
-            "tiling": {"template": til.template, "blockDim": til.blockDim, "sections": til.sections,
-                       "blocks": til.blocks}}
+            "tiling": {"template": til.template, "cannTemplate": til.cannTemplate, "blockDim": til.blockDim,
+                       "sections": til.sections, "blocks": til.blocks}}
 
 
 def _side_trace():

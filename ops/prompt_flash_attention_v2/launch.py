@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.calibration import OPERATOR_LAUNCH_EXTRA_S
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 from ops.prompt_flash_attention_v2.contract import MaskKind, ScaleMode
@@ -153,9 +152,6 @@ def launch_kernel(inputs: KernelInputs, til, spec, mode: str, l2_warm=None):
                GmArg("workspace", ws), til, inputs.args)
     # split chips (910B/A3): AIC + 2 AIV per block; combined chips (310P): one core per block (kernel_combined.py)
     kernel = pfa_kernel if spec.core_split else pfa_combined_kernel
-    # the PFA family's launch costs more than the common launch overhead (npusim/calibration.py)
-    extra = OPERATOR_LAUNCH_EXTRA_S[OPERATOR] * spec.clock_hz
-    spec = spec.replace(launch_overhead_cycles=spec.launch_overhead_cycles + extra) if extra else spec
     return launch(kernel, gm_args, block_dim=til.blockDim, chip=spec, mode=mode, kernel_type="mix",
                   meta={"operator": OPERATOR, "tiling": _tiling_meta(til)}, l2_warm=l2_warm)
 
