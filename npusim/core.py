@@ -35,7 +35,7 @@ FLOWCTRL = 7  # trace lane index of synchronisation instructions (trace.py)
 
 _S = int(Pipe.S)
 #: kinds of the calls a recorded kernel step logs (npusim/replay.py replays them)
-REC_ISSUE, REC_TRANSFER, REC_SET, REC_WAIT, REC_BARRIER = range(5)
+REC_ISSUE, REC_TRANSFER, REC_SET, REC_WAIT, REC_BARRIER, REC_XWAIT = range(6)
 
 
 class CoreUnit:
@@ -264,8 +264,6 @@ class CoreUnit:
 
     def wait_until(self, pipe: int, when: float) -> None:
         """Make *pipe* (or the scalar unit, for PIPE_S) wait until cycle *when* (flag release)."""
-        if self.recorder is not None:  # a cross-core wait or SyncAll: the step cannot be replayed
-            self.recorder.append(None)
         if when > self.pipe_free[pipe]:
             self.pipe_free[pipe] = when
         if when > self.pipe_done[pipe]:

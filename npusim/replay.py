@@ -16,8 +16,9 @@ state and the kernel attributes the decorator names (*state*). The first call wi
 method as written; the second records every call it makes into its CoreUnit (issue, transfer, set_flag,
 wait_flag, barrier) with its kernel line (a key seen once costs no recording); a later call with the same
 full key replays those calls, then sets the queues and
-the named attributes to the state the recorded call left. A step that does anything else to the stream
-(cross-core flags, SyncAll, SetAtomicAdd, a new queue, rows written by other code) is never replayed: its
+the named attributes to the state the recorded call left. Cross-core flags are replayed as calls into
+the launch, which run live (a wait still suspends until its peer's set). A step that does anything else
+to the stream (SyncAll, SetAtomicAdd, a new queue, rows written by other code) is never replayed: its
 recording is dropped and it always runs as written.
 
 Replay is on in timing mode only, off when sanitizing (the sanitizer checks each interpreted instruction)
@@ -29,13 +30,14 @@ from collections import deque
 from contextlib import contextmanager
 from functools import wraps
 
-from npusim.core import REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT
+from npusim.core import REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT, REC_XWAIT
 from npusim.launch import current_unit
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
 
-_TRANSFER_REL = 5  # a recorded transfer on a GM buffer with a base: its address moves with the base
+_TRANSFER_REL = 6  # a recorded transfer on a GM buffer with a base: its address moves with the base
+_XSET = 7  # CrossCoreSetFlag (recorded as the set_flag of its ("xcore", id) key)
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
 
@@ -145,12 +147,12 @@ def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
         unit.recorder = None
     if None in calls or len(unit.queues) != n_queues or _rows(unit) - rows0 != len(calls) \
             or unit.atomic is not None or atomic0 is not None:
-        return _NEVER  # a cross-core wait or SyncAll (None), a new queue, rows written by other code, atomics
+        return _NEVER  # a SyncAll (None), a new queue, rows written by other code, atomics
     ops = []
     for kind, a in calls:
         if kind == REC_SET and isinstance(a[1], tuple) and a[1][:1] == ("xcore",):
-            return _NEVER  # a cross-core set: the launch hands its fire time to the peers
-        if kind == REC_TRANSFER and a[4] is not None and a[4] in gm_bases:
+            kind, a = _XSET, (a[1][1], a[0], a[2], a[4])  # flag id, pipe, label, line: Launch.cross_set's
+        elif kind == REC_TRANSFER and a[4] is not None and a[4] in gm_bases:
             kind, a = _TRANSFER_REL, a[:5] + (a[5] - gm_bases[a[4]],) + a[6:]
         ops.append((kind, a))
     return tuple(ops), _queues(unit), tuple(_freeze(getattr(kernel, name)) for name in state)
@@ -161,6 +163,7 @@ def _replay(unit, ops: list, gm_bases: dict) -> None:
     """The recorded calls, into the stream's scheduler, with transfers moved to this call's bases."""
     issue, transfer, set_flag, wait_flag, barrier = unit.issue, unit.transfer, unit.set_flag, unit.wait_flag, \
         unit.barrier
+    launch = unit.launch
     for kind, a in ops:
         if kind == REC_ISSUE:
             issue(*a)
@@ -172,5 +175,9 @@ def _replay(unit, ops: list, gm_bases: dict) -> None:
             wait_flag(*a)
         elif kind == REC_TRANSFER:
             transfer(*a)
-        else:
+        elif kind == _TRANSFER_REL:
             transfer(a[0], a[1], a[2], a[3], a[4], gm_bases[a[4]] + a[5], a[6], 0, a[8])
+        elif kind == REC_XWAIT:  # cross-core flags run live: they may suspend until the peer's set
+            launch.cross_wait(unit, a[0], a[1], a[2], 0, a[3])
+        else:
+            launch.cross_set(unit, a[0], a[1], a[2], 0, a[3])

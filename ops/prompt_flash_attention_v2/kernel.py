@@ -737,7 +737,22 @@ def _softmax_key(k: KernelPromptFlashAttention, t: int, par: int):
     return (t % 2, par, first, k._my_rows(rows), k._tile_cols(b, j)[1]), ()
 
 
+def _update_key(k: KernelPromptFlashAttention, t: int, par: int):
+    """UpdateOutput (its cross-core flags included): slot, statistics parity, first/last tile and rows; the
+    last tile's output rows (Finalize) move with the item. int8 output: as written (per-head quant state)."""
+    if k.int8Out:
+        return None
+    item, j, first, last = k.tasks[t]
+    n, b, row0, rows = k._item(item)
+    lo, mine = k._my_rows(rows)
+    a = k.a
+    bases = (k.outGm[b * a.outBatchStride + n * a.outHeadStride + (row0 + lo) * a.outRowPitch],) \
+        if last and mine else ()
+    return (t % 2, par, first, last, lo, mine), bases
+
+
 KernelPromptFlashAttention.ComputeMm1Part = replayable(_mm1_key)(KernelPromptFlashAttention.ComputeMm1Part)
 KernelPromptFlashAttention.ComputeMm2Part = replayable(_mm2_key)(KernelPromptFlashAttention.ComputeMm2Part)
 KernelPromptFlashAttention.Softmax = replayable(_softmax_key, state=("outPending",))(
     KernelPromptFlashAttention.Softmax)
+KernelPromptFlashAttention.UpdateOutput = replayable(_update_key)(KernelPromptFlashAttention.UpdateOutput)

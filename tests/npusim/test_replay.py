@@ -3,7 +3,7 @@
 A replayed step hands its recorded calls to the same CoreUnit methods, so the trace (every column, flag
 arrow, name and source line) and the cycles equal those of the run with every step interpreted. The tests
 check that on operator runs where steps are replayed many times, and that steps the replay cannot
-reproduce (cross-core flags, a changed SetAtomic state) and sanitized runs are always interpreted.
+reproduce (SyncAll, a changed SetAtomic state) and sanitized runs are always interpreted.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 import npusim.replay as replay
 from npusim.chip import chip as get_chip
-from npusim.kernel import (CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, GlobalTensor, Pipe, PipeBarrier, TPipe,
-                           TPosition, TQue, ASCEND_IS_AIC, Adds)
+from npusim.kernel import (ASCEND_IS_AIC, Adds, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, GlobalTensor, Pipe,
+                           PipeBarrier, SyncAll, TPipe, TPosition, TQue)
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 
@@ -74,7 +74,7 @@ def test_pfa_replayed_steps_give_the_interpreted_trace(counted, heads, kv_heads,
 
 
 # -- a small mix kernel: a vector step replayed, a step with cross-core flags never --------------------------
-def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, with_flags: bool):
+def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
     class K:
         def Init(self):
             self.pipe = TPipe()
@@ -89,14 +89,16 @@ def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, with_flags: bool):
             t = self.que.DeQue(np.float16)
             Adds(t, t, 1.0, 1024)
             PipeBarrier(Pipe.V)
-            if with_flags:
+            if extra == "cross":
                 CrossCoreSetFlag(1, Pipe.V)
+            elif extra == "sync":
+                SyncAll()
             self.que.FreeTensor(t)
             self.flip ^= 1
 
     K.Step = replay.replayable(lambda k, i: ((), (x[(i % 8) * 1024],)), state=("flip",))(K.Step)
     if ASCEND_IS_AIC():
-        for _ in range(steps if with_flags else 0):
+        for _ in range(steps if extra == "cross" else 0):
             CrossCoreWaitFlag(1, Pipe.MTE2)
         return
     k = K()
@@ -106,16 +108,18 @@ def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, with_flags: bool):
     assert k.flip == steps % 2  # the replayed steps restored it too
 
 
-@pytest.mark.parametrize("with_flags", [False, True])
-def test_steps_with_cross_core_flags_are_never_replayed(counted, with_flags):
+@pytest.mark.parametrize("extra", ["none", "cross", "sync"])
+def test_cross_core_flags_replay_live_and_sync_all_never(counted, extra):
+    """A step's cross-core flags are replayed as live calls into the launch; a step with a SyncAll is
+    always interpreted. Either way the trace is the interpreted one."""
     x = TensorSpec((8192,), np.float16)
 
     def run():
-        return launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 40, with_flags), block_dim=1, chip="Ascend910B2",
+        return launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 40, extra), block_dim=1, chip="Ascend910B2",
                       mode="timing", kernel_type="mix", progress=False)
     on, off = _both(run)
     assert_same_trace(on, off)
-    if with_flags:
+    if extra == "sync":
         assert counted["steps"] == 0
     else:
         assert counted["steps"] >= 2 * 30  # both vector cores replay after a few recorded steps
@@ -124,6 +128,6 @@ def test_steps_with_cross_core_flags_are_never_replayed(counted, with_flags):
 def test_full_mode_and_sanitized_runs_interpret_every_step(counted):
     x = np.ones(8192, np.float16)
     for kwargs in (dict(mode="full"), dict(mode="timing", sanitize=True)):
-        launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 20, False), block_dim=1, chip="Ascend910B2",
+        launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 20, "none"), block_dim=1, chip="Ascend910B2",
                kernel_type="mix", progress=False, **kwargs)
     assert counted["steps"] == 0
