@@ -239,7 +239,9 @@ class Launch:
 
     def cross_set(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int, line=None) -> None:
         """*line*: the kernel line's id when a replayed step passes it (npusim/replay.py)."""
-        fire = unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1, line)
+        # NOTE: line passed only by a replay (never sanitized): the sanitizer's set_flag hook has no line parameter
+        fire = unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1) if line is None else \
+            unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1, line)
         unit.flags[("xcore", flag_id)].pop()  # the fire time travels to the peers instead
         fire += self.chip.cross_core_flag_latency_cycles
         for key in self._peers(unit, flag_id, setting=True):
