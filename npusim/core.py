@@ -131,10 +131,8 @@ class CoreUnit:
         # NOTE: Launch.src_id's look-up inlined (the same table), for performance reasons: one call less
         # per instruction (benchmarks/sim_speed.py)
         if line is None:  # the kernel line's id (a replay passes the recorded one: npusim/replay.py)
-            frame = _getframe(depth)
-            line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-            if line is None:
-                line = self.src_id(depth + 1)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
         if self.recorder is not None:  # a kernel step being recorded for replay (npusim/replay.py)
             self.recorder.append((REC_ISSUE, (name_id, pipe, occupancy, latency, nbytes, flops, 0, line)))
         self.records.extend((pipe, name_id, start, done, nbytes, flops, line))
@@ -169,10 +167,8 @@ class CoreUnit:
             self.pipe_done[pipe] = done
         q.append(start)
         if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
-            frame = _getframe(depth)
-            line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-            if line is None:
-                line = self.src_id(depth + 1)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
         if self.recorder is not None:
             self.recorder.append((REC_TRANSFER, (name_id, pipe, path, nbytes, gm, gm_byte, gm_write, 0, line)))
         self.records.extend((pipe, name_id, start, done, nbytes, 0, line))
@@ -197,10 +193,8 @@ class CoreUnit:
             q = self.flags[key] = deque()
         q.append((fire, src))
         if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
-            frame = _getframe(depth)
-            line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-            if line is None:
-                line = self.src_id(depth + 1)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
         if self.recorder is not None:
             self.recorder.append((REC_SET, (src, key, label_id, 0, line)))
         self.records.extend((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0, line))
@@ -225,10 +219,8 @@ class CoreUnit:
         if dst == _S and release > self.scalar_t:
             self.scalar_t = release
         if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
-            frame = _getframe(depth)
-            line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-            if line is None:
-                line = self.src_id(depth + 1)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
         if self.recorder is not None:
             self.recorder.append((REC_WAIT, (dst, key, label_id, what, 0, line)))
         self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
@@ -254,10 +246,8 @@ class CoreUnit:
             if done < start:
                 start = done
         if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
-            frame = _getframe(depth)
-            line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-            if line is None:
-                line = self.src_id(depth + 1)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
         if self.recorder is not None:
             self.recorder.append((REC_BARRIER, (pipe, label_id, 0, line)))
         self.records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
