@@ -3,8 +3,8 @@
 Why: in timing mode an instruction's schedule depends on its pipe, cost, flags and the GM bytes it moves,
 never on data, and an attention kernel runs the same step body (one score tile's softmax, one tile's
 matmuls) thousands of times. Interpreting every one of those steps through the kernel's lines and the
-Ascend C layer (operand checks, an object per instruction) costs 5-8 us of CPU per instruction; handing
-the step's recorded calls straight to the core's scheduler costs about one. The schedule itself is still
+Ascend C layer (operand checks, an object per instruction) costs 5-10 us of CPU per instruction; handing
+the step's recorded calls straight to the core's scheduler costs about 2 (docs/performance.md). The schedule itself is still
 computed live, call by call, by the same CoreUnit methods (core.py), so cycles, trace rows, flag arrows,
 bandwidth bookings and L2 residency are those of an interpreted run (benchmarks/trace_equivalence.py).
 
@@ -15,9 +15,9 @@ added to the key automatically: every TQue's ring state, the pending count of ev
 state and the kernel attributes the decorator names (*state*). The first call with a full key runs the
 method as written; the second records every call it makes into its CoreUnit (issue, transfer, set_flag,
 wait_flag, barrier) with its kernel line (a key seen once costs no recording); a later call with the same
-full key replays those calls, then sets the queues and
-the named attributes to the state the recorded call left. Cross-core flags are replayed as calls into
-the launch, which run live (a wait still suspends until its peer's set). A step that does anything else
+full key replays those calls, then sets the queues and the named attributes to the state the recorded
+call left. Cross-core flags are replayed as calls into the launch, which run live (a wait still
+suspends until its peer's set). A step that does anything else
 to the stream (SyncAll, SetAtomicAdd, a new queue, rows written by other code) is never replayed: its
 recording is dropped and it always runs as written.
 
