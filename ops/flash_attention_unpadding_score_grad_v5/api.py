@@ -5,9 +5,10 @@ kernel (zero the fp32 dq/dk/dv workspaces), the main mix kernel and the post ker
 The operator's cycles and time are the sum of the three launches' (each with its launch overhead);
 ``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
 
-What the simulator models (docs/fag.md "Coverage"): the basic template for every valid call (fp16, bf16,
-fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink), with atomic
-accumulation (non-deterministic) or per-core copies summed in core order (deterministic).
+What the simulator models (docs/fag.md "Coverage", "Template selection"): every valid call (fp16, bf16,
+fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink) on the SameAB template when
+CANN picks it (atomic adds, or IS_DTM's per-core partials and ordered reduction), otherwise on the basic
+template (atomic adds, or per-core copies summed in core order when deterministic).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, r
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS, INPUTS, OP_NAME
 from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, split_advice
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, run_launches  # noqa: F401
-from ops.flash_attention_unpadding_score_grad_v5.tiling import block_dim_override, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, block_dim_override, fag_tiling,
+                                                                run_template, sab_work)
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
@@ -51,6 +53,10 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"deterministic: must be a bool, got {deterministic!r}")
     if mode == "estimate":
         work = count_work(problem, block_dim_override(tiling, spec), spec.aic_count)
+        if run_template(problem, spec, deterministic)[0] != "basic" and work.blocks <= LISTED_WORK_BLOCKS:
+            # SameAB: its own CV blocks and split (beyond the listing budget the basic sections stand in:
+            # for 512 x 512 CV blocks the same blocks, in another order; docs/fag.md "Estimate mode")
+            work = sab_work(problem, spec, deterministic, block_dim_override(tiling, spec))
         til = fag_tiling(problem, spec, tiling, deterministic, work=work)
         return (lambda: _estimate(problem, til, spec, work)), til.workspaceSize
     til = fag_tiling(problem, spec, tiling, deterministic)

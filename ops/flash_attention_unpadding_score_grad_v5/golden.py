@@ -55,35 +55,64 @@ def _to_input(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.asarray(cast(x, dt, "round")).astype(_F32)
 
 
-def sections(problem) -> list:
-    """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section."""
+def _kept(p, b: int, s1o: int, s2o: int):
+    """(b, s1o, s2o, rows, cols, masked) of a 128 x 128 block of batch b, or None when the mask drops all of it."""
+    sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
+    nxt, pre = int(p.next_tokens_lu[b]), int(p.pre_tokens_lu[b])
+    rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, skv - s2o * _BASE)
+    d_lo = s2o * _BASE - (s1o * _BASE + rows - 1)  # smallest j - i
+    d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
+    if p.mask_form == "prefix_3072":  # dropped iff j - i > Skv - Sq and j >= prefix
+        pfx, j_lo, j_hi = int(p.prefix_n[b]), s2o * _BASE, s2o * _BASE + cols - 1
+        if d_lo > skv - sq and j_lo >= pfx:
+            return None
+        return rows, cols, bool(d_hi > skv - sq and j_hi >= pfx)
+    if d_lo > nxt or d_hi < -pre:
+        return None
+    return rows, cols, bool(d_hi > nxt or d_lo < -pre or p.mask_form == "full")
+
+
+def _group(p, b: int, n: int, r_lo: int, r_hi: int, c_lo: int, c_hi: int) -> list:
+    """The kept blocks of s1 blocks [r_lo, r_hi) x s2 blocks [c_lo, c_hi) of head n of batch b, row-major."""
+    out = []
+    for s1o in range(r_lo, r_hi):
+        for s2o in range(c_lo, c_hi):
+            k = _kept(p, b, s1o, s2o)
+            if k is not None:
+                out.append((b, n, s1o, s2o) + k)
+    return out
+
+
+def sections(problem, cv=None, dtm: bool = False) -> list:
+    """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section.
+
+    Basic (*cv* None): per (b, n) row groups of 4 x column groups of 4 blocks. SameAB (*cv* = (s1CvInner,
+    s2CvInner)): one section per CV block, ordered batch, key/value head, then query head of the group and
+    S2 CV block (IS_DTM: S2 CV block, then query head), S1 CV block fastest."""
     p = problem
     out = []
     for b in range(p.B):
         sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
         if sq == 0:
             continue
-        nxt, pre = int(p.next_tokens_lu[b]), int(p.pre_tokens_lu[b])
         nb1, nb2 = -(-sq // _BASE), -(-skv // _BASE)
-        for n in range(p.N1):
-            for r0 in range(0, nb1, _GROUP):
-                for c0 in range(0, nb2, _GROUP):
-                    sec = []
-                    for s1o in range(r0, min(r0 + _GROUP, nb1)):
-                        for s2o in range(c0, min(c0 + _GROUP, nb2)):
-                            rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, skv - s2o * _BASE)
-                            d_lo = s2o * _BASE - (s1o * _BASE + rows - 1)  # smallest j - i
-                            d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
-                            if p.mask_form == "prefix_3072":  # dropped iff j - i > Skv - Sq and j >= prefix
-                                pfx, j_lo, j_hi = int(p.prefix_n[b]), s2o * _BASE, s2o * _BASE + cols - 1
-                                if d_lo > skv - sq and j_lo >= pfx:
-                                    continue
-                                sec.append((b, n, s1o, s2o, rows, cols, bool(d_hi > skv - sq and j_hi >= pfx)))
-                                continue
-                            if d_lo > nxt or d_hi < -pre:
-                                continue
-                            masked = d_hi > nxt or d_lo < -pre or p.mask_form == "full"
-                            sec.append((b, n, s1o, s2o, rows, cols, masked))
+        if cv is None:
+            for n in range(p.N1):
+                for r0 in range(0, nb1, _GROUP):
+                    for c0 in range(0, nb2, _GROUP):
+                        sec = _group(p, b, n, r0, min(r0 + _GROUP, nb1), c0, min(c0 + _GROUP, nb2))
+                        if sec:
+                            out.append(sec)
+            continue
+        if skv == 0:
+            continue
+        rg, cg = cv[0] // _BASE, cv[1] // _BASE
+        for n2 in range(p.N2):
+            order = [(g, c) for c in range(-(-nb2 // cg)) for g in range(p.G)] if dtm else \
+                [(g, c) for g in range(p.G) for c in range(-(-nb2 // cg))]
+            for g, c in order:
+                for r in range(-(-nb1 // rg)):
+                    sec = _group(p, b, n2 * p.G + g, r * rg, min(r * rg + rg, nb1), c * cg, min(c * cg + cg, nb2))
                     if sec:
                         out.append(sec)
     return out
@@ -154,8 +183,10 @@ def _keep(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols:
     return ctx["bits"][idx] != 0
 
 
-def _block(problem, ctx: dict, blk) -> list:
-    """The atomic contributions of one block, in kernel order: [(kind, row0, head, col0, fp32 values)]."""
+def _block_ops(problem, ctx: dict, blk) -> dict:
+    """The Mmad operands of one block's gradients: {kind: (A, B^T, first output row, head)} with A = dS (dq),
+    dS^T (dk), P^T (dv) in the input dtype's values; every vector step of the block (and its dsink partials)
+    happens here."""
     p = problem
     b, n, s1o, s2o, rows, cols, masked = blk
     i0, j0 = s1o * _BASE, s2o * _BASE
@@ -206,27 +237,65 @@ def _block(problem, ctx: dict, blk) -> list:
             if hi > lo:
                 ctx["dsink"][n].append(row_sum(y[None, lo:hi])[0])
     pc, dsc = _to_input(pd, ctx["dt"]), _to_input(ds, ctx["dt"])
-    steps = [("dq", dsc, k.T, tq, n), ("dk", dsc.T, q.T, tk, kv), ("dv", pc.T, g.T, tk, kv)]
-    if p.rope_d:  # kernel order per block: dq, dq_rope, dk, dk_rope, dv
-        steps[1:1] = [("dq_rope", dsc, kr.T, tq, n)]
-        steps[3:3] = [("dk_rope", dsc.T, qr.T, tk, kv)]
+    ops = {"dq": (dsc, k.T, tq, n), "dk": (dsc.T, q.T, tk, kv), "dv": (pc.T, g.T, tk, kv)}
+    if p.rope_d:
+        ops["dq_rope"] = (dsc, kr.T, tq, n)
+        ops["dk_rope"] = (dsc.T, qr.T, tk, kv)
+    return ops
+
+
+def _chunks(kind: str, r0: int, h: int, val: np.ndarray) -> list:
+    """One output strip as the Fixpipe writes it: (kind, first row, head, first column, values) per 128 columns."""
+    return [(kind, r0, h, dn, val[:, dn:dn + _NCHUNK]) for dn in range(0, val.shape[1], _NCHUNK)]
+
+
+def _block(problem, ctx: dict, blk) -> list:
+    """Basic template: the atomic contributions of one block in kernel order, [(kind, row0, head, col0, fp32
+    values)]: dq, dq_rope, dk, dk_rope, dv."""
+    ops = _block_ops(problem, ctx, blk)
     out = []
-    for kind, a, bt, r0, h in steps:
-        val = mmad(a, bt, ctx["k0"])
-        for dn in range(0, val.shape[1], _NCHUNK):
-            out.append((kind, r0, h, dn, val[:, dn:dn + _NCHUNK]))
+    for kind in ("dq", "dq_rope", "dk", "dk_rope", "dv"):
+        if kind in ops:
+            a, bt, r0, h = ops[kind]
+            out += _chunks(kind, r0, h, mmad(a, bt, ctx["k0"]))
+    return out
+
+
+def _cv_block(problem, ctx: dict, sec) -> list:
+    """SameAB: the output strips of one CV block in kernel order, [(kind, row0, head, fp32 values)]. A dQ strip
+    (the blocks of one s1 block, by s2 block) is one Mmad over the k range of all its blocks' columns, a dK/dV
+    strip (one s2 block, by s1 block) one over all its blocks' rows: dq, dq_rope per s1 strip, then dk, dk_rope,
+    dv per s2 strip."""
+    ops = [(_blk[2], _blk[3], _block_ops(problem, ctx, _blk)) for _blk in sec]
+    out = []
+    for axis, kinds in ((0, ("dq", "dq_rope")), (1, ("dk", "dk_rope", "dv"))):
+        for key in sorted({o[axis] for o in ops}):
+            members = sorted((o for o in ops if o[axis] == key), key=lambda o: o[1 - axis])
+            for kind in kinds:
+                if kind not in members[0][2]:
+                    continue
+                a = np.concatenate([m[2][kind][0] for m in members], axis=1)
+                bt = np.concatenate([m[2][kind][1] for m in members], axis=1)
+                _, _, r0, h = members[0][2][kind]
+                out.append((kind, r0, h, mmad(a, bt, ctx["k0"])))
     return out
 
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
-               query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None) -> dict:
+               query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
+               contiguous=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
     atomic log (``res.extra["atomics"]``: (buffer, core, sub-core, the core's add number) in the order
     the adds reached GM); without a log the cores' adds are applied core after core. *deterministic*: each core adds into its own
     zeroed copy in its program order, and the copies are summed in core order (the log is not needed).
+    *cv*: (s1CvInner, s2CvInner) of a SameAB run (None: the basic template); *dtm*: its IS_DTM mode, where
+    the CV blocks of round r (sections r * block_dim ...) give per-strip partials that are summed in core
+    order from +0 and then added to the accumulator, round after round. *contiguous*: (AIVs, AIVs per AI Core) of
+    a generic-template run: the CV blocks go out in consecutive runs of ceil(CV blocks / AIVs) per AIV, an AI
+    Core taking its AIVs' runs in order (instead of section k on core k % block_dim).
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -242,11 +311,23 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
-    secs = sections(p)
+    secs = sections(p, cv, dtm)
     fifo = {c: deque() for c in range(block_dim)}
+    owner = lambda k: k % block_dim  # noqa: E731
+    if contiguous is not None:
+        per_aiv = max(1, -(-len(secs) // contiguous[0]))
+        owner = lambda k: k // per_aiv // contiguous[1]  # noqa: E731
+    strips = []
     for k, sec in enumerate(secs):
-        for blk in sec:
-            fifo[k % block_dim].extend(_block(p, ctx, blk))
+        if cv is None:
+            for blk in sec:
+                fifo[owner(k)].extend(_block(p, ctx, blk))
+        elif dtm:
+            strips.append(_cv_block(p, ctx, sec))
+        else:
+            for kind, r0, h, val in _cv_block(p, ctx, sec):
+                fifo[owner(k)].extend(_chunks(kind, r0, h, val))
+    deterministic = deterministic and cv is None  # SameAB has no per-core copies
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
     if p.rope_d:
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
@@ -272,6 +353,16 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
                 (acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] + val).astype(_F32)
     if any(fifo[c] for c in fifo):
         raise ValueError("the atomic log misses scheduled writes")
+    for r0k in range(0, len(strips), block_dim):  # IS_DTM rounds: ordered per-strip sums, then one add each
+        group = {}
+        with np.errstate(all="ignore"):
+            for part in strips[r0k:r0k + block_dim]:
+                for kind, r0, h, val in part:
+                    key = (kind, r0, h)
+                    group[key] = ((group[key] if key in group else np.zeros_like(val)) + val).astype(_F32)
+            for (kind, r0, h), val in group.items():
+                acc = copies[0][kind]
+                acc[r0:r0 + val.shape[0], h] = (acc[r0:r0 + val.shape[0], h] + val).astype(_F32)
     acc = copies[0]
     with np.errstate(all="ignore"):
         for other in copies[1:]:  # the ordered reduction of the deterministic mode

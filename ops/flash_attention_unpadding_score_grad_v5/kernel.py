@@ -10,6 +10,12 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   Fixpipe adds into the workspaces. The two AIVs each take half of a block's rows: SubGrapA
   (P = exp(S * scale [masked] - max) / sum, cast to the input dtype over the S slot) and SubGrapB
   (dS = (dP - sfmg) * P, cast over the dP slot), then set VEC2CUBE.
+  SameAB (research/tiling.md §3 (b)) runs the same ring with one CV block per section: ComputeMM1 (Cube1
+  per block) -> CUBE2VEC (SYNC_C1_V1) -> ComputeVec (SubGrapA/B per block) -> VEC2CUBE (SYNC_V1_C2) ->
+  ComputeMMDqkv (dQ, dK, dV per 128-row / 128-column strip of the CV block, the strip's blocks in one L0C
+  accumulation, Fixpipe atomic adds); with IS_DTM the strips go to per-core partial slots, the cube sets
+  CUBE2ADD (SYNC_C2_V1), and every round the AIVs SyncAll, reduce the round's partials in core order
+  (ComputeVecAdd) and SyncAll again.
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations
@@ -33,7 +39,8 @@ from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOu
 from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 
-CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template
+CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
+CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX (0xFF7FFFFF), the masked score
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
@@ -56,6 +63,50 @@ def l1_cols(D: int, Dr: int, itemsize: int = 2) -> int:
     limit = L1_COLS * 2 // itemsize
     return max(c16(D), c16(Dr)) if max(D, Dr) <= limit else limit
 POST_ELEMS = 8192  # fp32 elements per post-kernel step
+ADD_ELEMS = BASE * BASE // 2  # fp32 elements per IS_DTM reduction step (the S and dP buffers of ComputeVec)
+
+
+def dtm_strip(tiling: FagTilingData, kind: str, s1o: int, s2o: int) -> tuple[int, int]:
+    """IS_DTM partial slot layout (fp32 elements): dq [s1CvInner, D], dk and dv [s2CvInner, D], dq_rope
+    [s1CvInner, Dr], dk_rope [s2CvInner, Dr]; (offset of *kind*'s region, row of the strip in it)."""
+    t = tiling
+    s1, s2, D, Dr = t.s1CvInner, t.s2CvInner, t.dSize, t.ropeD
+    offs = {"dq": 0, "dk": s1 * D, "dv": (s1 + s2) * D, "dq_rope": (s1 + 2 * s2) * D,
+            "dk_rope": (s1 + 2 * s2) * D + s1 * Dr}
+    if kind in ("dq", "dq_rope"):
+        return offs[kind], (s1o * BASE) % s1
+    return offs[kind], (s2o * BASE) % s2
+
+
+def dtm_groups(tiling: FagTilingData, args, r: int) -> list:
+    """The output strips the CV blocks of round r wrote (round r: sections r * blockDim ..., section k on core
+    k % blockDim): (kind, workspace fp32 index of the strip, rows, width, row pitch, the fp32 indices of the
+    partials in core order). Strips are 128-row pieces of dq rows (b, n1, s1 block) and of dk/dv rows (b, n2,
+    s2 block)."""
+    t = tiling
+    D, Dr = t.dSize, t.ropeD
+    kinds = ("dq", "dk", "dv") + (("dq_rope", "dk_rope") if Dr else ())
+    out = {}
+    for k in range(r * t.blockDim, min((r + 1) * t.blockDim, t.sections)):
+        slot = (t.dtmOffset + ((k % t.blockDim) * 2 + r % 2) * t.dtmSlotBytes) // 4
+        for i in range(t.secStart[k], t.secStart[k + 1]):
+            b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
+            for kind in kinds:
+                width = Dr if kind.endswith("rope") else D
+                q_side = kind in ("dq", "dq_rope")
+                key = (kind, b, n if q_side else n // t.gSize, s1o if q_side else s2o)
+                off, row = dtm_strip(t, kind, s1o, s2o)
+                src = slot + off + row * width
+                if key not in out:
+                    base = {"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset, "dq_rope": t.dqRopeOffset,
+                            "dk_rope": t.dkRopeOffset}[kind] // 4
+                    heads = t.n1Size if q_side else t.n2Size
+                    tok = (args.cuQ[b] + s1o * BASE) if q_side else (args.cuKv[b] + s2o * BASE)
+                    rows = t.blkRows[i] if q_side else t.blkCols[i]
+                    out[key] = (kind, base + (tok * heads + key[2]) * width, rows, width, heads * width, [])
+                if src not in out[key][-1]:  # a CV block's strip is listed once (its first block)
+                    out[key][-1].append(src)
+    return list(out.values())
 
 
 @dataclass(frozen=True)
@@ -220,7 +271,7 @@ class KernelFagBasic:
         self.D = tiling.dSize
         self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
         self.ws = workspace
-        own = self.core * tiling.copyBytes if tiling.deterministic else 0  # deterministic: this core's copy
+        own = self.core * tiling.copyBytes if tiling.copies > 1 else 0  # deterministic basic: this core's copy
         self.dqWs = workspace[tiling.dqOffset + own].ReinterpretCast(F32)
         self.dkWs = workspace[tiling.dkOffset + own].ReinterpretCast(F32)
         self.dvWs = workspace[tiling.dvOffset + own].ReinterpretCast(F32)
@@ -281,15 +332,24 @@ class KernelFagBasic:
         self.cQue = TQue(TPosition.CO1, 2)
         self.pipe.InitBuffer(self.cQue, 2, BASE * N_CHUNK * 4)
         n = len(self.secs)
-        for task in range(n):
+        for task in range(n):  # basic: Cube1 / Cube23; SameAB: ComputeMM1 / ComputeMMDqkv, the same ring
             self.Cube1(task)
             CrossCoreSetFlag(CUBE2VEC, Pipe.FIX)
             if task >= 1:
-                CrossCoreWaitFlag(VEC2CUBE)
-                self.Cube23(task - 1)
+                self.WaitAndCube23(task - 1)
         if n:
-            CrossCoreWaitFlag(VEC2CUBE)
-            self.Cube23(n - 1)
+            self.WaitAndCube23(n - 1)
+
+    def WaitAndCube23(self, task: int):
+        CrossCoreWaitFlag(VEC2CUBE)
+        if self.t.template == "basic":
+            self.Cube23(task)
+        elif self.b32:
+            self.ComputeMMDqkvT(task)
+        else:
+            self.ComputeMMDqkv(task)
+        if self.t.sabDtm:
+            CrossCoreSetFlag(CUBE2ADD, Pipe.FIX)
 
     def _load(self, name: str, src, rows: int, cols: int, src_pitch: int):
         """GM rows x cols (row pitch *src_pitch*) -> L1 NZ (rows padded to 16) in queue *name*."""
@@ -438,6 +498,139 @@ class KernelFagBasic:
                                                               cols, w, rows, BASE, t.t1Pitch)], cols, w, t.n2Size * D)
         SetAtomicNone()
 
+    # ------------------------------------------------------------------------------- SameAB cube (dQ, dK, dV)
+    def _strips(self, task: int):
+        """The CV block's kept blocks as (j, i) grouped into dQ strips (same s1 block, by s2 block) and dK/dV
+        strips (same s2 block, by s1 block), each strip's parts in the order their k ranges accumulate."""
+        t = self.t
+        s = self.secs[task]
+        blocks = [(j, i) for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
+        rows = {}
+        cols = {}
+        for j, i in blocks:
+            rows.setdefault(t.blkS1o[i], []).append((j, i))
+            cols.setdefault(t.blkS2o[i], []).append((j, i))
+        return [rows[k] for k in sorted(rows)], [cols[k] for k in sorted(cols)]
+
+    def _sab_dst(self, kind: str, task: int, i: int, width: int):
+        """(GM fp32 destination of block i's strip of *kind*, its row pitch): the dq/dk/dv workspace (atomic
+        adds), or with IS_DTM the strip's rows in this core's partial slot of the task's parity."""
+        t, a, D = self.t, self.a, self.D
+        b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
+        if t.sabDtm:
+            off, row = dtm_strip(t, kind, s1o, s2o)
+            base = t.dtmOffset + (self.core * 2 + task % 2) * t.dtmSlotBytes
+            return self.ws[base].ReinterpretCast(F32)[off + row * width], width
+        qo, kvo = self._rows(b, n, s1o, s2o)
+        Dr = self.Dr
+        ws, pitch = {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
+                     "dv": (self.dvWs[kvo], t.n2Size * D),
+                     "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
+                     "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
+        return ws, pitch
+
+    def _mm_ab_parts(self, dst, parts, m: int, width: int, dst_pitch: int):
+        """dst (GM fp32, row pitch *dst_pitch*) (+)= sum_j A_j B_j, one L0C accumulation per 128 columns of width.
+        Part j: (A source in GM (the section slot), its rows, its columns, transposed, B in GM, k, B row pitch):
+        A_j is the slot block (or its transpose, a transposing L1 -> L0A load), B_j the k x width rows."""
+        for dn in range(0, width, N_CHUNK):
+            w = min(N_CHUNK, width - dn)
+            c = self.cQue.AllocTensor(F32)
+            for idx, (a_src, a_rows, a_cols, trans, b_gm, k, b_pitch) in enumerate(parts):
+                aL1 = self._load("s", a_src, a_rows, a_cols, self.cast_pitch)
+                bL1 = self._load("b", b_gm[dn], k, w, b_pitch)
+                if trans:
+                    self._split_a_transposed(aL1, a_rows, a_cols)
+                else:
+                    self.tiles.SplitA(aL1, c16(a_rows) // 16, 0, a_rows, 0, a_cols)
+                self.tiles.SplitB(bL1, c16(k) // 16, k, w)
+                self.tiles.Compute(c, m, w, k, idx == 0)
+                self._free("s", aL1)
+                self._free("b", bL1)
+            self.cQue.EnQue(c)
+            c = self.cQue.DeQue(F32)
+            Fixpipe(dst[dn], c, FixpipeParamsV220(nSize=w, mSize=m, srcStride=c16(m), dstStride=dst_pitch))
+            self.cQue.FreeTensor(c)
+
+    def ComputeMMDqkv(self, task: int):
+        """SameAB (b16): per CV block, dQ of each s1 strip = sum over its blocks of dS K, dK of each s2 strip = sum
+        of dS^T Q, dV = sum of P^T dY (rope: dQ_rope, dK_rope after dQ, dK), the k range of the whole CV block in
+        one L0C accumulation; Fixpipe atomic adds into the fp32 workspaces (IS_DTM: plain writes into the core's
+        partial slot)."""
+        t, D, Dr = self.t, self.D, self.Dr
+        row_strips, col_strips = self._strips(task)
+        dt = self.inDt
+        if not t.sabDtm:
+            SetAtomicAdd(F32)
+        for strip in row_strips:
+            i0 = strip[0][1]
+            rows = t.blkRows[i0]
+            for kind, gm, width, pitch in (("dq", self.kGm, D, t.n2Size * D),
+                                           *((("dq_rope", self.krGm, Dr, t.n2Size * Dr),) if Dr else ())):
+                parts = []
+                for j, i in strip:
+                    _, kvo = self._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i])
+                    b_off = kvo if kind == "dq" else kvo // D * Dr
+                    parts.append((self._slot(self.mm1, task, j, dt), rows, t.blkCols[i], False, gm[b_off],
+                                  t.blkCols[i], pitch))
+                dst, dpitch = self._sab_dst(kind, task, i0, width)
+                self._mm_ab_parts(dst, parts, rows, width, dpitch)
+        for strip in col_strips:
+            i0 = strip[0][1]
+            cols = t.blkCols[i0]
+            for kind, gm, width, pitch, region in (("dk", self.qGm, D, t.n1Size * D, self.mm1),
+                                                   *((("dk_rope", self.qrGm, Dr, t.n1Size * Dr, self.mm1),)
+                                                     if Dr else ()),
+                                                   ("dv", self.dyGm, D, t.n1Size * D, self.mm2)):
+                parts = []
+                for j, i in strip:
+                    qo, _ = self._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i])
+                    b_off = qo if kind != "dk_rope" else qo // D * Dr
+                    parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
+                                  t.blkRows[i], pitch))
+                dst, dpitch = self._sab_dst(kind, task, i0, width)
+                self._mm_ab_parts(dst, parts, cols, width, dpitch)
+        if not t.sabDtm:
+            SetAtomicNone()
+
+    def ComputeMMDqkvT(self, task: int):
+        """SameAB, fp32: as ComputeMMDqkv with Cube23T's operands (dS, dS^T and P^T from the section slots, K^T,
+        Q^T and dY^T from the transposed copies), each strip's blocks one L0C accumulation per 128 columns."""
+        t, D = self.t, self.D
+        row_strips, col_strips = self._strips(task)
+        if not t.sabDtm:
+            SetAtomicAdd(F32)
+        for strip in row_strips:
+            i0 = strip[0][1]
+            rows = t.blkRows[i0]
+            dst, dpitch = self._sab_dst("dq", task, i0, D)
+            for dn in range(0, D, N_CHUNK):
+                w = min(N_CHUNK, D - dn)
+                parts = []
+                for j, i in strip:
+                    b = t.blkB[i]
+                    tk, kvh = self.a.cuKv[b] + t.blkS2o[i] * BASE, t.blkN[i] // t.gSize
+                    parts.append(self._part("s", "b", self._slot(self.mm1, task, j, F32),
+                                            self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w, t.blkCols[i], BASE,
+                                            t.t2Pitch))
+                self._mm_abt(dst[dn], parts, rows, w, dpitch)
+        for strip in col_strips:
+            i0 = strip[0][1]
+            cols = t.blkCols[i0]
+            for kind, src, region in (("dk", self.qT, self.mmT[1]), ("dv", self.dyT, self.mmT[0])):
+                dst, dpitch = self._sab_dst(kind, task, i0, D)
+                for dn in range(0, D, N_CHUNK):
+                    w = min(N_CHUNK, D - dn)
+                    parts = []
+                    for j, i in strip:
+                        tq = self.a.cuQ[t.blkB[i]] + t.blkS1o[i] * BASE
+                        parts.append(self._part("s", "a" if kind == "dk" else "c", self._slot(region, task, j, F32),
+                                                src[(t.blkN[i] * D + dn) * t.t1Pitch + tq], cols, w, t.blkRows[i],
+                                                BASE, t.t1Pitch))
+                    self._mm_abt(dst[dn], parts, cols, w, dpitch)
+        if not t.sabDtm:
+            SetAtomicNone()
+
     # ---------------------------------------------------------------------------------------- vector
     def VecSftg(self):
         """sfmg[t, n, :] = rowsum(fp32(dy) * fp32(attention_in)) over D, broadcast to 8; then SyncAll."""
@@ -533,11 +726,77 @@ class KernelFagBasic:
             Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
             PipeBarrier(Pipe.V)
         t = self.t
-        for task, s in enumerate(self.secs):
-            CrossCoreWaitFlag(CUBE2VEC)
-            for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-                self.VecBlock(task, j, i)
-            CrossCoreSetFlag(VEC2CUBE, Pipe.MTE3)
+        if not t.sabDtm:
+            for task in range(len(self.secs)):
+                self.ComputeVec(task)
+            return
+        # SameAB IS_DTM: every round r all cores' partials of round r - 1 are reduced by the AIVs between two
+        # SyncAll, so every AIV runs every round (cores with fewer CV blocks too)
+        rounds = -(-t.sections // t.blockDim)
+        n = len(self.secs)
+        for r in range(rounds + 1):
+            if r < n:
+                self.ComputeVec(r)
+            if r >= 1:
+                if r - 1 < n:
+                    CrossCoreWaitFlag(CUBE2ADD)
+                SyncAll()
+                self.ComputeVecAdd(r - 1)
+                SyncAll()
+
+    def ComputeVec(self, task: int):
+        t = self.t
+        s = self.secs[task]
+        CrossCoreWaitFlag(CUBE2VEC)
+        for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
+            self.VecBlock(task, j, i)
+        CrossCoreSetFlag(VEC2CUBE, Pipe.MTE3)
+
+    def ComputeVecAdd(self, r: int):
+        """IS_DTM reduction of round r: for every output strip that several cores' CV blocks of the round wrote,
+        res = +0 + the partials in core order, then workspace += res. The AIVs take dq (+dq_rope), dk (+dk_rope)
+        and dv in thirds (every AIV all three when there are fewer than three), each a slice of every strip's
+        rows; a strip's rows have one owner per round, so the read-add-write needs no atomics (CANN copies out
+        with an atomic add; the sum is the same)."""
+        V, v = GetBlockNum(), GetBlockIdx()
+        third = V // 3
+        groups = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
+        if third:
+            mine, share, idx = (groups[v // third] if v < 3 * third else ()), third, v % third
+        else:
+            mine, share, idx = tuple(k for g in groups for k in g), V, v
+        res, tmp = self.ub["s"].Get(F32), self.ub["dp"].Get(F32)  # free between CV blocks (ComputeVec waits)
+        ws = self.ws[0].ReinterpretCast(F32)
+        for kind, dst, rows, width, pitch, srcs in dtm_groups(self.t, self.a, r):
+            if kind not in mine:
+                continue
+            per = -(-rows // share)
+            lo, hi = idx * per, min(rows, idx * per + per)
+            wp = -(-width // 8) * 8
+            step = max(1, ADD_ELEMS // wp)
+            for r0 in range(lo, hi, step):
+                nr = min(step, hi - r0)
+                Duplicate(res, 0.0, nr * wp)
+                PipeBarrier(Pipe.V)
+                for src in srcs:
+                    CopyRowsIn(tmp, ws[src + r0 * width], nr, width, width, wp)
+                    SetFlag(HardEvent.MTE2_V, 5)
+                    WaitFlag(HardEvent.MTE2_V, 5)
+                    Add(res, res, tmp, nr * wp)
+                    PipeBarrier(Pipe.V)
+                    SetFlag(HardEvent.V_MTE2, 5)
+                    WaitFlag(HardEvent.V_MTE2, 5)
+                CopyRowsIn(tmp, ws[dst + r0 * pitch], nr, width, pitch, wp)
+                SetFlag(HardEvent.MTE2_V, 5)
+                WaitFlag(HardEvent.MTE2_V, 5)
+                Add(tmp, tmp, res, nr * wp)
+                SetFlag(HardEvent.V_MTE3, 5)
+                WaitFlag(HardEvent.V_MTE3, 5)
+                CopyRowsOut(ws[dst + r0 * pitch], tmp, nr, width, wp, pitch)
+                SetFlag(HardEvent.MTE3_V, 5)
+                WaitFlag(HardEvent.MTE3_V, 5)
+                SetFlag(HardEvent.MTE3_MTE2, 5)
+                WaitFlag(HardEvent.MTE3_MTE2, 5)
 
     def _my_rows(self, rows: int):
         h = (rows + 1) // 2

@@ -1,5 +1,13 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
+The template is CANN's choice (templates.py) when it is SameAB or, not deterministic, the generic template
+(UnpaddedAttension / S1s2Bn2gs1s2), else the basic template (run_template).
+SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
+kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
+slots instead of per-core copies. Generic: the same CV block list with its own CV shape (generic_cv_inner,
+128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each core's first section.
+The rest of this docstring is the basic template.
+
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
 blocks the mask cuts are flagged for masking; blocks are packed into sections of at most 16 (row
@@ -10,7 +18,7 @@ k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system r
 Deterministic runs keep one dq/dk/dv copy per core (``copies`` = blockDim, ``copyBytes`` apart): each
 core adds only into its own copy, and the post kernel sums the copies in core order.
 
-docs/fag.md states where this differs from CANN (the template choice, block reuse).
+docs/fag.md states where this differs from CANN (the templates run in place of others, block reuse).
 """
 from __future__ import annotations
 
@@ -19,6 +27,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner, sab_cv_inner,
+                                                                   sab_deterministic)
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
 BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
@@ -84,6 +94,14 @@ class FagTilingData:
     t1Pitch: int = 0
     t2Pitch: int = 0
     mmTOffset: int = 0  # fp32: per core two section buffers (task parity) of P^T and of dS^T
+    cannTemplate: str = "basic"  # the template CANN's registry picks (templates.py); ``template`` is the one run
+    s1CvInner: int = 0  # SameAB: CV block rows x columns (multiples of BASE; a section is one CV block)
+    s2CvInner: int = 0
+    sabDtm: bool = False  # SameAB IS_DTM: per-core partials, SyncAll, ordered AIV reduction every round
+    dtmOffset: int = 0  # IS_DTM: per core two (task parity) partial slots of dtmSlotBytes
+    dtmSlotBytes: int = 0  # dq [s1CvInner, D], dk and dv [s2CvInner, D] (then dq_rope, dk_rope) fp32
+    secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
+    splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -96,6 +114,8 @@ class FagTilingData:
 
     def core_sections(self, core: int) -> range:
         """Sections of AI Core *core*, in the order it runs them."""
+        if self.secCoreStart:
+            return range(self.secCoreStart[core], self.secCoreStart[core + 1])
         return range(core, self.sections, self.blockDim)
 
 
@@ -116,16 +136,17 @@ def _block_state(problem, b: int, i0: int, i1: int, j0: int, j1: int) -> tuple[b
     return False, j1 - i0 > nxt or j0 - i1 < -pre or problem.mask_form == "full"
 
 
-def section_blocks(problem, b: int, n: int, rg: int, cg: int) -> list:
-    """The kept blocks (b, n, s1o, s2o, rows, cols, masked) of row group *rg*, column group *cg* of head *n*
-    of batch *b*, row-major (possibly none)."""
+def section_blocks(problem, b: int, n: int, rg: int, cg: int, row_group: int = ROW_GROUP,
+                   col_group: int = COL_GROUP) -> list:
+    """The kept blocks (b, n, s1o, s2o, rows, cols, masked) of row group *rg*, column group *cg* (groups of
+    *row_group* s1 blocks x *col_group* s2 blocks) of head *n* of batch *b*, row-major (possibly none)."""
     sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
     n1b, n2b = -(-sq // BASE), -(-skv // BASE)
     sec = []
-    for s1o in range(rg * ROW_GROUP, min((rg + 1) * ROW_GROUP, n1b)):
+    for s1o in range(rg * row_group, min((rg + 1) * row_group, n1b)):
         rows = min(BASE, sq - s1o * BASE)
         i0, i1 = s1o * BASE, s1o * BASE + rows - 1
-        for s2o in range(cg * COL_GROUP, min((cg + 1) * COL_GROUP, n2b)):
+        for s2o in range(cg * col_group, min((cg + 1) * col_group, n2b)):
             cols = min(BASE, skv - s2o * BASE)
             j0, j1 = s2o * BASE, s2o * BASE + cols - 1
             skipped, masked = _block_state(problem, b, i0, i1, j0, j1)
@@ -152,6 +173,29 @@ def block_list(problem) -> list:
     return sections
 
 
+def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool) -> list:
+    """SameAB CV blocks in the order the cores take them (CalcValidBlock / UpdateIndex of the SameAB kernel):
+    per batch and key/value head, then (non-deterministic) query head of the group, S2 CV block, S1 CV block
+    (fastest); deterministic (IS_DTM): S2 CV block before the group's query head. Each CV block is the list of
+    its kept 128 x 128 blocks (row-major); CV blocks with none are left out."""
+    rg_n, cg_n = s1_cv // BASE, s2_cv // BASE
+    out = []
+    for b in range(problem.B):
+        sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
+        if sq == 0 or skv == 0:
+            continue
+        s1_outer, s2_outer = -(-sq // s1_cv), -(-skv // s2_cv)
+        for n2 in range(problem.N2):
+            pairs = [(g, s2o) for g in range(problem.G) for s2o in range(s2_outer)] if not dtm else \
+                [(g, s2o) for s2o in range(s2_outer) for g in range(problem.G)]
+            for g, s2o in pairs:
+                for s1o in range(s1_outer):
+                    sec = section_blocks(problem, b, n2 * problem.G + g, s1o, s2o, rg_n, cg_n)
+                    if sec:
+                        out.append(sec)
+    return out
+
+
 def block_dim_override(overrides: dict | None, chip) -> int | None:
     """The ``tiling=`` blockDim (None when not given); AclnnError 161002 for any other key or a bad value."""
     overrides = dict(overrides or {})
@@ -168,14 +212,107 @@ def block_dim_override(overrides: dict | None, chip) -> int | None:
     return int(v)
 
 
+LISTED_WORK_BLOCKS = 150_000  # SameAB estimate: CV blocks listed in Python up to this many 128 x 128 blocks (~0.5 s)
+
+
+@dataclass
+class ListedWork:
+    """The part of work.Work's interface estimate mode reads, for listed sections (SameAB CV blocks): counts per
+    section and per core of the round-robin split, and each section's blocks."""
+
+    listed: list  # the sections' block tuples, in run order
+    block_dim: int
+    sections: int
+    core_sections: np.ndarray  # per core of the round-robin split
+    blocks: int
+    core_blocks: np.ndarray
+    masked: int
+    core_masked: np.ndarray
+
+    def section_counts(self, g: int) -> tuple[int, int]:
+        sec = self.listed[g]
+        return len(sec), sum(blk[6] for blk in sec)
+
+    def blocks_of(self, problem, g: int) -> list:
+        return self.listed[g]
+
+
+def generic_split(nsec: int, aivs: int, aiv_per_core: int) -> tuple[tuple, int]:
+    """The generic template's core split (GetSparseUnpadBlockInfo, ..._s1s2_bn2gs1s2.cpp): blockFactor =
+    ceil(CV blocks / coreNum) consecutive CV blocks per AIV (coreNum = *aivs*), blockOuter = ceil(CV blocks /
+    blockFactor) AIVs used, blockDim = ceil(blockOuter / AIVs per AI Core). npusim's AI Core c runs the ranges of
+    its AIVs c * aiv_per_core ... together (its two AIVs then share each CV block by rows). Returns (first section
+    of every core and the end, blockDim)."""
+    factor = max(1, -(-nsec // aivs))
+    outer = -(-nsec // factor)
+    block_dim = max(1, -(-outer // aiv_per_core))
+    starts = tuple(min(nsec, c * aiv_per_core * factor) for c in range(block_dim + 1))
+    return starts, block_dim
+
+
+def _split_aivs(chip, block_dim: int | None) -> int:
+    """coreNum of the generic split: the chip's AIVs, or those of a ``tiling=`` blockDim's AI Cores."""
+    ratio = chip.aiv_count // chip.aic_count
+    return chip.aiv_count if block_dim is None else block_dim * ratio
+
+
+def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> ListedWork:
+    """Estimate mode's work of a SameAB or generic call: its CV blocks listed (LISTED_WORK_BLOCKS bounds the calls
+    this is used for) and split over the cores: SameAB round-robin over *block_dim* (None: min(AI Cores, CV
+    blocks)) cores; generic contiguously (generic_split), its sections listed at the round-robin positions the
+    estimate reads (core + j * blockDim for the core's j-th section; other positions hold None)."""
+    template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
+    listed = sab_block_list(problem, s1cv, s2cv, dtm)
+    per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
+    if template == "generic":
+        starts, bd = generic_split(len(listed), _split_aivs(chip, block_dim), chip.aiv_count // chip.aic_count)
+        pos = np.repeat(np.arange(bd), np.diff(starts))
+        slot = np.arange(len(listed)) - np.asarray(starts)[pos]
+        placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
+        for k, sec in enumerate(listed):
+            placed[int(pos[k]) + int(slot[k]) * bd] = sec
+    else:
+        bd = block_dim if block_dim is not None else max(1, min(chip.aic_count, len(listed)))
+        pos = np.arange(len(listed)) % bd
+        placed = listed
+    count = lambda w=None: np.bincount(pos, w, minlength=bd).astype(np.int64)  # noqa: E731
+    return ListedWork(block_dim=bd, sections=len(listed), blocks=int(per[:, 0].sum()), masked=int(per[:, 1].sum()),
+                      core_sections=count(), core_blocks=count(per[:, 0]), core_masked=count(per[:, 1]),
+                      listed=placed)
+
+
+def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, tuple]:
+    """(template run, CANN's template, (s1CvInner, s2CvInner, IS_DTM)): SameAB (either priority) runs as
+    itself, the generic template (UnpaddedAttension 2000, S1s2Bn2gs1s2 16000) as "generic" when not deterministic;
+    every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
+    cann = cann_template(problem, deterministic)
+    if cann in ("unpadded", "s1s2bn2gs1s2") and not deterministic:
+        return "generic", cann, (*generic_cv_inner(problem), False)
+    if cann not in ("sameab", "sameab_det"):
+        return "basic", cann, (0, 0, False)
+    s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
+    return cann, cann, (s1cv, s2cv, deterministic and sab_deterministic(problem, s1cv, s2cv))
+
+
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
                work=None) -> FagTilingData:
-    """The basic-template tiling of a validated call (FagProblem) on *chip*. With *work* (work.count_work,
-    estimate mode) the per-block tables are left empty: the counts come from *work*, nothing is listed."""
+    """The tiling of a validated call (FagProblem) on *chip*: the basic template's sections, or SameAB's / the
+    generic template's CV blocks when CANN picks them (run_template). With *work* (work.count_work, estimate mode) the per-block tables are
+    left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
-    sections = block_list(problem) if work is None else None
+    template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
+    if template == "basic":
+        sections = block_list(problem) if work is None else None
+    else:
+        sections = sab_block_list(problem, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
+    core_starts, split_aivs = (), 0
+    if template == "generic":
+        split_aivs = _split_aivs(chip, requested)
+        core_starts, block_dim = generic_split(nsec, split_aivs, chip.aiv_count // chip.aic_count)
+        if work is not None:  # estimate mode: its sample tilings lay the sections out round-robin themselves
+            core_starts, block_dim = (), work.block_dim
     if sections is None:
         sections = []
     flat = [blk for sec in sections for blk in sec]
@@ -186,7 +323,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     dk = _a(p.T2 * p.N2 * p.D * 4)
     sfmg = _a(p.T1 * p.N1 * 8 * 4)
     mm_section = SECTION_BLOCKS * BASE * BASE * 4
-    copies = block_dim if deterministic else 1
+    copies = block_dim if deterministic and template == "basic" else 1
     dqr, dkr = _a(p.T1 * p.N1 * p.rope_d * 4), _a(p.T2 * p.N2 * p.rope_d * 4)
     copy_bytes = dq + 2 * dk + dqr + dkr
     offsets = [0, dq, dq + dk, copies * copy_bytes]
@@ -211,9 +348,14 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
             off += _a(size)
         mm_t = off
         off += block_dim * 2 * 2 * mm_section
+    dtm_off, dtm_slot = off, 0
+    if dtm:
+        dtm_slot = _a(4 * ((s1cv + 2 * s2cv) * p.D + (s1cv + s2cv) * p.rope_d))
+        off += block_dim * 2 * dtm_slot
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
-        template="basic", bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
+        template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
+        dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),
         blkB=tuple(cols[0]), blkN=tuple(cols[1]), blkS1o=tuple(cols[2]), blkS2o=tuple(cols[3]),
