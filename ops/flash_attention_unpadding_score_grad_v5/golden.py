@@ -283,7 +283,8 @@ def _cv_block(problem, ctx: dict, sec) -> list:
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
-               query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False) -> dict:
+               query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
+               contiguous=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -292,7 +293,9 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     zeroed copy in its program order, and the copies are summed in core order (the log is not needed).
     *cv*: (s1CvInner, s2CvInner) of a SameAB run (None: the basic template); *dtm*: its IS_DTM mode, where
     the CV blocks of round r (sections r * block_dim ...) give per-strip partials that are summed in core
-    order from +0 and then added to the accumulator, round after round.
+    order from +0 and then added to the accumulator, round after round. *contiguous*: (AIVs, AIVs per AI Core) of
+    a generic-template run: the CV blocks go out in consecutive runs of ceil(CV blocks / AIVs) per AIV, an AI
+    Core taking its AIVs' runs in order (instead of section k on core k % block_dim).
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -310,16 +313,20 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
     secs = sections(p, cv, dtm)
     fifo = {c: deque() for c in range(block_dim)}
+    owner = lambda k: k % block_dim  # noqa: E731
+    if contiguous is not None:
+        per_aiv = max(1, -(-len(secs) // contiguous[0]))
+        owner = lambda k: k // per_aiv // contiguous[1]  # noqa: E731
     strips = []
     for k, sec in enumerate(secs):
         if cv is None:
             for blk in sec:
-                fifo[k % block_dim].extend(_block(p, ctx, blk))
+                fifo[owner(k)].extend(_block(p, ctx, blk))
         elif dtm:
             strips.append(_cv_block(p, ctx, sec))
         else:
             for kind, r0, h, val in _cv_block(p, ctx, sec):
-                fifo[k % block_dim].extend(_chunks(kind, r0, h, val))
+                fifo[owner(k)].extend(_chunks(kind, r0, h, val))
     deterministic = deterministic and cv is None  # SameAB has no per-core copies
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
     if p.rope_d:

@@ -135,3 +135,40 @@ def sab_deterministic(problem, s1_cv: int, s2_cv: int) -> bool:
     (GetTilingKey, ..._sab.cpp:211-219): no two cores then add into the same rows."""
     p = problem
     return not (p.max_sq <= s1_cv and p.max_skv <= s2_cv and p.G == 1)
+
+
+GEN_S1_INNER = 128  # INITIAL_S1_SPLIT_NUM (..._s1s2_bn2gs1s2.cpp): vector tile rows
+GEN_S2_INNER = 64  # INITIAL_S2_SPLIT_NUM: vector tile columns
+TND_CV_MIN_S1_AVG = 2048  # TND_CV_MIN_S1_AVG_2K
+TND_CV_MAX_S2_AVG = 256  # TND_CV_MAX_S2_AVG_256
+
+
+def generic_cv_ratio(problem) -> tuple[int, int]:
+    """(s1CvRatio, s2CvRatio) of the generic template (DoSplit, ..._s1s2_bn2gs1s2.cpp): 1 x 8 (a 128 x 512 cube
+    block over 128 x 64 vector tiles); D == 64: 1 x 16, or 4 x 2 when s1 >= 256 and s2 <= 128; TND with the
+    average query length >= 2048 and average key length <= 256 (ceil(T / B), B without trailing empty batches),
+    not fp32 and D <= 128: 4 x 2 when the key average is < 70 or in 80..128, else 4 x 4."""
+    p = problem
+    s1r, s2r = 1, 8
+    if p.D == 64:
+        s2r = 16
+        if p.max_sq >= 256 and p.max_skv <= 128:
+            s1r, s2r = 4, 2
+    nz = np.flatnonzero((np.asarray(p.seq_q) > 0) | (np.asarray(p.seq_kv) > 0))
+    b = int(nz[-1]) + 1 if len(nz) else 1
+    s1_avg, s2_avg = -(-p.T1 // b), -(-p.T2 // b)
+    if (s1_avg >= TND_CV_MIN_S1_AVG and s2_avg <= TND_CV_MAX_S2_AVG and np.dtype(p.dtype).itemsize != 4
+            and p.D <= 128):
+        s1r, s2r = (4, 2) if s2_avg < 70 or 80 <= s2_avg <= 128 else (4, 4)
+    return s1r, s2r
+
+
+def generic_cv_inner(problem) -> tuple[int, int]:
+    """(s1CvInner, cvS2Inner) of the generic template: min(128, s1 aligned to 16) x s1CvRatio by min(64, s2 aligned
+    to 16) x s2CvRatio, s1 / s2 the longest sequences (FuzzyForBestSplit keeps 128 x 64 for every shape npusim
+    takes: 32 KiB of fp32 fits UB and L0C). npusim's CV blocks are whole 128 x 128 blocks: a CV side shorter than
+    128 covers the whole sequence (a 16-aligned s below 128, or 8 x 16-aligned s below 64) and runs as 128."""
+    s1r, s2r = generic_cv_ratio(problem)
+    s1a, s2a = -(-problem.max_sq // 16) * 16, -(-problem.max_skv // 16) * 16
+    s1cv, s2cv = min(GEN_S1_INNER, s1a) * s1r, min(GEN_S2_INNER, s2a) * s2r
+    return -(-s1cv // 128) * 128, -(-s2cv // 128) * 128

@@ -1,9 +1,12 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
-The template is CANN's choice (templates.py) when it is SameAB, else the basic template (run_template).
+The template is CANN's choice (templates.py) when it is SameAB or, not deterministic, the generic template
+(UnpaddedAttension / S1s2Bn2gs1s2), else the basic template (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
-slots instead of per-core copies. The rest of this docstring is the basic template.
+slots instead of per-core copies. Generic: the same CV block list with its own CV shape (generic_cv_inner,
+128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each core's first section.
+The rest of this docstring is the basic template.
 
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
@@ -24,7 +27,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from ops.flash_attention_unpadding_score_grad_v5.templates import cann_template, sab_cv_inner, sab_deterministic
+from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner, sab_cv_inner,
+                                                                   sab_deterministic)
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
 BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
@@ -96,6 +100,8 @@ class FagTilingData:
     sabDtm: bool = False  # SameAB IS_DTM: per-core partials, SyncAll, ordered AIV reduction every round
     dtmOffset: int = 0  # IS_DTM: per core two (task parity) partial slots of dtmSlotBytes
     dtmSlotBytes: int = 0  # dq [s1CvInner, D], dk and dv [s2CvInner, D] (then dq_rope, dk_rope) fp32
+    secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
+    splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -108,6 +114,8 @@ class FagTilingData:
 
     def core_sections(self, core: int) -> range:
         """Sections of AI Core *core*, in the order it runs them."""
+        if self.secCoreStart:
+            return range(self.secCoreStart[core], self.secCoreStart[core + 1])
         return range(core, self.sections, self.blockDim)
 
 
@@ -229,24 +237,57 @@ class ListedWork:
         return self.listed[g]
 
 
+def generic_split(nsec: int, aivs: int, aiv_per_core: int) -> tuple[tuple, int]:
+    """The generic template's core split (GetSparseUnpadBlockInfo, ..._s1s2_bn2gs1s2.cpp): blockFactor =
+    ceil(CV blocks / coreNum) consecutive CV blocks per AIV (coreNum = *aivs*), blockOuter = ceil(CV blocks /
+    blockFactor) AIVs used, blockDim = ceil(blockOuter / AIVs per AI Core). npusim's AI Core c runs the ranges of
+    its AIVs c * aiv_per_core ... together (its two AIVs then share each CV block by rows). Returns (first section
+    of every core and the end, blockDim)."""
+    factor = max(1, -(-nsec // aivs))
+    outer = -(-nsec // factor)
+    block_dim = max(1, -(-outer // aiv_per_core))
+    starts = tuple(min(nsec, c * aiv_per_core * factor) for c in range(block_dim + 1))
+    return starts, block_dim
+
+
+def _split_aivs(chip, block_dim: int | None) -> int:
+    """coreNum of the generic split: the chip's AIVs, or those of a ``tiling=`` blockDim's AI Cores."""
+    ratio = chip.aiv_count // chip.aic_count
+    return chip.aiv_count if block_dim is None else block_dim * ratio
+
+
 def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> ListedWork:
-    """Estimate mode's work of a SameAB call: its CV blocks listed (LISTED_WORK_BLOCKS bounds the calls this
-    is used for) and split round-robin over *block_dim* (None: min(AI Cores, CV blocks)) cores."""
-    _, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
+    """Estimate mode's work of a SameAB or generic call: its CV blocks listed (LISTED_WORK_BLOCKS bounds the calls
+    this is used for) and split over the cores: SameAB round-robin over *block_dim* (None: min(AI Cores, CV
+    blocks)) cores; generic contiguously (generic_split), its sections listed at the round-robin positions the
+    estimate reads (core + j * blockDim for the core's j-th section; other positions hold None)."""
+    template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
     listed = sab_block_list(problem, s1cv, s2cv, dtm)
-    bd = block_dim if block_dim is not None else max(1, min(chip.aic_count, len(listed)))
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
-    pos = np.arange(len(listed)) % bd
+    if template == "generic":
+        starts, bd = generic_split(len(listed), _split_aivs(chip, block_dim), chip.aiv_count // chip.aic_count)
+        pos = np.repeat(np.arange(bd), np.diff(starts))
+        slot = np.arange(len(listed)) - np.asarray(starts)[pos]
+        placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
+        for k, sec in enumerate(listed):
+            placed[int(pos[k]) + int(slot[k]) * bd] = sec
+    else:
+        bd = block_dim if block_dim is not None else max(1, min(chip.aic_count, len(listed)))
+        pos = np.arange(len(listed)) % bd
+        placed = listed
     count = lambda w=None: np.bincount(pos, w, minlength=bd).astype(np.int64)  # noqa: E731
     return ListedWork(block_dim=bd, sections=len(listed), blocks=int(per[:, 0].sum()), masked=int(per[:, 1].sum()),
                       core_sections=count(), core_blocks=count(per[:, 0]), core_masked=count(per[:, 1]),
-                      listed=listed)
+                      listed=placed)
 
 
 def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, tuple]:
     """(template run, CANN's template, (s1CvInner, s2CvInner, IS_DTM)): SameAB (either priority) runs as
-    itself; every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
+    itself, the generic template (UnpaddedAttension 2000, S1s2Bn2gs1s2 16000) as "generic" when not deterministic;
+    every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
     cann = cann_template(problem, deterministic)
+    if cann in ("unpadded", "s1s2bn2gs1s2") and not deterministic:
+        return "generic", cann, (*generic_cv_inner(problem), False)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
     s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
@@ -255,8 +296,8 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
 
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
                work=None) -> FagTilingData:
-    """The tiling of a validated call (FagProblem) on *chip*: the basic template's sections, or SameAB's CV
-    blocks when CANN picks SameAB. With *work* (work.count_work, estimate mode) the per-block tables are
+    """The tiling of a validated call (FagProblem) on *chip*: the basic template's sections, or SameAB's / the
+    generic template's CV blocks when CANN picks them (run_template). With *work* (work.count_work, estimate mode) the per-block tables are
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
@@ -266,6 +307,12 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         sections = sab_block_list(problem, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
+    core_starts, split_aivs = (), 0
+    if template == "generic":
+        split_aivs = _split_aivs(chip, requested)
+        core_starts, block_dim = generic_split(nsec, split_aivs, chip.aiv_count // chip.aic_count)
+        if work is not None:  # estimate mode: its sample tilings lay the sections out round-robin themselves
+            core_starts, block_dim = (), work.block_dim
     if sections is None:
         sections = []
     flat = [blk for sec in sections for blk in sec]
@@ -307,7 +354,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         off += block_dim * 2 * dtm_slot
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
-        template=template, cannTemplate=cann, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
+        template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),

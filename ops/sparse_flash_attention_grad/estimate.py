@@ -16,8 +16,11 @@ where each core runs its own list of tokens built from the busiest core's widest
 row): 1, 2 and 3 tokens of a half chunk, 1 and 3 of a full chunk, 1 and 3 of two chunks (when some token
 spans chunks). Each core's last cycle is read from the trace. The zero-fill and post steps stream the
 fp32 accumulators: they are timed on all used cores at two scaled sizes and extrapolated linearly in
-bytes. The estimate is zero-fill/post + the slowest core's main loop. Measured error against timing
-mode, and the cost of an estimate at S1 = S2 = 128K: benchmarks/estimate_accuracy_sfag.py.
+bytes. A launch that outgrows the L2 turns HBM bound, which a probe of a few cores cannot show: the
+main loop is the larger of the slowest core's token sum and the GM bytes of every token over the chip's
+HBM and L2 bandwidths at the L2 model's hit scale (bandwidth_bound; zero_post_bound likewise). The
+estimate is zero-fill/post + the main loop. Measured error against timing mode, and the cost of an
+estimate at S1 = S2 = 128K: benchmarks/estimate_accuracy_sfag.py; docs/sfag.md "Estimate mode".
 """
 from __future__ import annotations
 
@@ -33,15 +36,17 @@ from npusim.estimate import (
     timeout_verdict,
 )
 from npusim.memory.gm import TensorSpec
+from npusim.types import Pipe
 from ops.common.result import OpResult
 from ops.sparse_flash_attention_grad.launch import launch_kernel
-from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, sfag_tiling, slot_counts
+from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, SYSTEM_WORKSPACE_BYTES, sfag_tiling, slot_counts
 
 PROBE_TOKENS = 3  # tokens of the longest probe core: the third runs in the steady state
 PROBE_BLOCKS = 64  # bs = 1: the narrow probe width is 64 slots, the wide 128 (3 DMAs per slot)
 DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
 ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post probe
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
+GM_PIPES = (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX))  # the pipes that move this kernel's GM bytes
 
 
 def token_work(problem, counts=None) -> dict:
@@ -112,14 +117,15 @@ def _run(p, chip, **flags) -> float:
     """Cycles of one timing-mode launch of sub-problem *p* (tiling flags as given)."""
     counts = slot_counts(p.indices)
     til = dataclasses.replace(sfag_tiling(p, chip, None, counts), **flags)
-    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts, trace="none")
+    res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts, trace="full")
     return float(res.cycles)
 
 
 def _core_ends(problem, lists: list, s2: int, chip) -> tuple:
     """One probe launch (no zero-fill/post) where core c runs the tokens of ``lists[c]`` (index rows, token t
-    of the sub-problem runs on core t % len(lists) as in tiling.py): each core's last cycle, and the launch
-    overhead (the launch's cycles beyond the last core)."""
+    of the sub-problem runs on core t % len(lists) as in tiling.py): each core's last cycle, the launch
+    overhead (the launch's cycles beyond the last core) and each core's GM bytes (MTE2 reads, MTE3 and
+    Fixpipe writes: this kernel's Fixpipe and MTE3 only write GM)."""
     k, depth = len(lists), max(len(x) for x in lists)
     rows = [lists[t % k][t // k] if t // k < len(lists[t % k]) else [] for t in range(depth * k)]
     p = _sub_problem(problem, depth * k, rows, s2)
@@ -128,8 +134,11 @@ def _core_ends(problem, lists: list, s2: int, chip) -> tuple:
     res, _ = launch_kernel(p, til, chip, "timing", _inputs(p), counts, trace="full")
     col = res.trace.columns
     ends = np.zeros(k)
-    np.maximum.at(ends, col["core"].astype(np.int64), col["end"].astype(np.float64))
-    return ends, float(res.cycles) - float(ends.max())
+    core = col["core"].astype(np.int64)
+    np.maximum.at(ends, core, col["end"].astype(np.float64))
+    gm = np.isin(col["pipe"], GM_PIPES)
+    moved = np.bincount(core[gm], weights=col["bytes"][gm].astype(np.float64), minlength=k)
+    return ends, float(res.cycles) - float(ends.max()), moved
 
 
 def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
@@ -168,7 +177,7 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
             s2 = max(s2, s2m)  # one sub-problem for all probe cores: keys of the longer batch
         lists += [[rowm[:wm]], [rowm[:wm]] * PROBE_TOKENS]
     chip = contention_chip(spec, used / len(lists))
-    ends, overhead = _core_ends(problem, lists, s2, chip)
+    ends, overhead, moved = _core_ends(problem, lists, s2, chip)
     second = (ends[1] - ends[0]) - (ends[2] - ends[1])  # width a: the second token against the third
     steady = {wa: ends[2] - ends[1]}
     one = {wa: ends[0]}
@@ -177,12 +186,10 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
         steady[w] = (ends[i + 1] - ends[i] - second) / (PROBE_TOKENS - 1)
         one[w] = ends[i]
         i += 2
-    single = {w * bs: c for w, c in steady.items() if w <= cs}
-    tk, mc = marginal(single) if len(single) > 1 else (next(iter(single.values())), 0.0)
-    ch = 0.0
-    if wm:
-        chunks_m = -(-wm // cs)
-        ch = (steady[wm] - tk - mc * wm * bs) / (chunks_m - 1)
+    tk, mc, ch = _token_fit(steady, bs, cs)
+    # a core's GM bytes do not depend on the timing: each single-token core gives one token's bytes
+    bt, bc, bch = _token_fit({w: moved[i] for w, i in zip((wa, wb, wm), (0, PROBE_TOKENS, PROBE_TOKENS + 2))
+                              if w and (w != wb or wb != wa)}, bs, cs)
 
     def cost(w):
         return tk + mc * w * bs + ch * (-(-w // cs) - 1)
@@ -194,13 +201,76 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     alpha = max(0.0, (one[wb] - one[wa]) / ((wb - wa) * bs) - mc) if wb != wa else 0.0
     return {"Tk": tk, "Mc": mc, "Ch": ch, "second": second, "fill_one": fill_one, "fill_multi": fill_multi,
             "alpha": alpha, "ref_last": {1: last_chunk_columns(wb, bs), 2: last_chunk_columns(wm or wb, bs)},
-            "probe_slots": (wa, wb, wm)}
+            "probe_slots": (wa, wb, wm), "bytes": (bt, bc, bch)}
+
+
+def _token_fit(at: dict, bs: int, cs: int) -> tuple:
+    """(per token, per column, per extra chunk) of a token quantity known at some widths *at* {slots: value}:
+    a line through the one-chunk widths, the rest of a two-chunk width is its extra chunk."""
+    single = {w * bs: c for w, c in at.items() if w <= cs}
+    tk, mc = marginal(single) if len(single) > 1 else (next(iter(single.values())), 0.0)
+    ch = 0.0
+    for w, c in at.items():
+        if w > cs:
+            ch = (c - tk - mc * w * bs) / (-(-w // cs) - 1)
+    return tk, mc, ch
 
 
 def last_chunk_columns(slots, bs: int):
     """Columns of a token's last chunk (slots * bs columns cut into chunks of CHUNK_ROWS)."""
     cols = np.asarray(slots) * bs
     return np.where(cols > 0, cols - CHUNK_ROWS * ((cols - 1) // CHUNK_ROWS), 0)
+
+
+def l2_hits(problem, til, spec) -> np.ndarray:
+    """The L2 model's hit scale (npusim.memory.gm.L2Model: L2 bytes / touched bytes once more than the L2 has
+    been touched) when each query token starts. Before the main loop the zero-fill has touched the whole
+    workspace (fp32 accumulators and the cores' chunk buffers); the key rows count as touched from the start
+    (random blocks reach most pages early); then every token reads its own rows (token_input_bytes). Tokens
+    run round-robin, so about t tokens have run when token t starts."""
+    kv = problem.T2 * (problem.Dt + problem.D) * problem.dtype.itemsize
+    base = til.workspaceSize - SYSTEM_WORKSPACE_BYTES + kv
+    touched = base + token_input_bytes(problem) * np.arange(problem.T1, dtype=np.float64)
+    return np.minimum(1.0, spec.l2_bytes / np.maximum(touched, 1.0))
+
+
+def token_input_bytes(problem) -> int:
+    """Bytes a token reads once (query, query_rope, d_out, out rows, softmax max and sum): the first touch of
+    their pages, so they come from HBM whatever the L2 holds."""
+    g = problem.G
+    return g * (3 * problem.D + problem.Dr) * problem.dtype.itemsize + 2 * g * 4
+
+
+def bandwidth_bound(problem, til, spec, work: dict, co: dict) -> float:
+    """Cycles the main loop's GM traffic needs at least on the chip-wide HBM and L2 budgets (npusim.launch
+    books every transfer on them). Each token moves ``Bt + Bc * columns + Bch * (chunks - 1)`` bytes (probe);
+    its inputs come from HBM, the rest from the L2 in the proportion of the L2 model's hit scale (l2_hits)
+    and from HBM beyond it. A launch whose accumulators and inputs outgrow the L2 turns HBM bound: the
+    probe's few cores cannot show it (cores that finish early leave their bandwidth share to the others)."""
+    bt, bc, bch = co["bytes"]
+    has = work["chunks"] > 0
+    moved = np.where(has, bt + bc * work["columns"] + bch * (work["chunks"] - 1), 0.0)
+    first = np.where(has, float(token_input_bytes(problem)), 0.0)
+    hit = l2_hits(problem, til, spec)
+    hbm = float(np.sum(first + (moved - first) * (1.0 - hit)))
+    l2 = float(np.sum((moved - first) * hit))
+    return max(hbm * spec.clock_hz / spec.hbm_bw_bytes_per_s, l2 * spec.clock_hz / spec.l2_bw_bytes_per_s)
+
+
+def zero_post_bound(problem, til, spec) -> float:
+    """Cycles the zero-fill and post steps need at least on the HBM budget once their bytes outgrow the L2 (the
+    zero_post_cycles probes stay in it): the zero-fill's writes spill from the L2 in the proportion
+    ``1 - L2 / touched`` as it goes; the post reads the accumulators and writes the outputs at the hit scale
+    of the launch's end."""
+    isz, dt, d = problem.dtype.itemsize, problem.Dt, problem.D
+    acc = problem.T1 * problem.G * dt * 4 + problem.T2 * (dt + d) * 4
+    out = problem.T1 * problem.G * dt * isz + problem.T2 * (dt + d) * isz
+    l2 = float(spec.l2_bytes)
+    fill = acc - l2 - l2 * np.log(acc / l2) if acc > l2 else 0.0  # integral of (1 - L2 / x) dx from L2 to acc
+    end = l2_hits(problem, til, spec)[-1] if problem.T1 else 1.0
+    touched_end = l2 / end + token_input_bytes(problem) + out
+    post = (acc + out) * max(0.0, 1.0 - l2 / touched_end)
+    return (fill + post) * spec.clock_hz / spec.hbm_bw_bytes_per_s
 
 
 def first_tokens(work: dict, used: int) -> np.ndarray:
@@ -269,9 +339,11 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     ref = ref[lasts % used]
     cost[lasts] += co["alpha"] * (last_chunk_columns(work["slots"][lasts], problem.block_size) - ref)
     per_core = np.bincount(np.arange(problem.T1) % used, weights=cost, minlength=used)
-    zp = zero_post_cycles(problem, spec, used)
+    zp = max(zero_post_cycles(problem, spec, used), zero_post_bound(problem, til, spec))
     fixed = zp - spec.launch_overhead_cycles
-    cycles = round(fixed + per_core.max())
+    bound = bandwidth_bound(problem, til, spec, work, co)
+    cycles = round(fixed + max(per_core.max(), bound))
+    extra_bound = {"bandwidth_bound": bound}
     time_us = cycles / spec.clock_hz * 1e6
     has = work["chunks"] > 0
     est = Estimate(cycles, time_us, per_core, fixed,
@@ -279,7 +351,7 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     verdict = split_advice(problem, cost, fixed, spec, time_us * 1e-6, used)
     return OpResult(outputs=None, cycles=cycles, time_us=time_us, trace=None, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
-                    extra={"problem": problem, "estimate": est, "work": work, "token_cost": cost})
+                    extra={"problem": problem, "estimate": est, "work": work, "token_cost": cost, **extra_bound})
 
 
 def split_advice(problem, cost: np.ndarray, fixed: float, spec, seconds: float, used: int):

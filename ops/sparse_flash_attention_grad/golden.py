@@ -160,6 +160,6 @@ def _order(ops, atomic_log) -> list:
 
 
 def _post(acc: np.ndarray, scale, name: str) -> np.ndarray:
-    """cast(acc * scale) (or cast(acc)), round to nearest even."""
+    """cast(acc * scale) (or cast(acc)), round to nearest, ties away from zero (CAST_ROUND, as the CANN post)."""
     x = acc if scale is None else _f32(np.multiply, acc, scale)
-    return cast(x, name, "rint")
+    return cast(x, name, "round")

@@ -515,7 +515,8 @@ class KernelSparseFlashAttentionGrad:
 
     # ------------------------------------------------------------------------------------- post (all AIVs)
     def Post(self):
-        """dq = cast(dqWS * scale), dk = cast(dkWS * scale), dv = cast(dvWS); rope columns to their outputs."""
+        """dq = cast(dqWS * scale), dk = cast(dkWS * scale), dv = cast(dvWS) (CAST_ROUND); rope columns to their
+        outputs."""
         ti, D, Dr, Dt = self.t, self.D, self.Dr, self.Dt
         pipe = TPipe()
         fbuf, lbuf = TBuf(), TBuf()
@@ -535,7 +536,9 @@ class KernelSparseFlashAttentionGrad:
                 if scale:
                     Muls(f, f, ti.scaleValue, nr * width)
                     PipeBarrier(Pipe.V)
-                Cast(low, f, RoundMode.CAST_RINT, nr * width)
+                # CAST_ROUND as the CANN post (sparse_flash_attention_grad_post.h casts dq, dk and dv with
+                # RoundMode::CAST_ROUND), the same rounding as the FA backward's post (FAG fag_post)
+                Cast(low, f, RoundMode.CAST_ROUND, nr * width)
                 self._sync(HardEvent.V_MTE3)
                 CopyRowsOut(main[r0 * D], low, nr, D, width, D)
                 if width > D:
