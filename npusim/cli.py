@@ -91,8 +91,9 @@ def _cmd_check(args) -> int:
     with sanitizing() as found:  # every launch of the call runs sanitized (docs/sanitizer.md)
         res = entry.call(problem, chip=spec, mode="timing")
     shape = " ".join(f"{k}={v}" for k, v in problem.items())
+    launches = f" in {found.launches} launches" if found.launches > 1 else ""
     print(f"npusim check: {entry.title} {shape} on {spec.name}: {res.cycles:,} cycles, "
-          f"{len(res.trace):,} instructions checked")
+          f"{found.instructions:,} instructions checked{launches}")
     print(found.summary())
     return 1 if len(found) else 0
 

@@ -24,16 +24,25 @@ complete in order and are not checked.
 """
 from __future__ import annotations
 
-import sys
+import gc
 from collections import deque
+from sys import _getframe
 
 from npusim.errors import KernelHangError, NpuBufferError
 from npusim.isa.cube import MMAD_SETTLE_FRACTALS
 from npusim.memory.local import LocalBuffer, LocalTensor
 from npusim.sanitizer.clocks import STRIDE, StreamClock, merge
-from npusim.sanitizer.regions import accesses, end_of
+from npusim.sanitizer.regions import RULES, declared, end_of, rule_of
 from npusim.sanitizer.report import SanitizerReport
-from npusim.sanitizer.shadow import COMPLETE, TOUCHED, UNJUDGED, InitMap, Shadow
+from npusim.sanitizer.shadow import (
+    COMPLETE,
+    TOUCHED,
+    UNJUDGED,
+    Geometry,
+    InitBits,
+    InitMap,
+    Shadow,
+)
 from npusim.types import Pipe, SubCore
 
 _V, _M, _S = int(Pipe.V), int(Pipe.M), int(Pipe.S)
@@ -68,7 +77,8 @@ class Sanitizer:
         self.launch = None
         self.units: list = []
         self.clocks: list[StreamClock] = []
-        self.local: dict = {}  # id(LocalBuffer) -> (Shadow, InitMap, alignment, the buffer)
+        self.local: dict = {}  # LocalBuffer -> (Shadow, alignment, InitBits)
+        self.geometries: dict = {}  # (BufferKind, capacity) -> the Geometry every core's such buffer shares
         self.gm: dict = {}  # id(GmBuffer) -> (GmBuffer, Shadow, InitMap or None)
         self.flags: list[dict] = []  # per stream: flag key -> deque of (message, explicit, source id, pipe)
         self.xflags: dict = {}  # launch.xflags key -> deque of remote clocks
@@ -114,7 +124,22 @@ class Sanitizer:
             clock.drain()
             clock.receive(-1, gens[gen])
 
+        orig_run = launch.run
+
+        def run():  # NOTE: no cyclic garbage collection while the shadow state grows, for performance reasons:
+            # its growth (a few containers per new range) sets collections off, which cost about a quarter of
+            # the sanitizer's CPU time at S=1024 (docs/sanitizer.md "Cost"). The launch's cycles go at the next
+            # collection after it.
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return orig_run()
+            finally:
+                if enabled:
+                    gc.enable()
+
         launch.cross_set, launch.cross_wait, launch.sync_all, launch.gm = cross_set, cross_wait, sync_all, gm
+        launch.run = run
 
     def attach_unit(self, unit) -> None:
         idx = len(self.units)
@@ -136,8 +161,8 @@ class Sanitizer:
         def issue(name_id, pipe, occupancy, latency, nbytes=0, flops=0, depth=2):
             start = orig_issue(name_id, pipe, occupancy, latency, nbytes, flops, depth + 1)
             recs = unit.records
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
-                  depth)
+            instr(unit, clock, _getframe(1), pipe, occupancy, latency, start, name_id,
+                  recs[-1] if recs else src_id(depth + 1), depth)
             return start
 
         def transfer(name_id, pipe, path, nbytes, gm=None, gm_byte=0, gm_write=False, depth=2):
@@ -146,8 +171,8 @@ class Sanitizer:
             occupancy = unit.pipe_free[pipe] - max(start, free)
             latency = unit.path_costs[(path, nbytes)][1]
             recs = unit.records
-            instr(unit, clock, pipe, occupancy, latency, start, name_id, recs[-1] if recs else src_id(depth + 1),
-                  depth)
+            instr(unit, clock, _getframe(1), pipe, occupancy, latency, start, name_id,
+                  recs[-1] if recs else src_id(depth + 1), depth)
             return start
 
         def set_flag(src, key, label_id, depth=2):
@@ -155,7 +180,7 @@ class Sanitizer:
             q = flags.get(key)
             if q is None:
                 q = flags[key] = deque()
-            explicit = sys._getframe(1).f_code.co_name == "SetFlag"
+            explicit = _getframe(1).f_code.co_name == "SetFlag"
             recs = unit.records  # the line of the row set_flag just appended (see issue above)
             line = recs[-1] if recs else src_id(depth + 1)
             q.append((clock.set_msg(src), explicit, line, src, fire))
@@ -172,100 +197,112 @@ class Sanitizer:
             clock.join(dst, msg)
             return release
 
+        vcs, epochs = clock.vc, clock.epoch  # (lists the clock updates in place)
+
         def barrier(pipe, label_id, depth=2):
             orig_barrier(pipe, label_id, depth + 1)
-            clock.barrier(pipe)
+            if pipe >= 0:  # NOTE: StreamClock.barrier's common case inlined (speed)
+                vcs[pipe][pipe] = epochs[pipe]
+            else:
+                clock.barrier(pipe)
 
         unit.issue, unit.transfer = issue, transfer
         unit.set_flag, unit.wait_flag, unit.barrier = set_flag, wait_flag, barrier
 
     # -- one instruction ---------------------------------------------------------------------------
-    def _instruction(self, unit, clock, pipe, occupancy, latency, start, name_id, src, depth) -> None:
-        ins = None
-        f = sys._getframe(2)
-        for _ in range(depth):  # the instruction object: the 'self' of the innermost instruction method
-            code = f.f_code
-            found = _INSTRUCTION_CODE.get(code)
-            if found is None:  # NOTE: once per function, so other frames' locals are never built (speed)
-                s = f.f_locals.get("self")
-                found = _INSTRUCTION_CODE[code] = s is not None and hasattr(s, "execute")
-            if found:
-                ins = f.f_locals["self"]
-                break
-            f = f.f_back
+    def _instruction(self, unit, clock, f, pipe, occupancy, latency, start, name_id, src, depth) -> None:
+        """Clocks and checks of one instruction; *f*: the frame that issued it (its method, as a rule)."""
+        ins = f.f_locals["self"] if _INSTRUCTION_CODE.get(f.f_code) else _instruction_of(f, depth)
         occ_before = clock.occ[pipe]
         exposure = latency
         if pipe == _M and ins is not None and hasattr(ins, "m"):
             exposure = latency if -(-ins.m // 16) * -(-ins.n // 16) < MMAD_SETTLE_FRACTALS else 0.0
-        clock.epoch[pipe] += 1
+        epoch = clock.epoch[pipe] = clock.epoch[pipe] + 1
         clock.occ[pipe] = occ_before + occupancy
         if ins is None:
             return
-        atomic = unit.__dict__.get("atomic") is not None  # SetAtomicAdd in force (unit.atomic: its dtype)
-        rec = (clock.idx, pipe, clock.epoch[pipe], occ_before + occupancy, exposure, src, start, name_id, atomic)
-        for space, r, write in accesses(ins, unit.buffers):
-            if r[1] <= 0:
-                continue
-            if space.__class__ is LocalBuffer:
-                self._local(unit, clock, pipe, occ_before, rec, space, r, write, ins)
-            else:
-                self._global(unit, clock, pipe, rec, space, r, write, ins)
-
-    def _local(self, unit, clock, pipe, occ_before, rec, buf, r, write, ins) -> None:
-        # NOTE: written flat (cells as lists indexed by constants, no helper calls on the common path), for
-        # performance reasons: this runs for every local operand of every instruction (benchmarks/sanitizer.py)
-        entry = self.local.get(id(buf))
-        if entry is None:
-            entry = self.local[id(buf)] = (Shadow(f"{unit.label} {buf.kind}", LOCAL_BUCKET), InitMap(buf.capacity),
-                                           buf.align, buf)
-        shadow, init, align, _ = entry
-        if r[0] % align and ins.name in _ALIGNED_NAMES:
-            self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {buf.kind}: "
-                         f"{buf.kind} accesses must be {align}-byte aligned")
-        near = shadow.near.get(r)
-        if near is None:
-            near = shadow.register(r)
-            if end_of(r) > buf.capacity:  # checked once per range: its extent never changes
-                self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
+        # unit.atomic: the SetAtomicAdd dtype in force, or None
+        rec = (clock.idx, pipe, epoch, occ_before + occupancy, exposure, src, start, name_id, unit.atomic is not None)
+        # NOTE: the local-buffer check is written flat here (cells as lists indexed by constants, no helper
+        # call on the common path), for performance reasons: it runs for every local operand of every
+        # instruction (benchmarks/sanitizer.py)
         vc = clock.vc[pipe]
-        for c in near:
-            ws = c[0]
-            for w in ws:
-                p = w[1]
-                if p != pipe:
-                    if vc[p] < w[2]:
-                        self._report("pipe-hazard", rec, w, shadow.name, _common(r, c[2]),
-                                     f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
-                                     f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
-                elif not write and pipe in LATENT_PIPES and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
-                    self._report("pipe-barrier", rec, w, shadow.name, _common(r, c[2]),
-                                 f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
-                                 f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
-            if write and c[1]:
-                for rd in c[1].values():
-                    p = rd[1]
-                    if p != pipe and vc[p] < rd[2]:
-                        self._report("pipe-hazard", rec, rd, shadow.name, _common(r, c[2]),
-                                     f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
-        own = near[0]
-        if write:
-            for c in shadow.covered[r]:
-                c[0] = ()
-                c[1] = None
-            own[0] = (rec,)
-            if not own[4]:
-                own[4] = True
-                init.write(r)
-            return
-        reads = own[1]
-        if reads is None:
-            own[1] = {pipe: rec}
-        else:
-            reads[pipe] = rec
-        if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
-            store = pipe in OUT_PIPES and _stores_to_gm(ins)
-            if store or own[3] == UNJUDGED:
-                self._judge_local(own, init, rec, shadow.name, buf, r, store, ins)
+        local = self.local
+        latent = pipe in LATENT_PIPES
+        fn = RULES.get(ins.__class__)
+        todo = (fn or rule_of(ins.__class__))(ins)
+        if todo is None:
+            todo = declared(ins, unit.buffers)
+        for space, r, write in todo:
+            if space.__class__ is not LocalBuffer:
+                if r[1] > 0:
+                    self._global(unit, clock, pipe, rec, space, r, write, ins)
+                continue
+            entry = local.get(space)
+            if entry is None:
+                entry = self._new_local(unit, space)
+            shadow = entry[0]
+            if r[0] % entry[1] and ins.name in _ALIGNED_NAMES and r[1] > 0:
+                self._report("misaligned", rec, None, shadow.name, r, f"{ins.name} at byte {r[0]} of {space.kind}: "
+                             f"{space.kind} accesses must be {entry[1]}-byte aligned")
+            near = shadow.near.get(r)
+            if near is None:
+                if r[1] <= 0:
+                    continue
+                near = self._new_range(rec, shadow, space, r)
+            for c in near:
+                w = c[0]  # the last write of the range (a local cell keeps one)
+                if w is not None:
+                    p = w[1]
+                    if p != pipe:
+                        if vc[p] < w[2]:
+                            self._report("pipe-hazard", rec, w, shadow.name, _common(r, c[2]),
+                                         f"{'write' if write else 'read'} after write with no {Pipe(p)} -> "
+                                         f"{Pipe(pipe)} synchronisation (SetFlag/WaitFlag or a queue)")
+                    elif latent and not write and vc[pipe] < w[2] and occ_before - w[3] < w[4]:
+                        self._report("pipe-barrier", rec, w, shadow.name, _common(r, c[2]),
+                                     f"read of {Pipe(pipe)} results {occ_before - w[3]:.0f} cycles of issue after "
+                                     f"their producer, whose latency is {w[4]:.0f}: PipeBarrier({Pipe(pipe)}) missing")
+                if write and c[1]:
+                    for rd in c[1].values():
+                        p = rd[1]
+                        if p != pipe and vc[p] < rd[2]:
+                            self._report("pipe-hazard", rec, rd, shadow.name, _common(r, c[2]),
+                                         f"write after read with no {Pipe(p)} -> {Pipe(pipe)} synchronisation")
+            own = near[0]
+            if write:
+                for c in own[5]:
+                    c[0] = None
+                    c[1] = None
+                own[0] = rec
+                if not own[4]:
+                    own[4] = True
+                    entry[2].write(r)
+                continue
+            reads = own[1]
+            if reads is None:
+                own[1] = {pipe: rec}
+            else:
+                reads[pipe] = rec
+            if own[3] != COMPLETE:  # every block written: nothing left to judge (the common case: one look-up)
+                store = pipe in OUT_PIPES and _stores_to_gm(ins)
+                if store or own[3] == UNJUDGED:
+                    self._judge_local(own, entry[2], rec, shadow.name, space, r, store, ins)
+
+    def _new_local(self, unit, buf) -> tuple:
+        """(Shadow, InitBits, alignment) of a local buffer met for the first time."""
+        geometry = self.geometries.get((buf.kind, buf.capacity))
+        if geometry is None:
+            geometry = self.geometries[(buf.kind, buf.capacity)] = Geometry(LOCAL_BUCKET)
+        entry = self.local[buf] = (Shadow(f"{unit.label} {buf.kind}", geometry, None), buf.align, InitBits(geometry))
+        return entry
+
+    def _new_range(self, rec, shadow, buf, r) -> list:
+        """The near list of a range met for the first time in a local buffer; its extent checked once."""
+        near = shadow.register(r)
+        if end_of(r) > buf.capacity:
+            self._report("out-of-bounds", rec, None, shadow.name, r, f"past the {buf.kind} capacity")
+        return near
 
     def _judge_local(self, cell, init, rec, memory, buf, r, store, ins) -> None:
         """Uninitialised local bytes: a store to GM must have every block written, another read some."""
@@ -295,7 +332,7 @@ class Sanitizer:
                 host = self.hosts.get(id(gm))
                 init = (self.collector.gm_init(host, nbytes) if self.collector is not None and host is not None
                         else InitMap(nbytes))
-            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", GM_BUCKET), init)
+            entry = self.gm[id(gm)] = (gm, Shadow(f"GM {gm.name}", Geometry(GM_BUCKET), ()), init)
         _, shadow, init = entry
         near = shadow.near.get(r)
         if near is None:
@@ -320,7 +357,7 @@ class Sanitizer:
             if atomic:
                 own[0] = tuple(w for w in own[0] if w[_ATOM]) + (rec,)
             else:
-                for c in shadow.covered[r]:
+                for c in own[5]:
                     c[0] = ()
                     c[1] = None
                 own[0] = (rec,)
@@ -369,6 +406,8 @@ class Sanitizer:
 
     # -- at kernel end ------------------------------------------------------------------------------
     def finish(self) -> SanitizerReport:
+        self.report.launches = 1
+        self.report.instructions = sum(u.flushed_rows + len(u.records) // 7 for u in self.units)
         for idx, flags in enumerate(self.flags):
             unit = self.units[idx]
             for key, q in flags.items():
@@ -402,6 +441,20 @@ class Sanitizer:
 BLOCK_BYTES = 32
 #: code object -> whether its frames' ``self`` is an instruction (isa classes' __init__ / issue)
 _INSTRUCTION_CODE: dict = {}
+
+
+def _instruction_of(f, depth: int):
+    """The instruction object: the 'self' of the innermost instruction method among *depth* frames from *f*."""
+    for _ in range(depth):
+        code = f.f_code
+        found = _INSTRUCTION_CODE.get(code)
+        if found is None:  # NOTE: once per function, so other frames' locals are never built (speed)
+            s = f.f_locals.get("self")
+            found = _INSTRUCTION_CODE[code] = s is not None and hasattr(s, "execute")
+        if found:
+            return f.f_locals["self"]
+        f = f.f_back
+    return None
 
 
 def _allocation(ins, buf, addr: int):

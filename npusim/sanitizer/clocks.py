@@ -61,20 +61,20 @@ class StreamClock:
     def join(self, dst: int, msg: tuple) -> None:
         """WaitFlag on *dst* for a set that carried *msg*."""
         local, remote = msg
+        vc, rc = self.vc, self.rc
         for p in (range(N_PIPES) if dst == S else (dst,)):
-            v = self.vc[p]
-            for q in range(N_PIPES):
-                if local[q] > v[q]:
-                    v[q] = local[q]
-            self.rc[p] = merge(self.rc[p], remote)
+            vc[p] = list(map(max, vc[p], local))
+            if remote and remote is not rc[p]:
+                rc[p] = merge(rc[p], remote)
 
     def barrier(self, pipe: int) -> None:
         if pipe >= 0:
             self.vc[pipe][pipe] = self.epoch[pipe]
             return
-        remote = EMPTY
-        for p in range(N_PIPES):
-            remote = merge(remote, self.rc[p])
+        remote = self.rc[0]
+        for x in self.rc:
+            if x is not remote and x:
+                remote = merge(remote, x)
         for p in range(N_PIPES):
             self.vc[p] = list(self.epoch)
             self.rc[p] = remote

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from npusim.isa.cube import CFG_ROW_MAJOR
 from npusim.isa.dma import DataCopyCO12DstParams, DataCopyParams, Nd2NzParams
+from npusim.isa.vector.common import VectorInstruction
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 
@@ -90,16 +91,50 @@ def covers(outer: tuple, inner: tuple) -> bool:
 def accesses(ins, buffers: dict) -> list:
     """[(space, range, is_write)] of instruction *ins*, reads first (exact rows where the instruction has
     them); *buffers*: the core's BufferKind -> LocalBuffer, for instructions that declare kinds."""
-    fn = _EXACT.get(ins.__class__.__name__)
-    if fn is not None:
-        out = fn(ins)
-        if out is not None:
-            return out
-    if not hasattr(ins, "reads"):  # a form no rule above covers and the class declares nothing for
+    out = rule_of(ins.__class__)(ins)
+    return declared(ins, buffers) if out is None else out
+
+
+def rule_of(cls):
+    """The function giving the accesses of an instruction of class *cls*, or None where only the envelopes
+    the class declares apply (then :func:`declared`); looked up once per class (the checker reads
+    :data:`RULES` first, for performance reasons)."""
+    fn = RULES.get(cls)
+    if fn is None:
+        fn = _EXACT.get(cls.__name__)
+        if fn is None:
+            fn = _spans if (cls.reads is VectorInstruction.reads and cls.writes is VectorInstruction.writes) else \
+                _no_rule
+        RULES[cls] = fn
+    return fn
+
+
+def _no_rule(ins):
+    return None
+
+
+def declared(ins, buffers: dict) -> list:
+    """The envelopes the class declares (reads() / writes())."""
+    if not hasattr(ins, "reads"):  # a form no rule covers and the class declares nothing for
         return []
     writes = ins.writes() if hasattr(ins, "writes") else ()
     return ([(buffers[k], contiguous(a, n), False) for k, a, n in ins.reads() if n > 0]
             + [(buffers[k], contiguous(a, n), True) for k, a, n in writes if n > 0])
+
+
+def _spans(ins) -> list:
+    """A vector instruction's declared spans ((LocalTensor, bytes) read and written): what its reads() and
+    writes() give, without building the (BufferKind, address, bytes) triples (for performance reasons)."""
+    sr, sw = ins.spans_r, ins.spans_w
+    if len(sr) == 1 and len(sw) == 1:  # NOTE: the common form spelled out, no comprehension (speed)
+        (t, n), (u, m) = sr[0], sw[0]
+        if n > 0 and m > 0:
+            return [(t.buffer, (t.addr, n, 1, 0), False), (u.buffer, (u.addr, m, 1, 0), True)]
+    return ([(t.buffer, (t.addr, n, 1, 0), False) for t, n in sr if n > 0]
+            + [(t.buffer, (t.addr, n, 1, 0), True) for t, n in sw if n > 0])
+
+
+RULES: dict = {}  # instruction class -> its rule
 
 
 def _side(t, r: tuple, write: bool):
@@ -130,8 +165,13 @@ def _elementwise(ins):
     if rel is None:
         lanes = key if isinstance(key, int) else _top_lane(key, item)
         rel = _GEOMETRY[ck] = [_repeat_range(lanes, item, rep, int(blk), int(rs)) for blk, rs in strides]
-    out = [(t.buffer, (t.addr + r[0], r[1], r[2], r[3]), False) for t, r in zip(ins.srcs, rel[1:])]
     r = rel[0]
+    srcs = ins.srcs
+    if len(srcs) == 1:  # NOTE: the common forms spelled out, no comprehension (speed)
+        t, q = srcs[0], rel[1]
+        return [(t.buffer, (t.addr + q[0], q[1], q[2], q[3]), False),
+                (dst.buffer, (dst.addr + r[0], r[1], r[2], r[3]), True)]
+    out = [(t.buffer, (t.addr + q[0], q[1], q[2], q[3]), False) for t, q in zip(srcs, rel[1:])]
     out.append((dst.buffer, (dst.addr + r[0], r[1], r[2], r[3]), True))
     return out
 

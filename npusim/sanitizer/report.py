@@ -44,6 +44,8 @@ class SanitizerReport:
 
     def __init__(self):
         self._rows: dict = {}
+        self.launches = 0  # launches checked (an operator call can make several: pre, main, post kernels)
+        self.instructions = 0  # trace rows (instructions and synchronisation) of those launches
 
     def add(self, fault: str, where: tuple, other: tuple | None, memory: str = "", byte_start: int = -1,
             byte_end: int = -1, message: str = "") -> None:
@@ -62,6 +64,8 @@ class SanitizerReport:
 
     def extend(self, other: SanitizerReport) -> None:
         """Add another launch's reports (an operator made of several launches)."""
+        self.launches += other.launches
+        self.instructions += other.instructions
         for key, row in other._rows.items():
             mine = self._rows.get(key)
             if mine is None:

@@ -167,3 +167,20 @@ def test_check_runs_each_operator_sanitized_and_finds_nothing(op, params, capsys
     assert main(["check", op, *params]) == 0
     out = capsys.readouterr().out
     assert "instructions checked" in out and "sanitizer: no reports" in out
+
+
+def test_check_counts_the_instructions_of_every_launch_of_the_operator(capsys):
+    """FAG is three launches (pre zeroes the workspace, main, post converts it): the summary counts all three,
+    more than the main launch's trace holds."""
+    from npusim.sanitizer import sanitizing
+    from ops.flash_attention_unpadding_score_grad_v5.registry import ENTRY
+
+    problem = ["T=256", "N=1", "D=64"]
+    assert main(["check", "fag", *problem]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"([\d,]+) instructions checked in (\d+) launches", out)
+    assert m is not None, out
+    with sanitizing() as found:
+        res = ENTRY.call(ENTRY.parse(problem), mode="timing")
+    assert int(m.group(2)) == found.launches == 3
+    assert int(m.group(1).replace(",", "")) == found.instructions > len(res.trace)
