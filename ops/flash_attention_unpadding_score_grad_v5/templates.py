@@ -1,4 +1,5 @@
-"""Which CANN FlashAttentionScoreGrad template a TND call gets, and the SameAB template's CV block shape.
+"""Which CANN FlashAttentionScoreGrad template a TND call gets, and the CV block shapes of the SameAB and the
+generic (UnpaddedAttension / S1s2Bn2gs1s2) templates.
 
 Why its own module: the tiling, the docs and the estimate all need the same answer, and it is a host
 decision apart from how any template tiles. CANN tries the registered templates in ascending priority
