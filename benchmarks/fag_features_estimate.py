@@ -1,8 +1,8 @@
 """FlashAttentionUnpaddingScoreGradV5 estimate mode vs timing mode on the pse / dropout / prefix / large-D paths.
 
-Shapes were chosen before measuring and nothing in estimate.py was tuned on them (the estimate's one
-choice was made on benchmarks/fag.py's first shape). blockDim 4 forces several rounds of sections, so
-the estimate takes its extrapolated path (the busiest core alone). Prints per case the estimate and timing
+Shapes were chosen before measuring and nothing in estimate.py was tuned on them (its knobs were chosen
+on benchmarks/estimate_accuracy_fag.py's tuning set). blockDim 4 gives each core several rounds of
+sections (the four cores then run whole, side by side). Prints per case the estimate and timing
 times, the relative error and the CPU seconds (time.process_time) of each mode.
 
     python benchmarks/fag_features_estimate.py ["case name" ...]

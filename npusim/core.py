@@ -34,6 +34,8 @@ QUANTUM_CYCLES = 2000.0
 FLOWCTRL = 7  # trace lane index of synchronisation instructions (trace.py)
 
 _S = int(Pipe.S)
+#: kinds of the calls a recorded kernel step logs (npusim/replay.py replays them)
+REC_ISSUE, REC_TRANSFER, REC_SET, REC_WAIT, REC_BARRIER, REC_XWAIT = range(6)
 
 
 class CoreUnit:
@@ -76,6 +78,8 @@ class CoreUnit:
         self.src_id = launch.src_id
         self.src_at = launch.src_at
         self.path_costs = launch.path_costs
+        self.replays: dict = {}  # recorded kernel steps of this stream (npusim/replay.py)
+        self.recorder = None  # list of the calls of the kernel step being recorded (npusim/replay.py)
 
     # -- buffers -----------------------------------------------------------------------------
     def _make_buffers(self, chip, sub, full) -> dict:
@@ -103,7 +107,7 @@ class CoreUnit:
 
     # -- the hot path ------------------------------------------------------------------------
     def issue(self, name_id: int, pipe: int, occupancy: float, latency: float, nbytes: int = 0,
-              flops: int = 0, depth: int = 2) -> float:
+              flops: int = 0, depth: int = 2, line=None) -> float:
         """Issue one instruction to *pipe*; return its start cycle.
 
         *depth* is the number of frames between the kernel line and this call (for the trace's source).
@@ -126,17 +130,18 @@ class CoreUnit:
         q.append(start)
         # NOTE: Launch.src_id's look-up inlined (the same table), for performance reasons: one call less
         # per instruction (benchmarks/sim_speed.py)
-        frame = _getframe(depth)
-        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if line is None:
-            line = self.src_id(depth + 1)
+        if line is None:  # the kernel line's id (a replay passes the recorded one: npusim/replay.py)
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
+        if self.recorder is not None:  # a kernel step being recorded for replay (npusim/replay.py)
+            self.recorder.append((REC_ISSUE, (name_id, pipe, occupancy, latency, nbytes, flops, 0, line)))
         self.records.extend((pipe, name_id, start, done, nbytes, flops, line))
         if t > self.horizon:
             self.catch_up()
         return start
 
     def transfer(self, name_id: int, pipe: int, path: str, nbytes: int, gm=None, gm_byte: int = 0,
-                 gm_write: bool = False, depth: int = 2) -> float:
+                 gm_write: bool = False, depth: int = 2, line=None) -> float:
         """Issue a data movement of *nbytes* on *path*; GM transfers share chip bandwidth."""
         cost = self.path_costs.get((path, nbytes))
         if cost is None:  # NOTE: ChipSpec's rate curve evaluated once per (path, size) and launch, for speed
@@ -161,17 +166,18 @@ class CoreUnit:
         if done > self.pipe_done[pipe]:
             self.pipe_done[pipe] = done
         q.append(start)
-        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
-        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if line is None:
-            line = self.src_id(depth + 1)
+        if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
+        if self.recorder is not None:
+            self.recorder.append((REC_TRANSFER, (name_id, pipe, path, nbytes, gm, gm_byte, gm_write, 0, line)))
         self.records.extend((pipe, name_id, start, done, nbytes, 0, line))
         if t > self.horizon:
             self.catch_up()
         return start
 
     # -- synchronisation within the stream ------------------------------------------------------
-    def set_flag(self, src: int, key, label_id: int, depth: int = 2) -> float:
+    def set_flag(self, src: int, key, label_id: int, depth: int = 2, line=None) -> float:
         """SetFlag on pipe *src*: fires when all of *src*'s earlier instructions are complete."""
         t = self.scalar_t + self.issue_cycles
         self.scalar_t = t
@@ -186,14 +192,15 @@ class CoreUnit:
         if q is None:
             q = self.flags[key] = deque()
         q.append((fire, src))
-        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
-        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if line is None:
-            line = self.src_id(depth + 1)
+        if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
+        if self.recorder is not None:
+            self.recorder.append((REC_SET, (src, key, label_id, 0, line)))
         self.records.extend((FLOWCTRL, label_id, fire - self.flag_cycles, fire, 0, 0, line))
         return fire
 
-    def wait_flag(self, dst: int, key, label_id: int, what: str, depth: int = 2) -> float:
+    def wait_flag(self, dst: int, key, label_id: int, what: str, depth: int = 2, line=None) -> float:
         """WaitFlag on pipe *dst*: its later instructions start after the matching SetFlag fired."""
         t = self.scalar_t + self.issue_cycles
         self.scalar_t = t
@@ -211,15 +218,16 @@ class CoreUnit:
             self.pipe_done[dst] = release
         if dst == _S and release > self.scalar_t:
             self.scalar_t = release
-        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
-        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if line is None:
-            line = self.src_id(depth + 1)
+        if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
+        if self.recorder is not None:
+            self.recorder.append((REC_WAIT, (dst, key, label_id, what, 0, line)))
         self.records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
         self.flows.extend((src, fire, dst, release, label_id, self.block_idx, self.sub_index))
         return release
 
-    def barrier(self, pipe: int, label_id: int, depth: int = 2) -> None:
+    def barrier(self, pipe: int, label_id: int, depth: int = 2, line=None) -> None:
         """PipeBarrier<pipe>: the pipe's next instruction waits until its earlier ones are complete."""
         t = self.scalar_t + self.issue_cycles
         self.scalar_t = t
@@ -237,10 +245,11 @@ class CoreUnit:
             self.pipe_free[pipe] = done
             if done < start:
                 start = done
-        frame = _getframe(depth)  # NOTE: Launch.src_id's look-up inlined, as in issue()
-        line = self.src_at.get((id(frame.f_code), frame.f_lasti))
-        if line is None:
-            line = self.src_id(depth + 1)
+        if line is None:  # NOTE: Launch.src_id's look-up inlined, as in issue()
+            frame = _getframe(depth)  # (source id 0 found by src_id too)
+            line = self.src_at.get((id(frame.f_code), frame.f_lasti)) or self.src_id(depth + 1)
+        if self.recorder is not None:
+            self.recorder.append((REC_BARRIER, (pipe, label_id, 0, line)))
         self.records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
 
     def wait_until(self, pipe: int, when: float) -> None:

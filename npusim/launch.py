@@ -24,7 +24,7 @@ import simpy
 from greenlet import greenlet
 
 from npusim import __version__
-from npusim.core import FLOWCTRL, CoreUnit
+from npusim.core import FLOWCTRL, REC_XWAIT, CoreUnit
 from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutError, KernelError, KernelHangError,
                            NpuBufferError, NpusimError)
 from npusim.memory.bandwidth import BandwidthCalendar
@@ -237,8 +237,11 @@ class Launch:
                     (unit.block_idx, flag_id, unit.sub, SubCore.AIC)]
         raise NpusimError(f"{unit.label}: cross-core flags need a split (AIC + AIV) chip")
 
-    def cross_set(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int) -> None:
-        fire = unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1)
+    def cross_set(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int, line=None) -> None:
+        """*line*: the kernel line's id when a replayed step passes it (npusim/replay.py)."""
+        # NOTE: line passed only by a replay (never sanitized): the sanitizer's set_flag hook has no line parameter
+        fire = unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1) if line is None else \
+            unit.set_flag(pipe, ("xcore", flag_id), label_id, depth + 1, line)
         unit.flags[("xcore", flag_id)].pop()  # the fire time travels to the peers instead
         fire += self.chip.cross_core_flag_latency_cycles
         for key in self._peers(unit, flag_id, setting=True):
@@ -250,7 +253,8 @@ class Launch:
             if ev is not None:
                 ev.succeed()
 
-    def cross_wait(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int) -> None:
+    def cross_wait(self, unit: CoreUnit, flag_id: int, pipe: int, label_id: int, depth: int, line=None) -> None:
+        """*line*: the kernel line's id when a replayed step passes it (npusim/replay.py)."""
         t0 = max(unit.scalar_t + unit.issue_cycles, unit.pipe_free[pipe])
         unit.scalar_t += unit.issue_cycles
         release = t0
@@ -267,7 +271,11 @@ class Launch:
             unit.flows.extend((src_pipe, fire, pipe, release, label_id, src_unit.block_idx, int(src_unit.sub)))
         release += unit.flag_cycles
         unit.wait_until(pipe, release)
-        unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
+        if line is None:
+            line = self.src_id(depth + 1)
+        if unit.recorder is not None:  # a kernel step being recorded for replay (npusim/replay.py)
+            unit.recorder.append((REC_XWAIT, (flag_id, pipe, label_id, line)))
+        unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, line))
 
     def unit_of(self, block_idx: int, sub: SubCore) -> CoreUnit:
         try:
@@ -296,6 +304,8 @@ class Launch:
         for p in range(len(unit.pipe_free)):
             unit.wait_until(p, release)
         unit.scalar_t = release
+        if unit.recorder is not None:  # a SyncAll: the step being recorded cannot be replayed (npusim/replay.py)
+            unit.recorder.append(None)
         unit.records.extend((FLOWCTRL, label_id, t0, release, 0, 0, self.src_id(depth + 1)))
 
     # -- running ---------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ STEPS = {
     "estimate_accuracy_sfag": [sys.executable, "benchmarks/estimate_accuracy_sfag.py"],
     "sfag": [sys.executable, "benchmarks/sfag.py"],
     "estimate_accuracy_fag": [sys.executable, "benchmarks/estimate_accuracy_fag.py"],
+    "fag": [sys.executable, "benchmarks/fag.py", "--full"],
     "pfa_tiling": _study("pfa_tiling"),
     "whatif_pfa": _study("whatif_hbm_l2_pfa"),
     "whatif_fa": _study("whatif_hbm_l2_fa"),

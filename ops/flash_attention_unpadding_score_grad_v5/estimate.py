@@ -1,25 +1,30 @@
-"""Estimate mode of FlashAttentionUnpaddingScoreGradV5: the work counted, a few cores simulated, extrapolated.
+"""Estimate mode of FlashAttentionUnpaddingScoreGradV5: the work counted, a subset of cores simulated, extrapolated.
 
 The three launches are regular, so a small part of each, run on the real kernels in timing mode,
 stands for the whole:
 
 - main (the mix kernel): the work is counted without listing blocks (work.py): sections and blocks per
-  AI Core of the round-robin split. Up to COMPANIONS of the most loaded cores run side by side, one per
-  distinct sequence of (blocks, masked) sections (a core's time depends on the order of its full and
-  diagonal sections: on S=2048 N=8 D=128 causal, cores with the same 58 blocks end 11% apart), on a chip
-  whose HBM and L2 bandwidth is their share of the launch's load-weighted busy cores
-  (npusim.estimate.contention_chip), with the inputs L2-resident as in the launch (l2_warm). When their
-  sections fit SIM_BLOCKS blocks they run whole and the latest core is the estimate. Otherwise each runs
-  an evenly spaced sample of its own sections, twice (K and K/2 sections), and the most loaded core's
-  time is read off the line through the two runs at its real block count, so pipeline fill and the sfmg
-  pre-pass are counted once and every other block at its sampled marginal cost.
+  AI Core of the round-robin split. A subset of the busy cores at evenly spaced ranks of the load
+  ranking (the most loaded one included) runs side by side, on a chip whose HBM and L2 bandwidth is the
+  subset's share of the busy cores (npusim.estimate.contention_chip), with the inputs L2-resident as in
+  the launch (l2_warm). The traces showed why a subset of only the busiest cores misleads: the busy
+  cores finish at different times, so the bandwidth each gets changes over the launch, and a core's own
+  time depends on the order of its full and diagonal sections (on S=2048 N=8 D=128 causal, cores with the
+  same 58 blocks end 9% apart); cores drawn across the ranking reproduce how the load falls off, and
+  each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
+  run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
+  own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
+  block), twice (K and K/2 sections), and the most loaded core's time is read off the line through the
+  two runs at its real block count; the prologue before SyncAll (sfmg rows, fp32 transposes, drop-mask
+  adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is extrapolated on its own
+  line.
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
-  AIV, beyond that at STREAM_STEPS / 2 and STREAM_STEPS steps and extrapolated on the line through them.
+  AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
 pse, dropout and prefix run in the sample as in the full launch (the drop-mask adapter pass of unaligned
 rows with the simulated cores' share of the bits). ``benchmarks/estimate_accuracy_fag.py`` measures the
-error against timing mode on a tuning and a checking half of its grid (only the tuning half chose
-SIM_BLOCKS, COMPANIONS and the sample sizes).
+error against timing mode on a tuning set (the only configurations the knobs below were chosen on) and
+a fresh random checking set.
 """
 from __future__ import annotations
 
@@ -30,17 +35,22 @@ import numpy as np
 from npusim.estimate import Estimate, contention_chip
 from npusim.launch import TimeoutVerdict
 from npusim.memory.gm import TensorSpec
-from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS
+from ops.common.cube_tiles import c16
+from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
 
-COMPANIONS = 4  # AI Cores simulated side by side (the busiest and the ones spread over the load ranking);
-# 8 gave the same estimates on the tuning half (S=2048 N=8 D=128 causal: 360.9 vs 363.0 us, timing 397.7)
-SIM_BLOCKS = 240  # blocks simulated at most per run (~260 instructions each on the main kernel); chosen on
-# the tuning half: 480 gave the same errors there (max 8.7%, the rest within 2.2%) at twice the CPU time
-PATTERN_SECTIONS = 16  # cores with at most this many sections are told apart by their section sequence
+COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
+SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sampled
+SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
+DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
+SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
-STREAM_STEPS = 256  # pre/post steps per AIV simulated at most (each step POST_ELEMS elements)
+PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
+CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
+STREAM_STEPS = 64  # pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements)
+STREAM_AIVS = 8  # AIVs of a pre/post miniature beyond that (the launch's AIVs all stream alike, in step)
+STREAM_SAMPLE = 16  # steps per AIV of the longer pre/post miniature
 
 
 def _line(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
@@ -51,47 +61,47 @@ def _ws(til):
     return TensorSpec((til.workspaceSize - SYSTEM_WORKSPACE_BYTES,), "uint8")
 
 
-def _pattern(work, core: int):
-    """The (blocks, masked) sequence of *core*'s sections when it is short enough to compare, else the core."""
-    n = int(work.core_sections[core])
-    if n > PATTERN_SECTIONS:
-        return core
-    return tuple(work.section_counts(core + j * work.block_dim) for j in range(n))
-
-
-def _subset(work) -> list[int]:
-    """The cores simulated: the most loaded ones, one per distinct section sequence (a core's time depends on
-    the order of its full and diagonal sections, not only on its block count: the pipeline between a
-    section's cube and vector phases stalls differently), ordered so that in an interleaved tiling a core
-    that runs out of sections is never followed by one that has more."""
+def _ranked(work, k: int) -> list[int]:
+    """*k* busy cores at evenly spaced ranks of the load ranking (most blocks first), the most loaded one
+    included: side by side at their share of the chip, they load HBM and L2 over time as the whole launch
+    does (its busy cores finish at different times), which a subset of only the busiest cores overstates
+    and a single core cannot show. Ordered so that in an interleaved tiling a core that runs out of
+    sections is never followed by one that has more."""
     order = sorted((c for c in range(work.block_dim) if work.core_sections[c] > 0),
                    key=lambda c: (-work.core_blocks[c], c))
-    picked, seen = [], set()
-    for c in order:
-        key = _pattern(work, c)
-        if key not in seen:
-            seen.add(key)
-            picked.append(c)
-        if len(picked) == COMPANIONS:
-            break
+    k = min(k, len(order))
+    picked = {order[(i * len(order)) // k] for i in range(k)}
     return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
 def _core_positions(work, core: int, count: int | None) -> list[int]:
-    """Global section indices of *core*: all of them, or *count* evenly spaced ones (in run order)."""
+    """Global section indices of *core*: all of them, or *count* of them with the core's mix of section
+    classes ((blocks, masked) pairs: full, diagonal, edge sections cost differently per block), each class
+    evenly spaced over the core's run, in run order. The mix is read off at most CLASS_PROBES evenly spaced
+    sections of the core."""
     n = int(work.core_sections[core])
     if count is None or count >= n:
-        js = range(n)
-    elif count <= 1:
-        js = [0]
-    else:
-        js = sorted({int(round(i * (n - 1) / (count - 1))) for i in range(count)})
-    return [core + j * work.block_dim for j in js]
+        return [core + j * work.block_dim for j in range(n)]
+    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
+    blocks, masked = _counts(work, core + probes * work.block_dim)
+    classes, label = np.unique(np.stack([blocks, masked], axis=1), axis=0, return_inverse=True)
+    label = label.ravel()
+    share = np.bincount(label, minlength=len(classes)) * count / len(probes)
+    take = np.floor(share).astype(int)
+    for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
+        take[c] += 1  # largest remainders
+    js = []
+    for c in range(len(classes)):
+        members = probes[label == c]
+        if take[c]:
+            js += [int(members[int(round(i))]) for i in np.linspace(0, len(members) - 1, take[c])]
+    return [core + j * work.block_dim for j in sorted(set(js))]
 
 
-def _sample_tiling(problem, til, work, cores: list[int], positions: dict) -> tuple:
+def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prologue: float = 1.0) -> tuple:
     """A tiling of len(cores) AI Cores, subset core i running the sections *positions[c]* in order (section
-    j * len(cores) + i); and the simulated block count of each."""
+    j * len(cores) + i); and the simulated block count of each. *prologue*: the fraction of each AIV's real
+    share of the prologue (sfmg rows, fp32 transposes, drop-mask adapter bits) the sample runs."""
     k = len(cores)
     rounds = max(len(positions[c]) for c in cores)
     sections = []
@@ -102,69 +112,147 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict) -> tup
     flat = [blk for sec in sections for blk in sec]
     starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
     cols = list(zip(*flat))
+    workers = 2 * til.blockDim
+    if prologue < 1.0:  # more workers, a shorter share each (only the first 2k of them run)
+        rows = -(-til.t1Size * til.n1Size // workers)
+        workers = -(-til.t1Size * til.n1Size // max(1, int(rows * prologue)))
+    bits = -(-til.dropAdapterBits // til.blockDim) * k if til.dropAdapterBits else 0
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
-                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=2 * til.blockDim,
+                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=workers,
                      # the sfmg rows and the drop-mask adapter's bits are shared by every AIV of the full
                      # launch: the simulated cores' AIVs take their share of them only
-                     dropAdapterBits=-(-til.dropAdapterBits // til.blockDim) * k if til.dropAdapterBits else 0)
+                     dropAdapterBits=int(bits * prologue))
     simulated = [sum(len(sections[j * k + i]) for j in range(len(positions[c]))) for i, c in enumerate(cores)]
     return sample, simulated
 
 
+def _prologue_fraction(problem, til) -> float:
+    """The fraction of the real prologue a sample runs: all of it up to PROLOGUE_STEPS sfmg steps per AIV."""
+    rows = -(-til.t1Size * til.n1Size // (2 * til.blockDim))
+    steps = rows / sfmg_rows(c16(problem.D), np.dtype(problem.dtype).itemsize)
+    return min(1.0, PROLOGUE_STEPS / steps) if steps else 1.0
+
+
 def _main_cycles(problem, til, work, spec, inputs) -> float:
     """The main launch's cycles (module docstring): the latest simulated core, extrapolated when sampled."""
-    cores = _subset(work)
-    if not cores:
+    busy = int(np.count_nonzero(work.core_sections))
+    if not busy:
         return launch_main(problem, til, spec, "timing", inputs, _ws(til)).cycles
-    active = float(work.core_blocks.sum()) / float(work.core_blocks.max())
-    chip = contention_chip(spec, active / len(cores))
     sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for k, v in inputs.items()}
     warm = (sum(sizes.values()), {k: 1.0 for k in sizes})
 
-    def run(count):
-        """(end cycle per subset core, simulated blocks per subset core) of one sample launch."""
-        sample, simulated = _sample_tiling(problem, til, work, cores, {c: _core_positions(work, c, count)
-                                                                        for c in cores})
-        res = launch_main(problem, sample, chip, "timing", inputs, _ws(til), l2_warm=warm)
-        ends = res.trace.df.groupby("core")["end_cycle"].max()
-        return [float(ends.get(i, 0.0)) for i in range(len(cores))], simulated, res.cycles - float(ends.max())
+    def run(positions: dict, prologue=1.0):
+        """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
+        sample whose core i runs the sections of the i-th entry of *positions*."""
+        cores = list(positions)
+        sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
+        res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
+                          l2_warm=warm)
+        df = res.trace.df
+        ends = df.groupby("core")["end_cycle"].max()
+        # the prologue ends at each AIV's first SyncAll (IS_DTM has one more every round)
+        sync = df[df["name"] == "SyncAll"].groupby(["core", "sub_core"])["end_cycle"].min()
+        return ([float(ends.get(i, 0.0)) for i in range(len(cores))], simulated,
+                float(sync.max()) if len(sync) else 0.0, res.cycles - float(ends.max()))
 
+    if til.sabDtm:
+        return _rounds_cycles(problem, til, work, run)
+    cores = _ranked(work, COMPANIONS)
     if sum(int(work.core_blocks[c]) for c in cores) <= SIM_BLOCKS:
-        return _whole(run)
+        ends, _, _, overhead = run({c: _core_positions(work, c, None) for c in cores})
+        return max(ends) + overhead
+    cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
-    big = max(MIN_SAMPLE_SECTIONS, int(SIM_BLOCKS / (len(cores) * per_section)))
-    (e_small, w_small, _), (e_big, w_big, overhead) = run(big // 2), run(big)
+    big = max(MIN_SAMPLE_SECTIONS, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
+    f = _prologue_fraction(problem, til)
+    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
+        run({c: _core_positions(work, c, n) for c in cores}, frac) for n, frac in ((big // 2, f / 2), (big, f)))
     # a long core's section order averages out: the most loaded core's line is the estimate (the latest of
-    # several extrapolated lines would pick up their sampling noise: +11% on two tuning cases)
+    # several extrapolated lines would pick up their sampling noise); the prologue (before SyncAll) is on
+    # its own line over the fraction of it simulated, the sections on the line over blocks after it
     i = max(range(len(cores)), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
-    return _line(w_small[i], e_small[i], w_big[i], e_big[i], float(work.core_blocks[cores[i]])) + overhead
+    prologue = _line(f / 2, p_small, f, p_big, 1.0)
+    sections = _line(w_small[i], e_small[i] - p_small, w_big[i], e_big[i] - p_big, float(work.core_blocks[cores[i]]))
+    return prologue + sections + overhead
 
 
-def _whole(run) -> float:
-    ends, _, overhead = run(None)
-    return max(ends) + overhead
+def _round_positions(work, k: int, rounds) -> dict:
+    """Slot i -> the i-th heaviest section (most blocks, then most masked) of each round in *rounds*: a round
+    of sections (one per core) is as long as its slowest core when every round ends in SyncAll (IS_DTM)."""
+    bd = work.block_dim
+    slots = {i: [] for i in range(k)}
+    for r in rounds:
+        gs = np.arange(r * bd, min((r + 1) * bd, work.sections))
+        blocks, masked = _counts(work, gs)
+        for i, g in enumerate(gs[np.lexsort((gs, -masked, -blocks))][:k]):
+            slots[i].append(int(g))
+    return {i: v for i, v in slots.items() if v}
+
+
+def _rounds_cycles(problem, til, work, run) -> float:
+    """SameAB IS_DTM: every round of sections (one per core) ends in SyncAll and the ordered reduction of the
+    cores' partials, so the launch is the sum of its rounds, each as slow as its slowest section, and the
+    reduction's work grows with the cores that wrote each strip. A subset of cores misses both (12 of 24
+    came out 9% fast on the tuning set), so every busy core runs, its slot taking each round's sections
+    heaviest first: all rounds when they fit DTM_BLOCKS blocks, else K and K/2 evenly spaced rounds (K as
+    many as fit), read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
+    IS_DTM call, 1 and 3 of its 5 rounds, this came out 8% fast: rounds of diagonal sections cost more)."""
+    bd = work.block_dim
+    total = -(-work.sections // bd)
+    per_round = bd * work.blocks / max(work.sections, 1)
+    if total * per_round <= DTM_BLOCKS:
+        ends, _, _, overhead = run(_round_positions(work, bd, range(total)))
+        return max(ends) + overhead
+    big = min(total, max(2, int(DTM_BLOCKS / per_round)))
+    picks = [np.unique(np.linspace(0, total - 1, n).round().astype(int)) for n in (max(1, big // 2), big)]
+    f = _prologue_fraction(problem, til)
+    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
+        run(_round_positions(work, bd, rounds), frac) for rounds, frac in zip(picks, (f / 2, f)))
+    prologue = _line(f / 2, p_small, f, p_big, 1.0)
+    # rounds differ in weight (diagonal and edge sections): the line is over the blocks the rounds hold
+    return prologue + _line(sum(w_small), max(e_small) - p_small, sum(w_big), max(e_big) - p_big,
+                            work.blocks) + overhead
+
+
+def _counts(work, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(blocks, masked) of the global sections *gs*: counted (work.Work) or listed (SameAB's ListedWork)."""
+    if hasattr(work, "counts_many"):
+        return work.counts_many(gs)
+    return np.array([work.section_counts(int(g)) for g in gs], np.int64).reshape(-1, 2).T
 
 
 def _per_aiv(total: int, spec) -> int:
     return -(-total // spec.aiv_count)
 
 
-def _streamed(real_steps: float, run) -> float:
-    """Cycles of a streaming launch of *real_steps* steps per AIV: whole, or on the line through two runs."""
-    if real_steps <= STREAM_STEPS:
-        return run(None)
-    a, b = STREAM_STEPS // 2, STREAM_STEPS
-    return _line(a, run(a), b, run(b), real_steps)
+def _streamed(real_steps: float, work_steps: float, spec, run) -> float:
+    """Cycles of a streaming launch (pre, post) of *real_steps* steps per AIV: simulated whole when its
+    *work_steps* (steps times the workspace copies each reads) are at most STREAM_STEPS; beyond that as two
+    miniatures of it, of STREAM_SAMPLE / 2 and STREAM_SAMPLE steps on STREAM_AIVS AIVs at their share of the
+    bandwidth, with the L2 shrunk in proportion (so the miniature outgrows L2 at the same point of its run
+    as the launch does: writes and first reads miss more as the launch goes on), read off on the line
+    through the two at the full size. ``run(steps, chip)`` gives one run's cycles (None: whole)."""
+    if work_steps <= STREAM_STEPS or real_steps <= 2 * STREAM_SAMPLE:
+        return run(None, spec)
+    aivs = min(STREAM_AIVS, spec.aiv_count)
+    small = contention_chip(spec.replace(aic_count=max(1, aivs // spec.aiv_per_aic)), spec.aiv_count / aivs)
+
+    def mini(steps):
+        f = steps / real_steps
+        return run(steps, small.replace(l2_bytes=max(1, int(spec.l2_bytes * f * aivs / spec.aiv_count))))
+    a, b = STREAM_SAMPLE // 2, STREAM_SAMPLE
+    return _line(a, mini(a), b, mini(b), real_steps)
 
 
 def _pre_cycles(til, spec) -> float:
-    real = _per_aiv(til.copies * til.copyBytes // 4, spec)
+    total = til.copies * til.copyBytes
 
-    def run(steps):
-        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * spec.aiv_count * 4 // til.copies)
-        return launch_pre(sub, spec, "timing", _ws(til)).cycles
-    return _streamed(real / POST_ELEMS, run)
+    def run(steps, chip):
+        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * chip.aiv_count * 4 // til.copies)
+        return launch_pre(sub, chip, "timing", _ws(til)).cycles
+    steps = _per_aiv(total // 4, spec) / POST_ELEMS
+    return _streamed(steps, steps, spec, run)
 
 
 def _post_cycles(problem, til, spec) -> float:
@@ -175,13 +263,13 @@ def _post_cycles(problem, til, spec) -> float:
     p_nosink = replace(problem, sink=False)
     steps = max(_per_aiv(int(np.prod(s)), spec) for s in shapes.values()) / POST_ELEMS
 
-    def run(count):
+    def run(count, chip):
         if count is None:
             outs = {k: TensorSpec(s, problem.dtype) for k, s in shapes.items()}
         else:
-            outs = {k: TensorSpec((count * POST_ELEMS * spec.aiv_count,), problem.dtype) for k in shapes}
-        return launch_post(p_nosink, til, spec, "timing", _ws(til), outs).cycles
-    return _streamed(steps, run)
+            outs = {k: TensorSpec((count * POST_ELEMS * chip.aiv_count,), problem.dtype) for k in shapes}
+        return launch_post(p_nosink, til, chip, "timing", _ws(til), outs).cycles
+    return _streamed(steps, steps * til.copies, spec, run)
 
 
 def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:

@@ -284,7 +284,7 @@ def _cv_block(problem, ctx: dict, sec) -> list:
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
-               contiguous=None) -> dict:
+               contiguous=None, core_starts=None) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -295,7 +295,9 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     the CV blocks of round r (sections r * block_dim ...) give per-strip partials that are summed in core
     order from +0 and then added to the accumulator, round after round. *contiguous*: (AIVs, AIVs per AI Core) of
     a generic-template run: the CV blocks go out in consecutive runs of ceil(CV blocks / AIVs) per AIV, an AI
-    Core taking its AIVs' runs in order (instead of section k on core k % block_dim).
+    Core taking its AIVs' runs in order (instead of section k on core k % block_dim). *core_starts*: the first
+    section of every core and the end, given (the weighted split of docs/fag.md, which tiling.balanced_split
+    computes and its own tests check).
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -317,6 +319,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     if contiguous is not None:
         per_aiv = max(1, -(-len(secs) // contiguous[0]))
         owner = lambda k: k // per_aiv // contiguous[1]  # noqa: E731
+    if core_starts is not None:
+        owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
     strips = []
     for k, sec in enumerate(secs):
         if cv is None:

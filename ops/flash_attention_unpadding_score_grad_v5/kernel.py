@@ -15,7 +15,9 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   ComputeMMDqkv (dQ, dK, dV per 128-row / 128-column strip of the CV block, the strip's blocks in one L0C
   accumulation, Fixpipe atomic adds); with IS_DTM the strips go to per-core partial slots, the cube sets
   CUBE2ADD (SYNC_C2_V1), and every round the AIVs SyncAll, reduce the round's partials in core order
-  (ComputeVecAdd) and SyncAll again.
+  (ComputeVecAdd) and SyncAll again. The generic template (UnpaddedAttension / S1s2Bn2gs1s2) runs this
+  non-IS_DTM ring on its own CV blocks (128 x 512 by default), each core a contiguous run of them
+  (tiling.secCoreStart) instead of every blockDim-th.
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations

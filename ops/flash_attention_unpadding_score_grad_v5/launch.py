@@ -71,9 +71,10 @@ def _side_trace():
     return "summary" if isinstance(level, str) and level.startswith("file:") else level
 
 
-def launch_pre(til, spec, mode: str, ws):
+def launch_pre(til, spec, mode: str, ws, l2_warm=None):
+    """*l2_warm* as npusim.launch.launch (estimate mode's samples start at a later L2 state)."""
     return launch(fag_pre, (GmArg("workspace", ws), til), block_dim=spec.aiv_count, chip=spec, mode=mode,
-                  kernel_type="vector", meta=_meta(til, "pre"), trace=_side_trace())
+                  kernel_type="vector", meta=_meta(til, "pre"), trace=_side_trace(), l2_warm=l2_warm)
 
 
 def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
@@ -84,10 +85,11 @@ def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
                   chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"), l2_warm=l2_warm)
 
 
-def launch_post(problem, til, spec, mode: str, ws, outs: dict):
+def launch_post(problem, til, spec, mode: str, ws, outs: dict, l2_warm=None):
     gm = [GmArg(k, outs[k]) if k in outs else None for k in ("dq", "dk", "dv", "dsink", "dq_rope", "dk_rope")]
     return launch(fag_post, (GmArg("workspace", ws), *gm, til, kernel_args(problem)), block_dim=spec.aiv_count,
-                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"), trace=_side_trace())
+                  chip=spec, mode=mode, kernel_type="vector", meta=_meta(til, "post"), trace=_side_trace(),
+                  l2_warm=l2_warm)
 
 
 def run_launches(problem, til, spec, mode: str, inputs: dict) -> tuple[dict, dict, object]:

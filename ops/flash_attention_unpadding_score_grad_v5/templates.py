@@ -1,4 +1,5 @@
-"""Which CANN FlashAttentionScoreGrad template a TND call gets, and the SameAB template's CV block shape.
+"""Which CANN FlashAttentionScoreGrad template a TND call gets, and the CV block shapes of the SameAB and the
+generic (UnpaddedAttension / S1s2Bn2gs1s2) templates.
 
 Why its own module: the tiling, the docs and the estimate all need the same answer, and it is a host
 decision apart from how any template tiles. CANN tries the registered templates in ascending priority
@@ -143,6 +144,19 @@ TND_CV_MIN_S1_AVG = 2048  # TND_CV_MIN_S1_AVG_2K
 TND_CV_MAX_S2_AVG = 256  # TND_CV_MAX_S2_AVG_256
 
 
+def generic_split_balance(problem) -> bool:
+    """isSplitBalance: the TND short-key CV ratio of generic_cv_ratio applies (..._s1s2_bn2gs1s2.cpp DoSplit)."""
+    return _tnd_short_keys(problem)
+
+
+def _tnd_short_keys(p) -> bool:
+    nz = np.flatnonzero((np.asarray(p.seq_q) > 0) | (np.asarray(p.seq_kv) > 0))
+    b = int(nz[-1]) + 1 if len(nz) else 1
+    s1_avg, s2_avg = -(-p.T1 // b), -(-p.T2 // b)
+    return (s1_avg >= TND_CV_MIN_S1_AVG and s2_avg <= TND_CV_MAX_S2_AVG and np.dtype(p.dtype).itemsize != 4
+            and p.D <= 128)
+
+
 def generic_cv_ratio(problem) -> tuple[int, int]:
     """(s1CvRatio, s2CvRatio) of the generic template (DoSplit, ..._s1s2_bn2gs1s2.cpp): 1 x 8 (a 128 x 512 cube
     block over 128 x 64 vector tiles); D == 64: 1 x 16, or 4 x 2 when s1 >= 256 and s2 <= 128; TND with the
@@ -154,11 +168,9 @@ def generic_cv_ratio(problem) -> tuple[int, int]:
         s2r = 16
         if p.max_sq >= 256 and p.max_skv <= 128:
             s1r, s2r = 4, 2
-    nz = np.flatnonzero((np.asarray(p.seq_q) > 0) | (np.asarray(p.seq_kv) > 0))
-    b = int(nz[-1]) + 1 if len(nz) else 1
-    s1_avg, s2_avg = -(-p.T1 // b), -(-p.T2 // b)
-    if (s1_avg >= TND_CV_MIN_S1_AVG and s2_avg <= TND_CV_MAX_S2_AVG and np.dtype(p.dtype).itemsize != 4
-            and p.D <= 128):
+    if _tnd_short_keys(p):
+        nz = np.flatnonzero((np.asarray(p.seq_q) > 0) | (np.asarray(p.seq_kv) > 0))
+        s2_avg = -(-p.T2 // (int(nz[-1]) + 1))
         s1r, s2r = (4, 2) if s2_avg < 70 or 80 <= s2_avg <= 128 else (4, 4)
     return s1r, s2r
 

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner, sab_cv_inner,
+from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner,
+                                                                   generic_split_balance, sab_cv_inner,
                                                                    sab_deterministic)
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
@@ -250,6 +251,73 @@ def generic_split(nsec: int, aivs: int, aiv_per_core: int) -> tuple[tuple, int]:
     return starts, block_dim
 
 
+S1_BALANCE_ALIGN, S2_BALANCE_ALIGN = 64, 128  # ..._s1s2_bn2gs1s2.cpp FillS1s2WeightVec
+
+
+def balance_applies(problem) -> bool:
+    """CoreLoadBalancingForUnpad runs: sparse 0 without a band (no mask, or tokens covering s1 and s2) and the
+    TND short-key CV ratio (isSplitBalance); then every CV block is kept."""
+    p = problem
+    no_band = p.atten_mask_shape is None or (p.pre_tokens >= p.max_sq and p.next_tokens >= p.max_skv)
+    return p.sparse_mode == 0 and no_band and generic_split_balance(p)
+
+
+def cv_weight(rows: int, cols: int, D: int) -> int:
+    """MTE2 weight of a CV block of rows x cols (FillS1s2WeightVec): rows up to 64, cols up to 128, then
+    rows (4 D + 3 cols) + 3 cols D."""
+    r, c = -(-rows // S1_BALANCE_ALIGN) * S1_BALANCE_ALIGN, -(-cols // S2_BALANCE_ALIGN) * S2_BALANCE_ALIGN
+    return r * (4 * D + 3 * c) + 3 * c * D
+
+
+def balanced_split(weights: list, outer: int, aiv_per_core: int) -> tuple[tuple, int]:
+    """CoreLoadBalancingForUnpad's contiguous split of the weighted CV blocks over *outer* AIVs: the smallest
+    largest-part sum (binary search, GetSplitArrayMinMaxSum), then a greedy walk that opens a new part when the
+    sum would pass it or when the AIVs left could take one block each (from there on each block is its own
+    part). Returns (first section of every core and the end, blockDim), a core taking its AIVs' parts."""
+    n = len(weights)
+    if n <= outer:
+        aiv_starts = list(range(n)) + [n]
+    else:
+        lo, hi = max(weights), sum(weights)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            parts, acc = 1, 0
+            for w in weights:
+                parts, acc = (parts + 1, w) if acc + w > mid else (parts, acc + w)
+            lo, hi = (lo, mid) if parts <= outer else (mid + 1, hi)
+        aiv_starts, acc, opened = [0], 0, 0
+        for i, w in enumerate(weights):
+            acc += w
+            if acc > lo or outer - (opened + 1) >= n - i:
+                opened += 1
+                acc = w
+                if outer - opened >= n - i:  # one block per AIV from i on
+                    aiv_starts += list(range(i, n))
+                    break
+                aiv_starts.append(i)
+        aiv_starts.append(n)
+    aivs = len(aiv_starts) - 1
+    block_dim = max(1, -(-max(aivs, outer) // aiv_per_core))  # CANN's blockDim still counts blockOuter AIVs
+    starts = tuple(aiv_starts[min(aivs, c * aiv_per_core)] for c in range(block_dim + 1))
+    return starts, block_dim
+
+
+def generic_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int]:
+    """(first section of every core and the end, blockDim, coreNum AIVs) of a generic call's listed CV blocks:
+    the count split, or the weighted one where CoreLoadBalancingForUnpad applies (balance_applies)."""
+    aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
+    if not balance_applies(problem) or not sections:
+        return (*generic_split(len(sections), aivs, ratio), aivs)
+    weights = []
+    for sec in sections:
+        rows = sum({blk[2]: blk[4] for blk in sec}.values())
+        cols = sum({blk[3]: blk[5] for blk in sec}.values())
+        weights.append(cv_weight(rows, cols, problem.D))
+    n = len(sections)
+    outer = -(-n // max(1, -(-n // aivs)))
+    return (*balanced_split(weights, outer, ratio), aivs)
+
+
 def _split_aivs(chip, block_dim: int | None) -> int:
     """coreNum of the generic split: the chip's AIVs, or those of a ``tiling=`` blockDim's AI Cores."""
     ratio = chip.aiv_count // chip.aic_count
@@ -265,7 +333,7 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     listed = sab_block_list(problem, s1cv, s2cv, dtm)
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
     if template == "generic":
-        starts, bd = generic_split(len(listed), _split_aivs(chip, block_dim), chip.aiv_count // chip.aic_count)
+        starts, bd, _ = generic_core_split(problem, listed, chip, block_dim)
         pos = np.repeat(np.arange(bd), np.diff(starts))
         slot = np.arange(len(listed)) - np.asarray(starts)[pos]
         placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
@@ -309,10 +377,10 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
     core_starts, split_aivs = (), 0
     if template == "generic":
-        split_aivs = _split_aivs(chip, requested)
-        core_starts, block_dim = generic_split(nsec, split_aivs, chip.aiv_count // chip.aic_count)
-        if work is not None:  # estimate mode: its sample tilings lay the sections out round-robin themselves
-            core_starts, block_dim = (), work.block_dim
+        if work is None:
+            core_starts, block_dim, split_aivs = generic_core_split(problem, sections, chip, requested)
+        else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
+            block_dim = work.block_dim
     if sections is None:
         sections = []
     flat = [blk for sec in sections for blk in sec]

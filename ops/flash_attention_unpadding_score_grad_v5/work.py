@@ -137,6 +137,19 @@ class Work:
         local = (g - int(self.offsets[b])) % len(bs.index)
         return int(bs.blocks[local]), int(bs.masked[local])
 
+    def counts_many(self, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(blocks, masked blocks) of each global section in *gs* (vectorised section_counts)."""
+        gs = np.asarray(gs, np.int64)
+        b = np.searchsorted(self.offsets, gs, side="right") - 1
+        kind = self.batch_of[b]
+        blocks, masked = np.zeros(len(gs), np.int64), np.zeros(len(gs), np.int64)
+        for k in np.unique(kind):
+            sel = kind == k
+            bs = self.kinds[int(k)]
+            local = (gs[sel] - self.offsets[b[sel]]) % len(bs.index)
+            blocks[sel], masked[sel] = bs.blocks[local], bs.masked[local]
+        return blocks, masked
+
     def blocks_of(self, problem, g: int) -> list:
         """The block tuples of global section *g*, as tiling.block_list gives them."""
         b, n, rg, cg = self.section(g)

@@ -693,3 +693,66 @@ def prompt_flash_attention_v2(query, key, value, attenMask, quantScale2, quantOf
     op = KernelPromptFlashAttention()
     op.Init(query, key, value, attenMask, quantScale2, quantOffset2, attentionOut, workspace, tiling, args)
     op.Process()
+
+
+# -------------------------------------------------------------------------------- replay keys (timing mode)
+# What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the
+# same key and stream state is replayed from its recording instead of interpreted. Declared here, below the
+# kernel, so that the kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
+from npusim.replay import replayable  # noqa: E402
+
+
+def _kv_offset(k: KernelPromptFlashAttention, n: int, b: int) -> int:
+    a = k.a
+    return b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
+
+
+def _mm1_key(k: KernelPromptFlashAttention, t: int, h: int, wsRow: int, task):
+    """ComputeMm1Part after its item's first task (whose Q copy sets qL1): slot, half, rows, columns and the
+    resident Q block fix it; K moves with its offset."""
+    item, j, first, _ = task
+    if first:
+        return None
+    n, b, _, rows = k._item(item)
+    c0, cols = k._tile_cols(b, j)
+    return (t % 2, h, wsRow, rows, cols, k.qBlocks[h], k.qL1[h].addr), \
+        (k.kGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch],)
+
+
+def _mm2_key(k: KernelPromptFlashAttention, t: int, wsRow: int, task):
+    """ComputeMm2Part: slot, rows and columns; V moves with its offset."""
+    item, j, _, _ = task
+    n, b, _, rows = k._item(item)
+    c0, cols = k._tile_cols(b, j)
+    return (t % 2, wsRow, rows, cols), (k.vGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch],)
+
+
+def _softmax_key(k: KernelPromptFlashAttention, t: int, par: int):
+    """Softmax without a mask: slot, statistics parity, first tile, rows and columns (this core's workspace
+    slots are fixed); the pending P copy-out flags are state."""
+    if k.a.maskKind != "none":
+        return None
+    item, j, first, _ = k.tasks[t]
+    _, b, _, rows = k._item(item)
+    return (t % 2, par, first, k._my_rows(rows), k._tile_cols(b, j)[1]), ()
+
+
+def _update_key(k: KernelPromptFlashAttention, t: int, par: int):
+    """UpdateOutput (its cross-core flags included): slot, statistics parity, first/last tile and rows; the
+    last tile's output rows (Finalize) move with the item. int8 output: as written (per-head quant state)."""
+    if k.int8Out:
+        return None
+    item, j, first, last = k.tasks[t]
+    n, b, row0, rows = k._item(item)
+    lo, mine = k._my_rows(rows)
+    a = k.a
+    bases = (k.outGm[b * a.outBatchStride + n * a.outHeadStride + (row0 + lo) * a.outRowPitch],) \
+        if last and mine else ()
+    return (t % 2, par, first, last, lo, mine), bases
+
+
+KernelPromptFlashAttention.ComputeMm1Part = replayable(_mm1_key)(KernelPromptFlashAttention.ComputeMm1Part)
+KernelPromptFlashAttention.ComputeMm2Part = replayable(_mm2_key)(KernelPromptFlashAttention.ComputeMm2Part)
+KernelPromptFlashAttention.Softmax = replayable(_softmax_key, state=("outPending",))(
+    KernelPromptFlashAttention.Softmax)
+KernelPromptFlashAttention.UpdateOutput = replayable(_update_key)(KernelPromptFlashAttention.UpdateOutput)

@@ -1,4 +1,7 @@
 """Estimate mode of FlashAttentionUnpaddingScoreGradV5 (sampled timing runs) and `npusim predict fag`."""
+import importlib
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -8,6 +11,8 @@ from npusim.chip import chip as get_chip
 from npusim.predict import predict, report
 from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.common.masks import compressed_causal_mask
+
+estimate_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.estimate")
 
 
 def _specs(s, n, d):
@@ -19,14 +24,33 @@ def _specs(s, n, d):
 
 
 def test_fag_estimate_close_to_timing():
-    """Sections over 2 cores: the busiest core is simulated alone (estimate.py)."""
+    """Sections over 2 cores, both simulated whole side by side (estimate.py)."""
     args, kw = _specs(700, 2, 64)
     est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
     tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
     assert est.mode == "estimate" and est.outputs is None and est.trace is None
-    assert tim.tiling.sections > 4  # > 2 rounds: the extrapolated path
+    assert tim.tiling.sections > 4  # > 2 rounds per core
     assert abs(est.time_us / tim.time_us - 1) < 0.05, (est.time_us, tim.time_us)
     assert not est.timeout.exceeded and est.timeout.advice == ""
+
+
+def test_fag_sampled_estimate_close_to_timing(monkeypatch):
+    """The sampled path (forced): 6 sections per core, two samples of 4 and 2 sections with the core's mix of
+    full and diagonal sections, read off on a line at the real block count."""
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    args, kw = _specs(1500, 2, 64)
+    est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
+    assert tim.tiling.sections == 12
+    assert abs(est.time_us / tim.time_us - 1) < 0.05, (est.time_us, tim.time_us)
+
+
+def test_ranked_cores_span_the_load_ranking():
+    """Evenly spaced ranks of the load ranking, the most loaded core first among equals."""
+    work = SimpleNamespace(block_dim=6, core_sections=np.array([3, 3, 2, 2, 1, 0]),
+                           core_blocks=np.array([40, 48, 30, 32, 16, 0]))
+    assert estimate_module._ranked(work, 2) == [1, 3]  # ranks 0 and 2 of (1, 0, 3, 2, 4)
+    assert sorted(estimate_module._ranked(work, 9)) == [0, 1, 2, 3, 4]  # busy cores only
 
 
 def test_fag_timeout_verdict_with_advice():

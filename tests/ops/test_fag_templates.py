@@ -13,7 +13,8 @@ from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.common.accuracy import fa_rule_ok
 from npusim.chip import chip as get_chip
 from ops.flash_attention_unpadding_score_grad_v5.templates import cann_template, generic_cv_inner, sab_cv_inner, sab_hit
-from ops.flash_attention_unpadding_score_grad_v5.tiling import block_list, fag_tiling, generic_split, sab_block_list
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (balance_applies, balanced_split, block_list,
+                                                                fag_tiling, generic_split, sab_block_list)
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 from tests.ops.fag_cases import DTYPES, golden_of, make_case, reference_pair
 from tests.ops.helpers import bits
@@ -200,6 +201,17 @@ def test_generic_split_is_contiguous_per_aiv():
     assert generic_split(0, 48, 2) == ((0, 0), 1)
 
 
+def test_generic_weighted_split():
+    """CoreLoadBalancingForUnpad: the smallest largest part (15 here: 5+5+5 | 5+10 | 10), the greedy walk, one
+    block per AIV once the AIVs left could take one each; AI Core c takes AIVs 2c, 2c + 1."""
+    assert balanced_split([5, 5, 5, 5, 10, 10], 3, 2) == ((0, 5, 6), 2)
+    assert balanced_split([5, 5, 5, 5, 10, 10], 3, 1) == ((0, 3, 5, 6), 3)
+    assert balanced_split([1, 2], 5, 2) == ((0, 2, 2, 2), 3)
+    assert balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True))
+    assert not balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True, sparse_mode=2, causal=True))
+    assert not balance_applies(_problem([300, 100], [300, 100], d=32, pse=True))
+
+
 # generic runs: (make_case keywords, tiling override); the calls CANN gives UnpaddedAttension / S1s2Bn2gs1s2
 GENERIC = {
     "fp16_drop_causal_varlen": (dict(seq_q=[300, 130], seq_kv=[700, 140], n1=2, n2=1, d=32, dropout=0.8,
@@ -211,6 +223,9 @@ GENERIC = {
     "fp16_d64_cv1024_drop": (dict(seq_q=[150], seq_kv=[1100], n1=1, n2=1, d=64, dropout=0.9), {"blockDim": 2}),
     "fp16_tnd_cv512x128_mode2": (dict(seq_q=[2100, 2000], seq_kv=[60, 60], n1=1, n2=1, d=32, dropout=0.9,
                                       causal=True, sparse_mode=2), None),
+    # sparse 0 without a band on the TND short-key shape: the weighted split (CoreLoadBalancingForUnpad)
+    "bf16_tnd_balanced": (dict(seq_q=[2100, 1100, 3000], seq_kv=[100, 20, 120], n1=2, n2=1, d=32, dtype="bf16",
+                               dropout=0.9), {"blockDim": 4}),
 }
 
 
@@ -222,7 +237,8 @@ def test_generic_bit_exact_and_accurate(name):
     t = res.tiling
     assert t.template == "generic" and t.cannTemplate in ("unpadded", "s1s2bn2gs1s2")
     assert (t.s1CvInner, t.s2CvInner) == generic_cv_inner(p)
-    assert t.secCoreStart == generic_split(t.sections, t.splitAivs, 2)[0]
+    count_split = generic_split(t.sections, t.splitAivs, 2)[0]
+    assert (t.secCoreStart == count_split) != balance_applies(p)  # the weighted split moves this case's cores
     gold = golden_of(a, p, res)
     assert set(gold) == set(res.outputs)
     for k, g in gold.items():
@@ -232,6 +248,8 @@ def test_generic_bit_exact_and_accurate(name):
         ok, info = fa_rule_ok(res.outputs[k], ref[k], low[k], factor=3.0)
         assert ok, (k, info)
     assert len(res.extra["atomics"]) > 0
+    if balance_applies(p):  # the golden with the count split cannot follow the run
+        assert _differs(res, lambda: golden_of(a, p, res, core_starts=None, contiguous=(t.splitAivs, 2)))
 
 
 def _differs(res, make_gold) -> bool:

@@ -58,6 +58,10 @@ def test_counts_equal_the_enumerated_blocks(case, block_dim):
     for g in range(0, len(sections), 7):
         assert work.blocks_of(p, g) == sections[g]
         assert work.section_counts(g) == (len(sections[g]), sum(blk[6] for blk in sections[g]))
+    gs = np.arange(len(sections))
+    blocks, masked = work.counts_many(gs)
+    assert blocks.tolist() == [len(s) for s in sections]
+    assert masked.tolist() == [sum(blk[6] for blk in s) for s in sections]
 
 
 def test_a_million_tokens_are_counted_without_listing_them():

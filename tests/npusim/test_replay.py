@@ -1,0 +1,133 @@
+"""Replay of recorded kernel steps in timing mode (npusim/replay.py) changes speed only.
+
+A replayed step hands its recorded calls to the same CoreUnit methods, so the trace (every column, flag
+arrow, name and source line) and the cycles equal those of the run with every step interpreted. The tests
+check that on operator runs where steps are replayed many times, and that steps the replay cannot
+reproduce (SyncAll, a changed SetAtomic state) and sanitized runs are always interpreted.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import npusim.replay as replay
+from npusim.chip import chip as get_chip
+from npusim.kernel import (ASCEND_IS_AIC, Adds, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, GlobalTensor, Pipe,
+                           PipeBarrier, SyncAll, TPipe, TPosition, TQue)
+from npusim.launch import GmArg, launch
+from npusim.memory.gm import TensorSpec
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of replayed steps and replayed calls."""
+    counts = {"steps": 0, "calls": 0}
+    real = replay._replay
+
+    def counting(unit, ops, bases):
+        counts["steps"] += 1
+        counts["calls"] += len(ops)
+        return real(unit, ops, bases)
+    monkeypatch.setattr(replay, "_replay", counting)
+    return counts
+
+
+def assert_same_trace(a, b):
+    ta, tb = a.trace, b.trace
+    assert sorted(ta.columns) == sorted(tb.columns)
+    for key in ta.columns:
+        x, y = np.asarray(ta.columns[key]), np.asarray(tb.columns[key])
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), key
+    for key in ta.flows:
+        assert np.asarray(ta.flows[key]).tobytes() == np.asarray(tb.flows[key]).tobytes(), key
+    assert list(ta.names) == list(tb.names)
+    assert list(ta.sources) == list(tb.sources)
+    assert a.cycles == b.cycles
+
+
+def _both(call):
+    """(replayed, interpreted) results of *call*."""
+    on = call()
+    with replay.disabled():
+        off = call()
+    return on, off
+
+
+@pytest.mark.parametrize("heads, kv_heads, seq, trace", [(2, 1, 2048, "full"), (1, 1, 4096, "summary")])
+def test_pfa_replayed_steps_give_the_interpreted_trace(counted, heads, kv_heads, seq, trace):
+    from ops import prompt_flash_attention_v2
+    q = TensorSpec((1, heads, seq, 64), np.float16)
+    kv = TensorSpec((1, kv_heads, seq, 64), np.float16)
+    two_cores = get_chip("Ascend910B2").replace(aic_count=2, vector_core_count=4)  # many steps per core
+    on, off = _both(lambda: prompt_flash_attention_v2(q, kv, kv, num_heads=heads, num_key_value_heads=kv_heads,
+                                                      input_layout="BNSD", mode="timing", trace=trace,
+                                                      chip=two_cores, progress=False))
+    assert counted["steps"] > 40 and counted["calls"] > 15_000
+    assert on.time_us == off.time_us
+    if trace == "full":
+        assert_same_trace(on, off)
+    else:
+        a, b = on.trace.summary(), off.trace.summary()
+        assert a.pipes.equals(b.pipes) and a.bound.equals(b.bound)
+        assert (a.total_cycles, a.instructions, a.total_bytes, str(a)) == \
+            (b.total_cycles, b.instructions, b.total_bytes, str(b))
+
+
+# -- a small mix kernel: a vector step replayed, a step with cross-core flags never --------------------------
+def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
+    class K:
+        def Init(self):
+            self.pipe = TPipe()
+            self.que = TQue(TPosition.VECIN, 2)
+            self.pipe.InitBuffer(self.que, 2, 2048)
+            self.flip = 0  # kernel state a step reads and changes (part of the key)
+
+        def Step(self, i):
+            t = self.que.AllocTensor(np.float16)
+            DataCopy(t, x[(i % 8) * 1024], 1024)
+            self.que.EnQue(t)
+            t = self.que.DeQue(np.float16)
+            Adds(t, t, 1.0, 1024)
+            PipeBarrier(Pipe.V)
+            if extra == "cross":
+                CrossCoreSetFlag(1, Pipe.V)
+            elif extra == "sync":
+                SyncAll()
+            self.que.FreeTensor(t)
+            self.flip ^= 1
+
+    K.Step = replay.replayable(lambda k, i: ((), (x[(i % 8) * 1024],)), state=("flip",))(K.Step)
+    if ASCEND_IS_AIC():
+        for _ in range(steps if extra == "cross" else 0):
+            CrossCoreWaitFlag(1, Pipe.MTE2)
+        return
+    k = K()
+    k.Init()
+    for i in range(steps):
+        k.Step(i)
+    assert k.flip == steps % 2  # the replayed steps restored it too
+
+
+@pytest.mark.parametrize("extra", ["none", "cross", "sync"])
+def test_cross_core_flags_replay_live_and_sync_all_never(counted, extra):
+    """A step's cross-core flags are replayed as live calls into the launch; a step with a SyncAll is
+    always interpreted. Either way the trace is the interpreted one."""
+    x = TensorSpec((8192,), np.float16)
+
+    def run():
+        return launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 40, extra), block_dim=1, chip="Ascend910B2",
+                      mode="timing", kernel_type="mix", progress=False)
+    on, off = _both(run)
+    assert_same_trace(on, off)
+    if extra == "sync":
+        assert counted["steps"] == 0
+    else:
+        assert counted["steps"] >= 2 * 30  # both vector cores replay after a few recorded steps
+
+
+def test_full_mode_and_sanitized_runs_interpret_every_step(counted):
+    x = np.ones(8192, np.float16)
+    for kwargs in (dict(mode="full"), dict(mode="timing", sanitize=True)):
+        launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 20, "none"), block_dim=1, chip="Ascend910B2",
+               kernel_type="mix", progress=False, **kwargs)
+    assert counted["steps"] == 0
