@@ -13,6 +13,7 @@ The estimate is the slowest core's cycles plus the fixed (launch and pipeline fi
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,18 @@ def contention_chip(spec, active_cores: float):
     n = max(float(active_cores), 1.0)
     return spec.replace(hbm_bw_bytes_per_s=spec.hbm_bw_bytes_per_s / n, l2_bw_bytes_per_s=spec.l2_bw_bytes_per_s / n,
                         aicore_timeout_s=float("inf"))
+
+
+def steady_l2_touched(working_set: int, l2_bytes: int) -> int:
+    """Touched bytes to start an estimate sample's L2 model at (``launch(l2_warm=...)``), so that the sample
+    sees the hit scale the whole launch sees on average. The L2 model (npusim/memory/gm.py) scales hits by
+    l2 / touched once the bytes touched chip-wide pass the L2 size; over a launch whose touched bytes grow
+    about linearly to *working_set* > l2 the scale averages (l2 / WS) (1 + ln(WS / l2)), which is the scale
+    at WS / (1 + ln(WS / l2)). Starting a sample at the full working set instead would charge the
+    launch's last, most-missed moment to every tile."""
+    if working_set <= l2_bytes:
+        return int(working_set)
+    return int(working_set / (1.0 + math.log(working_set / l2_bytes)))
 
 
 def marginal(cycles_at: dict) -> tuple[float, float]:

@@ -24,13 +24,12 @@ Measured accuracy: benchmarks/estimate_accuracy_fa.py.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
-from npusim.estimate import Estimate, contention_chip, timeout_verdict
+from npusim.estimate import Estimate, contention_chip, steady_l2_touched, timeout_verdict
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
@@ -195,9 +194,7 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec) -> tuple:
     or GQA heads per row) and only its first read misses L2, so a fraction 1 - 1/R of K/V pages starts
     resident (an all-or-nothing rule was 3% slow on a short 20-core launch, whose K/V first reads are a
     large part of its traffic: the HBM and L2 calendars are separate bandwidths). Touched bytes: the
-    launch's working set, or, past the L2 size, the size at which the L2 model's hit scale (l2 / touched)
-    equals its average over a launch whose touched bytes grow linearly to the working set:
-    WS / (1 + ln(WS / L2))."""
+    steady_l2_touched of the launch's working set."""
     names = {"atten_mask": 1.0, "workspace": 1.0}
     if problem.pse_form == "alibi":
         names["real_shift"] = 1.0
@@ -207,8 +204,7 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec) -> tuple:
     if reads > 1:
         names["key"] = names["value"] = 1.0 - 1.0 / reads
     ws = core_ws_total + sum(g.array.nbytes for g in (*kin.gm, kin.smax, kin.ssum, kin.out) if g is not None)
-    l2 = spec.l2_bytes
-    return (ws if ws <= l2 else int(ws / (1.0 + math.log(ws / l2)))), names
+    return steady_l2_touched(ws, spec.l2_bytes), names
 
 
 def _prepass_share(problem, til, comp: int, block_dim: int) -> tuple[int, int, int, int]:

@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from npusim.estimate import Estimate, PeriodicSequence, contention_chip, timeout_verdict
+from npusim.estimate import Estimate, PeriodicSequence, contention_chip, steady_l2_touched, timeout_verdict
 from ops.prompt_flash_attention_v2.contract import MaskKind
 from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
 from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, balance_path, fit_base_sizes,
@@ -207,9 +207,9 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     share = contention_chip(spec, active / (micro * (2 if both_subs else 1)))  # workers sampled side by side
     cores = micro
     # L2 in the full launch's steady state: K, V and the mask are re-read by every item, so a sample
-    # sees them resident, hitting in proportion to how much of the launch's working set fits in L2
+    # sees them resident, hitting at the launch's average hit scale (steady_l2_touched; FA's estimate alike)
     working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
-    working_set += block_dim * per_core_ws
+    working_set = steady_l2_touched(working_set + block_dim * per_core_ws, spec.l2_bytes)
 
     def simulate(items: list, warm: bool = True) -> int:
         til = _sample_tiling(base, items, cores, both_subs)
@@ -298,7 +298,7 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
     share = contention_chip(spec, active / micro)
     working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
-    working_set += til.blockDim * per_core_ws
+    working_set = steady_l2_touched(working_set + til.blockDim * per_core_ws, spec.l2_bytes)
 
     def simulate(pair, warm: bool = True) -> int:
         t = _sample_tiling(base, ([item(i) for i in pair[0]], [item(i) for i in pair[1]]), micro, True)
