@@ -46,7 +46,7 @@ else:
                                                   deterministic=op == "fag_det", **common)
 wall = time.perf_counter() - t0
 busy = {}
-df = getattr(res.trace, "df", None)
+df = res.trace.df if mode != "full" else None  # full mode keeps the summary only (memory); busy comes from timing
 if df is not None and len(df):
     last = df.loc[df["end_cycle"].idxmax(), "core"]
     core = df[(df["core"] == last) & ~df["pipe"].isin(["FLOWCTRL", "SCALAR"])]
