@@ -196,7 +196,8 @@ def _halves_cell(e: dict) -> str:
     for half in ("check", "tune"):
         h = e["halves"].get(half)
         if h:
-            parts.append(f"{half}ing half: {h['configs']} configurations, max {h['max_pct']:.2f}%, mean "
+            label = "checking" if half == "check" else "tuning"
+            parts.append(f"{label} half: {h['configs']} configurations, max {h['max_pct']:.2f}%, mean "
                          f"{h['mean_pct']:.2f}%")
     check = [r for r in e["rows"] if r[0] == "check"]
     if check:
