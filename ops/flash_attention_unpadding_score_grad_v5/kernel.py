@@ -854,11 +854,7 @@ class KernelFagBasic:
         if self.b32:  # fp32: P^T (dV's A operand) into the P^T section buffer; dP's buffer is still free
             self.CopyOutT(pv, ub["dp"].Get(F32), self._slot(self.mmT[0], task, j, F32), lo, mine, cols, pitch)
         else:
-            Cast(out, pv, RoundMode.CAST_ROUND, cnt)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            CopyRowsOut(self._slot(self.mm2, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
-                        self.cast_pitch)
+            self.CastOut(out, pv, self._slot(self.mm2, task, j, dt), 0, lo, mine, cols, pitch)
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
         # SubGrapB: dS = (dP - sfmg) * P
@@ -883,15 +879,19 @@ class KernelFagBasic:
             CopyRowsOut(self._slot(self.mm1, task, j, F32)[lo * BASE], dP, mine, cols, pitch, BASE)
             self.CopyOutT(dP, S, self._slot(self.mmT[1], task, j, F32), lo, mine, cols, pitch)
         else:
-            Cast(out, dP, RoundMode.CAST_ROUND, cnt)
-            SetFlag(HardEvent.V_MTE3, 1)
-            WaitFlag(HardEvent.V_MTE3, 1)
-            CopyRowsOut(self._slot(self.mm1, task, j, dt)[lo * self.cast_pitch], out, mine, cols, pitch,
-                        self.cast_pitch)
+            self.CastOut(out, dP, self._slot(self.mm1, task, j, dt), 1, lo, mine, cols, pitch)
         SetFlag(HardEvent.MTE3_MTE2, 1)
         WaitFlag(HardEvent.MTE3_MTE2, 1)
         SetFlag(HardEvent.MTE3_V, 1)
         WaitFlag(HardEvent.MTE3_V, 1)
+
+    def CastOut(self, out, src, gm, event: int, lo: int, rows: int, cols: int, pitch: int):
+        """fp16/bf16: cast src (rows x cols fp32, UB pitch *pitch*) into *out* and copy it to gm (a section
+        block at the cast pitch) from row lo, behind V_MTE3 flag *event*."""
+        Cast(out, src, RoundMode.CAST_ROUND, rows * pitch)
+        SetFlag(HardEvent.V_MTE3, event)
+        WaitFlag(HardEvent.V_MTE3, event)
+        CopyRowsOut(gm[lo * self.cast_pitch], out, rows, cols, pitch, self.cast_pitch)
 
     def CopyOutT(self, src, dst, gm, lo: int, rows: int, cols: int, pitch: int):
         """fp32: the transpose of src (rows x cols, UB pitch *pitch*) -> gm (a section block, [cols, BASE] fp32)
