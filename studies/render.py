@@ -217,7 +217,7 @@ def performance(body: str, stale: list) -> str:
     """The README performance table: saved results replace their rows; other rows are kept (and listed)."""
     new = _rows_performance()
     lines = body.rstrip("\n").split("\n")
-    out = []
+    out, marked = [], False
     for line in lines:
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
         if cells and len(cells) == 2 and cells[0] not in ("benchmark", "---"):
@@ -225,12 +225,14 @@ def performance(body: str, stale: list) -> str:
                 line = f"| {cells[0]} | {new.pop(cells[0])} |"
             else:
                 stale.append(f"README performance row {cells[0]!r}")
+                marked = True
                 if not cells[1].endswith(EARLIER):
                     line = f"| {cells[0]} | {cells[1]} {EARLIER} |"
         elif line.startswith("Measured on"):
             line = _machine_line(["sim_speed", "pfa", "fa_varlen", "scatter_pa_kv_cache"]) or line
-            line += (f" Figures marked {EARLIER} are from earlier runs (most at load average 0.7-1.9) that no saved "
-                     "result has replaced yet.")
+            if marked:  # the table comes before this line
+                line += (f" Figures marked {EARLIER} are from earlier runs that no saved result has replaced "
+                         "yet.")
         out.append(line)
     for key, value in new.items():  # a result with no row yet
         out.append(f"| {key} | {value} |")
