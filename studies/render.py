@@ -98,11 +98,14 @@ def _rows_performance() -> dict:
         huge = "; ".join(f"{h['name']}: {h['cpu_s']:.1f} s CPU, {h['peak_mb']:.0f} MB" for h in e["huge"])
         worst = max((r for r in e["rows"] if r["half"] == "check"), key=lambda r: abs(r.get("error_pct", float("inf"))))
         met = "" if e["check_max_pct"] <= 3 else ": NOT met"
-        rows["same, FlashAttentionUnpaddingScoreGradV5, 10 fresh random checking configurations (seed "
-             "20261124) beside a 17-configuration tuning set (`benchmarks/estimate_accuracy_fag.py`)"] = \
+        per = "; ".join(f"{k} {v:.2f}%" for k, v in e.get("check_by_template", {}).items())
+        strata = f", {e['check_configs'] // len(e['strata'])} per template" if e.get("strata") else ""
+        rows[f"same, FlashAttentionUnpaddingScoreGradV5, {e['check_configs']} fresh random checking configurations"
+             f"{strata} (seed {e['check_seed']}) beside a {e['tune_configs']}-configuration tuning set "
+             "(`benchmarks/estimate_accuracy_fag.py`)"] = \
             (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
-             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}); tuning set max {e['tune_max_pct']:.2f}%; largest "
-             f"shapes: {huge}")
+             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){'; max per template: ' + per if per else ''}; tuning set "
+             f"max {e['tune_max_pct']:.2f}%; largest shapes: {huge}")
     f = load("fag")
     if f:
         r = f["rows"]
