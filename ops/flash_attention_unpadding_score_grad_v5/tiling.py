@@ -103,6 +103,9 @@ class FagTilingData:
     dtmSlotBytes: int = 0  # dq [s1CvInner, D], dk and dv [s2CvInner, D] (then dq_rope, dk_rope) fp32
     secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
     splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
+    aivPerCore: int = 2  # AIVs per AI Core of the chip (the generic split gives an AI Core its AIVs' runs)
+    dtmBasic: bool = False  # basic_det: one partial slot per core, reduction from the first partial (16-AIV
+    # groups for dq, dk, dv), dk/dv strips with one writer in the round added by the cube itself
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -195,6 +198,24 @@ def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool) -> list:
                     if sec:
                         out.append(sec)
     return out
+
+
+DET_REGION = ROW_GROUP * BASE  # basic_det: a task is a 512 x 512 region (GetRecoderS, addr_compute_det.h)
+
+
+def det_block_list(problem) -> list:
+    """basic_det's tasks in the order CANN's AddrComputeDet hands them out (task k to core k % cores): per batch
+    (with Sq, Skv > 0), query head, 512-row range, 512-column range (fastest), the regions with a kept block;
+    each region's kept 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner). These are the basic
+    template's 4 x 4 sections, reordered inside."""
+    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in block_list(problem)]
+
+
+def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list:
+    """The sections (CV blocks / regions) of a non-basic template, in run order."""
+    if template == "basic_det":
+        return det_block_list(problem)
+    return sab_block_list(problem, s1cv, s2cv, dtm)
 
 
 def block_dim_override(overrides: dict | None, chip) -> int | None:
@@ -330,7 +351,7 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     blocks)) cores; generic contiguously (generic_split), its sections listed at the round-robin positions the
     estimate reads (core + j * blockDim for the core's j-th section; other positions hold None)."""
     template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
-    listed = sab_block_list(problem, s1cv, s2cv, dtm)
+    listed = cv_sections(problem, template, s1cv, s2cv, dtm)
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
     if template == "generic":
         starts, bd, _ = generic_core_split(problem, listed, chip, block_dim)
@@ -340,7 +361,7 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
         for k, sec in enumerate(listed):
             placed[int(pos[k]) + int(slot[k]) * bd] = sec
     else:
-        bd = block_dim if block_dim is not None else max(1, min(chip.aic_count, len(listed)))
+        bd = block_dim if block_dim is not None else _default_block_dim(template, chip, len(listed))
         pos = np.arange(len(listed)) % bd
         placed = listed
     count = lambda w=None: np.bincount(pos, w, minlength=bd).astype(np.int64)  # noqa: E731
@@ -356,10 +377,18 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
     cann = cann_template(problem, deterministic)
     if cann in ("unpadded", "s1s2bn2gs1s2") and not deterministic:
         return "generic", cann, (*generic_cv_inner(problem), False)
+    if cann == "basic_det":
+        return "basic_det", cann, (DET_REGION, DET_REGION, True)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
     s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
     return cann, cann, (s1cv, s2cv, deterministic and sab_deterministic(problem, s1cv, s2cv))
+
+
+def _default_block_dim(template: str, chip, sections: int) -> int:
+    """min(AI Cores, sections); basic_det launches every AI Core (SetBlockDim(aicNum), ..._basic_det.cpp), the
+    idle ones taking part in every round's SyncAll."""
+    return chip.aic_count if template == "basic_det" else max(1, min(chip.aic_count, sections))
 
 
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
@@ -372,9 +401,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     if template == "basic":
         sections = block_list(problem) if work is None else None
     else:
-        sections = sab_block_list(problem, s1cv, s2cv, dtm) if work is None else None
+        sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
-    block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
+    block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
     core_starts, split_aivs = (), 0
     if template == "generic":
         if work is None:
@@ -417,12 +446,13 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         mm_t = off
         off += block_dim * 2 * 2 * mm_section
     dtm_off, dtm_slot = off, 0
-    if dtm:
+    if dtm:  # SameAB: two slots per core (task parity); basic_det: one (the cube waits for the round's reduction)
         dtm_slot = _a(4 * ((s1cv + 2 * s2cv) * p.D + (s1cv + s2cv) * p.rope_d))
-        off += block_dim * 2 * dtm_slot
+        off += block_dim * (1 if template == "basic_det" else 2) * dtm_slot
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
+        dtmBasic=template == "basic_det", aivPerCore=chip.aiv_count // chip.aic_count,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),
