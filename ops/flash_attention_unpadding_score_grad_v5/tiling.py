@@ -1,12 +1,14 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
-The template is CANN's choice (templates.py) when it is SameAB or, not deterministic, the generic template
-(UnpaddedAttension / S1s2Bn2gs1s2), else the basic template (run_template).
+The template is CANN's choice (templates.py) when it is SameAB, basic_det or the generic template
+(UnpaddedAttension / S1s2Bn2gs1s2), else (the deterministic S1s2Bn2 template) the basic template with per-core
+copies (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
-slots instead of per-core copies. Generic: the same CV block list with its own CV shape (generic_cv_inner,
-128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each core's first section.
-The rest of this docstring is the basic template.
+slots instead of per-core copies. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
+one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
+(generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
+core's first section. The rest of this docstring is the basic template.
 
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
@@ -375,7 +377,7 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
     itself, the generic template (UnpaddedAttension 2000, S1s2Bn2gs1s2 16000) as "generic" when not deterministic;
     every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
     cann = cann_template(problem, deterministic)
-    if cann in ("unpadded", "s1s2bn2gs1s2") and not deterministic:
+    if cann in ("unpadded", "s1s2bn2gs1s2"):  # its tiling and kernel never read the deterministic flag
         return "generic", cann, (*generic_cv_inner(problem), False)
     if cann == "basic_det":
         return "basic_det", cann, (DET_REGION, DET_REGION, True)

@@ -89,11 +89,12 @@ def ref_args(a):
 
 def golden_of(a, p, res, **over):
     """The golden of an operator call (args dict *a*, FagProblem *p*, its OpResult *res*) with the run's
-    block count and atomic order; *over* overrides golden keywords (block_dim, atomics, deterministic)."""
+    template, block count and atomic order (the per-core copies of the basic stand-in when it ran them);
+    *over* overrides golden keywords (block_dim, atomics, deterministic, ...)."""
     from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
     from ops.flash_attention_unpadding_score_grad_v5.tiling import balance_applies
     t = res.tiling
-    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
+    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"), deterministic=t.copies > 1,
               cv=None if t.template == "basic" else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm, regions=t.dtmBasic,
               contiguous=(t.splitAivs, t.aivPerCore) if t.template == "generic" and not balance_applies(p) else None,
               core_starts=t.secCoreStart if t.template == "generic" and balance_applies(p) else None,

@@ -91,7 +91,7 @@ def test_basic_det_regions_are_the_basic_sections_column_by_column():
     for k, sec in enumerate(basic):
         got = [(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]) for i in range(t.secStart[k], t.secStart[k + 1])]
         assert got == sorted((blk[:4] for blk in sec), key=lambda x: (x[3], x[2]))
-    diag = [k for k, sec in enumerate(basic) if any(blk[6] for blk in sec) and len(sec) > 1][0]
+    diag = next(k for k, sec in enumerate(basic) if any(blk[6] for blk in sec) and len(sec) > 1)
     assert [t.blkS2o[i] for i in range(t.secStart[diag], t.secStart[diag + 1])] == \
         sorted(t.blkS2o[i] for i in range(t.secStart[diag], t.secStart[diag + 1]))
 
