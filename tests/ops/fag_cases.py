@@ -111,3 +111,18 @@ def reference_pair(a, p):
     args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
     kw = ref_args(a) | {"prefix": a.get("prefix")}
     return fag_reference(*args, **kw), fag_reference(*args, **kw, dtype=p.dtype)
+
+
+def check_golden_and_accuracy(a, p, res, factor: float = 3.0) -> None:
+    """Every output of the run bit-exact with golden_of, and within the flash-attention gradient rule of
+    NUMERICS.md (factor 3, as test_fag_features applies it) of the float64 reference."""
+    from ops.common.accuracy import fa_rule_ok
+    from tests.ops.helpers import bits
+    gold = golden_of(a, p, res)
+    assert set(gold) == set(res.outputs)
+    for k, g in gold.items():
+        np.testing.assert_array_equal(bits(res.outputs[k]), bits(g), err_msg=k)
+    ref, low = reference_pair(a, p)
+    for k in ref:
+        ok, info = fa_rule_ok(res.outputs[k], ref[k], low[k], factor=factor)
+        assert ok, (k, info)
