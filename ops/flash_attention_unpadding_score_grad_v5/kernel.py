@@ -408,7 +408,7 @@ class KernelFagBasic:
         CrossCoreWaitFlag(VEC2CUBE)
         if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
             CrossCoreWaitFlag(DET2CUBE)
-        if self.t.template == "basic":
+        if self.t.template in ("basic", "basic_bn2"):
             self.Cube23(task)
         elif self.b32:
             self.ComputeMMDqkvT(task)

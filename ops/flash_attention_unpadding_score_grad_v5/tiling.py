@@ -1,8 +1,8 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
-The template is CANN's choice (templates.py) when it is SameAB, basic_det or the generic template
-(UnpaddedAttension / S1s2Bn2gs1s2), else (the deterministic S1s2Bn2 template) the basic template with per-core
-copies (run_template).
+The template is CANN's choice (templates.py): SameAB, basic_det, the generic template (UnpaddedAttension /
+S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "basic_bn2": its (batch, key/value
+head) core split (bn2_core_split) over the basic template's sections (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
 slots instead of per-core copies. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
@@ -17,8 +17,8 @@ groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k 
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
 [T1, N1, D], dk and dv fp32 [T2, N2, D] (with rope, dq_rope and dk_rope after them), sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
-Deterministic runs keep one dq/dk/dv copy per core (``copies`` = blockDim, ``copyBytes`` apart): each
-core adds only into its own copy, and the post kernel sums the copies in core order.
+``copies`` / ``copyBytes``: the pre and post kernels and the golden can take one dq/dk/dv copy per core summed
+in core order (the former deterministic stand-in); no template uses more than one copy now.
 
 docs/fag.md states where this differs from CANN (the templates run in place of others, block reuse).
 """
@@ -214,10 +214,34 @@ def det_block_list(problem) -> list:
 
 
 def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list:
-    """The sections (CV blocks / regions) of a non-basic template, in run order."""
+    """The sections (CV blocks / regions / basic sections) of a template, in run order."""
     if template == "basic_det":
         return det_block_list(problem)
+    if template in ("basic", "basic_bn2"):
+        return block_list(problem)
     return sab_block_list(problem, s1cv, s2cv, dtm)
+
+
+BN2_WEIGHT_ALIGN = 64  # BASE_LEN_64: S1s2Bn2's (batch, key/value head) weight ceil(Sq / 64) ceil(Skv / 64)
+
+
+def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int]:
+    """The deterministic S1s2Bn2 template's core split (DoBlockTiling, ..._tiling_s1s2_bn2.cpp): the (batch,
+    key/value head) pairs, each weighing ceil(Sq / 64) ceil(Skv / 64) (batch outer), cut into contiguous runs
+    over coreNum = every AIV (TND never takes its L1-custom variant, which splits over AI Cores): one pair per
+    AIV when they are no more than the AIVs, else GetSplitArrayMinMaxSum and the greedy walk of balanced_split.
+    An AI Core runs its AIVs' runs; every section (the basic sections, in (batch, head) order) goes to the core
+    of its pair, so each output row has one writer. Returns (first section of every core and the end,
+    blockDim, coreNum AIVs)."""
+    p = problem
+    aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
+    sq, skv = np.asarray(p.seq_q, np.int64), np.asarray(p.seq_kv, np.int64)
+    a = BN2_WEIGHT_ALIGN
+    weights = np.repeat(-(-sq // a) * -(-skv // a), p.N2).tolist()
+    pair_starts, block_dim = balanced_split(weights, min(len(weights), aivs), ratio)
+    pair = [blk_pair for sec in sections for blk_pair in [sec[0][0] * p.N2 + sec[0][1] // p.G]]
+    starts = tuple(int(np.searchsorted(pair, ps, side="left")) for ps in pair_starts)
+    return starts, block_dim, aivs
 
 
 def block_dim_override(overrides: dict | None, chip) -> int | None:
@@ -355,8 +379,9 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
     listed = cv_sections(problem, template, s1cv, s2cv, dtm)
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
-    if template == "generic":
-        starts, bd, _ = generic_core_split(problem, listed, chip, block_dim)
+    if template in ("generic", "basic_bn2"):
+        split = bn2_core_split if template == "basic_bn2" else generic_core_split
+        starts, bd, _ = split(problem, listed, chip, block_dim)
         pos = np.repeat(np.arange(bd), np.diff(starts))
         slot = np.arange(len(listed)) - np.asarray(starts)[pos]
         placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
@@ -381,6 +406,8 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
         return "generic", cann, (*generic_cv_inner(problem), False)
     if cann == "basic_det":
         return "basic_det", cann, (DET_REGION, DET_REGION, True)
+    if cann == "deterministic_s1s2bn2":
+        return "basic_bn2", cann, (0, 0, False)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
     s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
@@ -400,16 +427,14 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
-    if template == "basic":
-        sections = block_list(problem) if work is None else None
-    else:
-        sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
+    sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
     core_starts, split_aivs = (), 0
-    if template == "generic":
+    if template in ("generic", "basic_bn2"):
         if work is None:
-            core_starts, block_dim, split_aivs = generic_core_split(problem, sections, chip, requested)
+            split = bn2_core_split if template == "basic_bn2" else generic_core_split
+            core_starts, block_dim, split_aivs = split(problem, sections, chip, requested)
         else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
             block_dim = work.block_dim
     if sections is None:

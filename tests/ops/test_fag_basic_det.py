@@ -1,11 +1,13 @@
-"""FlashAttentionUnpaddingScoreGradV5, deterministic calls CANN gives its basic-deterministic template (priority
-1002, `basic_det`; docs/fag.md "Determinism"): 512 x 512 regions handed out round-robin, one per core and round,
+"""FlashAttentionUnpaddingScoreGradV5, the deterministic templates besides SameAB's IS_DTM (docs/fag.md
+"Determinism"). basic_det (priority 1002): 512 x 512 regions handed out round-robin, one per core and round,
 per-core partials, the round's reduction from the first core's partial, lone dk/dv strips added by the cube.
+The deterministic S1s2Bn2 template (1000): its (batch, key/value head) split over the AIVs, each output row
+written by one core (run with the basic template's blocks, `template` "basic_bn2").
 
-Bit-exact against the independent golden (which re-walks the regions and rounds), with the float64 accuracy of
-every output; the region order, the rounds and the reduction each show in the bits (a golden with another one
-differs); the atomic adds are exactly the lone dk/dv strips; timing mode gives the full run's cycles. Every run
-here is sanitized (tests/conftest.py)."""
+Bit-exact against the independent golden (which re-walks the regions and rounds, or takes the core split), with
+the float64 accuracy of every output; the region order, the rounds, the reduction and the split each show in the
+bits (a golden with another one differs); basic_det's atomic adds are exactly the lone dk/dv strips; timing
+mode gives the full run's cycles. Every run here is sanitized (tests/conftest.py)."""
 import numpy as np
 import pytest
 
@@ -93,3 +95,50 @@ def test_basic_det_estimate_runs_its_regions():
     a, _ = make_case(**kw)
     est = fag(**a, deterministic=True, tiling=til, mode="estimate")
     assert est.tiling.template == "basic_det" and est.tiling.dtmBasic and est.time_us > 0
+
+
+# ------------------------------------------------------------------------------------------- deterministic S1s2Bn2
+BN2 = {
+    # softmax_in_layout "" and lengths below 1024: priority 1000; six (batch, key/value head) pairs, one per AIV
+    "fp16_gqa_mode2_pairs": (dict(seq_q=[600, 130, 300], seq_kv=[600, 130, 300], n1=4, n2=2, d=64, layout="",
+                                  sparse_mode=2, causal=True), None),
+    # pse (which basic_det refuses), two cores: the weighted split of the pairs over four AIVs
+    "fp16_slope_two_cores": (dict(seq_q=[600, 130, 300], seq_kv=[600, 130, 300], n1=4, n2=2, d=40, layout="",
+                                  slopes="B", pse_type=2), {"blockDim": 2}),
+}
+
+
+@pytest.mark.parametrize("name", BN2)
+def test_bn2_det_bit_exact_and_one_writer_per_row(name):
+    kw, til = BN2[name]
+    a, p = make_case(**kw)
+    res = fag(**a, deterministic=True, tiling=til)
+    t = res.tiling
+    assert (t.template, t.cannTemplate, t.copies, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", 1, False)
+    check_golden_and_accuracy(a, p, res)
+    owner = {}
+    for c in range(t.blockDim):
+        for k in t.core_sections(c):
+            for i in range(t.secStart[k], t.secStart[k + 1]):
+                assert owner.setdefault((t.blkB[i], t.blkN[i] // t.gSize), c) == c  # a pair stays on one core
+    # each output row has one writer, so the result does not depend on when the adds land: core after core
+    # (no atomic log) gives the same bits, a round-robin split of the same sections does not
+    for k, g in golden_of(a, p, res, atomics=None).items():
+        np.testing.assert_array_equal(bits(res.outputs[k]), bits(g), err_msg=k)
+    if til is None:
+        rr = golden_of(a, p, res, core_starts=None, atomics=None)
+        assert any(not np.array_equal(bits(res.outputs[k]), bits(rr[k])) for k in ("dk", "dv"))
+        assert fag(**a, deterministic=True, mode="timing").cycles == res.cycles
+
+
+def test_bn2_split_on_hand_worked_weights():
+    """Pairs (b, n2) weigh ceil(Sq / 64) ceil(Skv / 64): 100, 100, 9, 9, 25, 25. Over the 4 AIVs of two cores the
+    smallest largest part is 100; the walk cuts after pair 0 and pair 1, and at pair 5 the one AIV left takes it
+    alone: AIV runs [0], [1], [2, 3, 4], [5], so core 0 holds batch 0 and core 1 batches 1 and 2."""
+    kw, til = BN2["fp16_slope_two_cores"]
+    a, _ = make_case(**kw)
+    t = fag(**a, deterministic=True, tiling=til, mode="timing").tiling
+    assert t.blockDim == 2 and t.splitAivs == 4
+    batches = [{t.blkB[i] for k in t.core_sections(c) for i in range(t.secStart[k], t.secStart[k + 1])}
+               for c in range(2)]
+    assert batches == [{0}, {1, 2}]
