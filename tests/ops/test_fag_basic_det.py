@@ -43,12 +43,18 @@ def _lone_strips(t) -> int:
     return total * (3 if t.ropeD else 2)
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_basic_det_bit_exact_and_accurate(name):
-    kw, til = CASES[name]
+def _det_run(cases: dict, name: str):
+    """(args, problem, result, tiling) of the deterministic run of cases[name] with its tiling override."""
+    kw, til = cases[name]
     a, p = make_case(**kw)
     res = fag(**a, deterministic=True, tiling=til)
-    t = res.tiling
+    return a, p, res, res.tiling
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_basic_det_bit_exact_and_accurate(name):
+    a, p, res, t = _det_run(CASES, name)
+    til = CASES[name][1]
     assert (t.template, t.cannTemplate) == ("basic_det", "basic_det") and t.sabDtm and t.dtmBasic
     assert t.copies == 1 and (t.s1CvInner, t.s2CvInner) == (512, 512)
     assert t.blockDim == (til or {}).get("blockDim", 24)  # every AI Core of the 910B2 unless overridden
@@ -110,10 +116,8 @@ BN2 = {
 
 @pytest.mark.parametrize("name", BN2)
 def test_bn2_det_bit_exact_and_one_writer_per_row(name):
-    kw, til = BN2[name]
-    a, p = make_case(**kw)
-    res = fag(**a, deterministic=True, tiling=til)
-    t = res.tiling
+    a, p, res, t = _det_run(BN2, name)
+    til = BN2[name][1]
     assert (t.template, t.cannTemplate, t.copies, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", 1, False)
     check_golden_and_accuracy(a, p, res)
     owner = {}
