@@ -335,6 +335,32 @@ def calibration(body: str, stale: list) -> str:
     return "\n".join(out) + "\n\n" + _machine_line(["calibration"]) + "\n"
 
 
+def calibration_floor(body: str, stale: list) -> str:
+    """docs/calibration.md: the PFA board step per slice against CANN's slice floor, and the what-if variants."""
+    c = load("calibration")
+    if not c or "pfa_floor" not in c:
+        stale.append("docs/calibration.md PFA floor")
+        return body
+    f, launch = c["pfa_floor"], c["shipped_us"]["launch"]
+    out = ["| per 8 x 512 fp32 slice, one vector core | cycles |", "|---|---|",
+           (f"| board (PFA file: cost of 8192 more keys over {f['slices_per_8k']} slices, 1.8 GHz) | "
+            f"{f['board_cycles_per_slice']:.0f} |"),
+           (f"| CANN's slice ({f['instructions']} instructions, {f['barriers']} PipeBarriers) at npusim's rates "
+            f"(pto-isa 910B3 fits) | {f['model_rates']:.0f} |"),
+           f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
+           f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
+           "", ("| what-if (shared constants, PFA at inner_precise=0, launch included) | Skv 8192 us | Skv 16384 us | "
+                "8192 more keys, us |"), "|---|---|---|---|"]
+    board = c["pfa_board_us"]
+    keys = sorted(board, key=lambda k: int(k.split("x")[1]))
+    out.append("| board | " + " | ".join(f"{board[k]:.1f}" for k in keys)
+               + f" | {board[keys[-1]] - board[keys[0]]:.1f} |")
+    model = {f"{p['sq']}x{p['skv']}": p["new_us"] for p in c["points"] if p["file"] == "pfa"}
+    for label, us in [("npusim as shipped", {k: v - launch for k, v in model.items()}), *c["pfa_whatif_us"].items()]:
+        out.append(f"| {label} | " + " | ".join(f"{us[k] + launch:.1f} ({100 * ((us[k] + launch) / board[k] - 1):+.0f}%)"
+                                                  for k in keys) + f" | {us[keys[-1]] - us[keys[0]]:.1f} |")
+    return "\n".join(out) + "\n"
+
 
 def _from_table(make, what: str):
     """A renderer whose body is a table made from a committed sweep result (sweep_tables.py)."""
@@ -390,6 +416,7 @@ def study_times(body: str, stale: list) -> str:
 
 RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
              "speed": speed, "study-times": study_times, "calibration": calibration,
+             "calibration-floor": calibration_floor,
              "pfa-tiling": _from_table(sweep_tables.pfa_tiling_table, "README PFA tiling table"),
              "whatif-pfa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_pfa"), "README PFA what-if"),
              "whatif-fa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_fa"), "README FA what-if")}
