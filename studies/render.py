@@ -346,7 +346,7 @@ def calibration_floor(body: str, stale: list) -> str:
            (f"| board (PFA file: cost of 8192 more keys over {f['slices_per_8k']} slices, 1.8 GHz) | "
             f"{f['board_cycles_per_slice']:.0f} |"),
            (f"| CANN's slice ({f['instructions']} instructions, {f['barriers']} PipeBarriers) at npusim's rates "
-            f"(pto-isa 910B3 fits) | {f['model_rates']:.0f} |"),
+            f"(pto-isa 910B3 fits where measured) | {f['model_rates']:.0f} |"),
            f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
            f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
            "", ("| what-if: shared constants, each with the launch overhead its FA file fit gives | launch, us | "
