@@ -6,7 +6,7 @@ the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 ch
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
 IS_DTM, which the first grid did not. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
-npusim runs (STRATA: the basic template, SameAB, SameAB IS_DTM, the generic template), never run before
+npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
 estimate, the timing-mode time, the error and the CPU time of each; max and mean absolute error per set
 (target: every checking configuration within 3%); then the estimate's CPU time and peak traced memory on
@@ -66,17 +66,18 @@ GRID = [
     ([5919, 932], [2882, 1500], 4, 2, 256, BF16, None, {}),
     ([3806, 619, 742], [3806, 619, 742], 1, 1, 64, BF16, 3, {}),
     ([958], [958], 8, 2, 128, BF16, 2, {}),
-    # the generic template (short sequences with D > 128 or unequal q/kv, fp32, short keys) and SameAB IS_DTM
+    # the generic template (short sequences with D > 128 or unequal q/kv, fp32, short keys), SameAB IS_DTM and basic_bn2
     ([960], [960], 8, 8, 192, F16, 2, {}),
     ([900], [600], 4, 4, 64, F16, None, {}),
     ([3000], [3000], 4, 4, 128, F32, 2, {}),
     ([4096, 4096], [200, 100], 4, 4, 128, F16, None, {}),
     ([3000], [3000], 4, 4, 192, F16, 2, {"deterministic": True}),
+    ([800, 600], [800, 600], 4, 2, 128, F16, 2, {"deterministic": True, "layout": ""}),  # basic_bn2
 ]
 CHECK_SEED = 620261124  # session 6, fixed before this checking set was drawn: drawn and run once, after the model was fixed
 CHECK_PER_TEMPLATE = 3
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata
-STRATA = ("basic", "sameab", "sameab IS_DTM", "generic")
+STRATA = ("basic", "basic_det", "basic_bn2", "sameab", "sameab IS_DTM", "generic")
 MAX_CHECK_BLOCKS = 6000  # 128 x 128 blocks at most per checking configuration (timing mode in ~15 s CPU)
 MAX_DRAWS = 20000  # candidates drawn at most while filling the strata
 
@@ -100,7 +101,8 @@ def fresh_check(seed: int = CHECK_SEED, per_template: int = CHECK_PER_TEMPLATE) 
     (log-uniform, so that short calls that take the generic template come up), equal q/kv lengths except
     without a mask, N1 in {1, 2, 4, 8, 16}, GQA group 1/2/4 where it divides, D in {64, 128, 192, 256},
     fp16 or bf16 (fp32 one time in six), no mask / sparse 2 / 3 / 4 (band of random pre/next),
-    deterministic one time in three, a blockDim override (4-23) one time in six; redrawn while over
+    deterministic one time in three, a blockDim override (4-23) one time in six, softmax_in_layout ''
+    ([N, T, 8] statistics; CANN's deterministic_s1s2bn2 template needs it) one time in three; redrawn while over
     MAX_CHECK_BLOCKS blocks. In stratum order, each stratum in draw order."""
     rng = np.random.default_rng(seed)
     picked = {name: [] for name in STRATA}
@@ -122,6 +124,8 @@ def fresh_check(seed: int = CHECK_SEED, per_template: int = CHECK_PER_TEMPLATE) 
             opt["deterministic"] = True
         if rng.random() < 1 / 6:
             opt["blockDim"] = int(rng.integers(4, 24))
+        if rng.random() < 1 / 3:
+            opt["layout"] = ""
         cfg = (sq, skv, n1, n1 // g, d, dt, mode, opt)
         if _blocks(sq, skv, n1, mode, opt) > MAX_CHECK_BLOCKS:
             continue
@@ -135,6 +139,8 @@ def _kwargs(sq, skv, n1, d, mode, opt) -> dict:
     """The operator's keywords of a configuration besides its tensors and the run options."""
     kw = dict(actual_seq_qlen=np.cumsum(sq).tolist(), actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1,
               scale_value=float(1 / np.sqrt(d)))
+    if "layout" in opt:
+        kw["softmax_in_layout"] = opt["layout"]
     if mode is not None:
         kw.update(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=mode)
         if "pre" in opt:
@@ -142,17 +148,18 @@ def _kwargs(sq, skv, n1, d, mode, opt) -> dict:
     return kw
 
 
-def _tensors(sq, skv, n1, n2, d, dt) -> tuple:
-    """(q, kv, softmax statistics) TensorSpecs of a configuration."""
+def _tensors(sq, skv, n1, n2, d, dt, opt) -> tuple:
+    """(q, kv, softmax statistics) TensorSpecs of a configuration (statistics [N, T, 8] with layout '')."""
     t1, t2 = sum(sq), sum(skv)
-    return TensorSpec((t1, n1, d), dt), TensorSpec((t2, n2, d), dt), TensorSpec((t1, n1, 8), np.float32)
+    stats = (n1, t1, 8) if opt.get("layout") == "" else (t1, n1, 8)
+    return TensorSpec((t1, n1, d), dt), TensorSpec((t2, n2, d), dt), TensorSpec(stats, np.float32)
 
 
 def template_of(cfg, chip: str = "Ascend910B2") -> str:
     """The template npusim runs a configuration on (tiling.run_template; "sameab IS_DTM" for SameAB with its
     deterministic reduction), from the validated call, without running it."""
     sq, skv, n1, n2, d, dt, mode, opt = cfg
-    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt)
+    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt, opt)
     problem = validate(q, None, kv, None, kv, q, softmax_max=stats, softmax_sum=stats, attention_in=q,
                        **_kwargs(sq, skv, n1, d, mode, opt), chip_spec=chip)
     template, _, (_, _, dtm) = run_template(problem, get_chip(chip), opt.get("deterministic", False))
@@ -160,9 +167,11 @@ def template_of(cfg, chip: str = "Ascend910B2") -> str:
 
 
 def _label(template: str, dtm: bool) -> str:
-    """SameAB's two priorities run one kernel: "sameab", or "sameab IS_DTM" with the deterministic reduction."""
-    name = "sameab" if template.startswith("sameab") else template
-    return f"{name} IS_DTM" if dtm else name
+    """The template's name; SameAB's two priorities run one kernel: "sameab", or "sameab IS_DTM" with its
+    deterministic reduction (basic_det always has its own)."""
+    if not template.startswith("sameab"):
+        return template
+    return "sameab IS_DTM" if dtm else "sameab"
 
 
 def plan(which: str) -> list:
@@ -180,7 +189,7 @@ HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): large legal
 
 def call(sq, skv, n1, n2, d, dt, mode, opt, run_mode):
     """One call with TensorSpec data inputs in *run_mode*; returns (OpResult, CPU seconds)."""
-    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt)
+    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt, opt)
     kw = dict(softmax_max=stats, softmax_sum=stats, attention_in=q, deterministic=opt.get("deterministic", False),
               mode=run_mode, tiling={"blockDim": opt["blockDim"]} if "blockDim" in opt else None,
               **_kwargs(sq, skv, n1, d, mode, opt))
