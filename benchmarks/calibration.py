@@ -20,10 +20,10 @@ points for reference (a different schedule, not fitted).
 It also sets the PFA board's step against first principles (docs/calibration.md "Steady state from first
 principles"): the board's cycles per 8 x 512 fp32 score slice against CANN's high-precision slice
 (PFA_HP_SLICE, from the sources) at npusim's vector rates, at one repeat per cycle, and its bare repeat count;
-and the PFA points under what-if variants of shared constants (WHATIF: twice the vector rate, twice the L2
-budget, both), which are diagnostics and never shipped.
+and both files under what-if variants of shared constants (WHATIF: twice the vector rate, twice the L2
+budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped.
 
-    python benchmarks/calibration.py          # about 75 s of CPU (the FA S=16384 point dominates); 4.5 min wall at load 7
+    python benchmarks/calibration.py   # about 3.3 CPU minutes (the FA S=16384 point, run 4 times); 10.4 min wall at load 10
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
@@ -56,8 +56,8 @@ def load_points(path: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def fa_us_without_launch(chip_name: str, s: int, d: int, n: int) -> float:
-    spec = get_chip(chip_name).replace(launch_overhead_cycles=0)
+def fa_us_without_launch(chip_name: str, s: int, d: int, n: int, **chip_changes) -> float:
+    spec = get_chip(chip_name).replace(launch_overhead_cycles=0, **chip_changes)
     q = TensorSpec((s, n, d), np.float16)
     res = flash_attention_var_len_score(q, q, q, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n,
                                         scale_value=1 / np.sqrt(d), input_layout="TND", chip=spec, mode="timing")
@@ -140,15 +140,26 @@ WHATIF = {"vector x2": {"vector_bytes_per_cycle": 512}, "L2 x2": {"l2_bw_x": 2.0
           "vector x2, L2 x2": {"vector_bytes_per_cycle": 512, "l2_bw_x": 2.0}}
 
 
-def pfa_whatif(chip_name: str, points: list) -> dict:
-    """PFA (no launch) at the board's precision mode under each WHATIF variant, per (Sq, Skv) point."""
+def whatif_points(chip_name: str, rows: list) -> dict:
+    """Every fitted point of both files (no launch) under each WHATIF variant, and the launch overhead each
+    variant would get from the FA file (the shipped fit's rule): {label: {"launch_us", "points": [(file, Sq,
+    Skv, board us, model us without launch)]}}."""
     out = {}
     base = get_chip(chip_name)
     for label, changes in WHATIF.items():
         ch = dict(changes)
         if "l2_bw_x" in ch:
             ch["l2_bw_bytes_per_s"] = base.l2_bw_bytes_per_s * ch.pop("l2_bw_x")
-        out[label] = {f"{sq}x{skv}": pfa_us_without_launch(chip_name, sq, skv, 128, 1, **ch) for sq, skv in points}
+        pts = []
+        for file, _, sq, skv, meas, b, _ in rows:
+            if b is None:
+                continue
+            us = (fa_us_without_launch(chip_name, sq, 128, 1, **ch) if file == "fa" else
+                  pfa_us_without_launch(chip_name, sq, skv, 128, 1, **ch))
+            pts.append((file, sq, skv, meas, us))
+        fa = [(m, u) for f, _, _, m, u in pts if f == "fa"]
+        launch = fit_launch_overhead_us(np.array([m for m, _ in fa]), np.array([u for _, u in fa]))
+        out[label] = {"launch_us": launch, "points": pts}
     return out
 
 
@@ -223,20 +234,16 @@ def main() -> None:
           f"high-precision slice ({floor['instructions']} vector instructions, {floor['repeats']} repeats, "
           f"{floor['barriers']} PipeBarriers) takes {floor['model_rates']:.0f} cycles at npusim's rates, "
           f"{floor['peak_rate']:.0f} at one repeat per cycle for every class, {floor['repeats']} with no latency")
-    pfa_pts = sorted((r[2], r[3]) for r in rows if r[0] == "pfa")
-    whatif = pfa_whatif("Ascend910B2", pfa_pts)
-    board_pfa = {f"{r[2]}x{r[3]}": r[4] for r in rows if r[0] == "pfa"}
-    for label, us in whatif.items():
-        errs_w = ", ".join(f"Skv {k.split('x')[1]}: {v + launch:.1f} us ({100 * ((v + launch) / board_pfa[k] - 1):+.1f}%)"
-                           for k, v in us.items())
-        print(f"what-if {label}: {errs_w}")
+    whatif = whatif_points("Ascend910B2", rows)
+    for label, w in whatif.items():
+        errs_w = ", ".join(f"{f} {skv}: {100 * ((u + w['launch_us']) / m - 1):+.1f}%" for f, _, skv, m, u in w["points"])
+        print(f"what-if {label} (launch fitted on the FA file: {w['launch_us']:.1f} us): {errs_w}")
     points = [{"file": f, "kernel": k, "sq": sq, "skv": skv, "board_us": m, "base_us": b,
                "old_us": OLD_US[(f, sq, skv)], "new_us": b + launch, "base_ip1_us": o}
               for f, k, sq, skv, m, b, o in rows if b is not None]
     save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch},
                          "pfa_inner_precise": BOARD_PFA_INNER_PRECISE, "pfa_slope_us_per_8k": slopes,
-                         "files": per_file, "points": points, "pfa_floor": floor, "pfa_whatif_us": whatif,
-                         "pfa_board_us": board_pfa})
+                         "files": per_file, "points": points, "pfa_floor": floor, "whatif": whatif})
 
 
 if __name__ == "__main__":

@@ -346,19 +346,21 @@ def calibration_floor(body: str, stale: list) -> str:
            (f"| board (PFA file: cost of 8192 more keys over {f['slices_per_8k']} slices, 1.8 GHz) | "
             f"{f['board_cycles_per_slice']:.0f} |"),
            (f"| CANN's slice ({f['instructions']} instructions, {f['barriers']} PipeBarriers) at npusim's rates "
-            f"(pto-isa 910B3 fits) | {f['model_rates']:.0f} |"),
+            f"(pto-isa 910B3 fits where measured) | {f['model_rates']:.0f} |"),
            f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
            f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
-           "", ("| what-if (shared constants, PFA at inner_precise=0, launch included) | Skv 8192 us | Skv 16384 us | "
-                "8192 more keys, us |"), "|---|---|---|---|"]
-    board = c["pfa_board_us"]
-    keys = sorted(board, key=lambda k: int(k.split("x")[1]))
-    out.append("| board | " + " | ".join(f"{board[k]:.1f}" for k in keys)
-               + f" | {board[keys[-1]] - board[keys[0]]:.1f} |")
-    model = {f"{p['sq']}x{p['skv']}": p["new_us"] for p in c["points"] if p["file"] == "pfa"}
-    for label, us in [("npusim as shipped", {k: v - launch for k, v in model.items()}), *c["pfa_whatif_us"].items()]:
-        out.append(f"| {label} | " + " | ".join(f"{us[k] + launch:.1f} ({100 * ((us[k] + launch) / board[k] - 1):+.0f}%)"
-                                                  for k in keys) + f" | {us[keys[-1]] - us[keys[0]]:.1f} |")
+           "", ("| what-if: shared constants, each with the launch overhead its FA file fit gives | launch, us | "
+                f"FA S = 1024 / 4096 / 16384 | PFA Skv = 8192 / 16384 | PFA, 8192 more keys, us (board "
+                f"{c['pfa_slope_us_per_8k']['board']:.1f}) |"),
+           "|---|---|---|---|---|"]
+    shipped = {"launch_us": launch, "points": [(p["file"], p["sq"], p["skv"], p["board_us"], p["base_us"])
+                                               for p in c["points"]]}
+    for label, w in [("npusim as shipped", shipped), *c["whatif"].items()]:
+        err = {(fi, skv): 100 * ((u + w["launch_us"]) / m - 1) for fi, _, skv, m, u in w["points"]}
+        pfa = sorted((skv, u) for fi, _, skv, _, u in w["points"] if fi == "pfa")
+        slope = (pfa[-1][1] - pfa[0][1]) / (pfa[-1][0] - pfa[0][0]) * 8192
+        cells = [" / ".join(f"{v:+.1f}%" for (fi, _), v in sorted(err.items()) if fi == name) for name in ("fa", "pfa")]
+        out.append(f"| {label} | {w['launch_us']:.1f} | {cells[0]} | {cells[1]} | {slope:.1f} |")
     return "\n".join(out) + "\n"
 
 
