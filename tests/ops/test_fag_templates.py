@@ -248,12 +248,12 @@ def test_generic_bit_exact_and_accurate(name):
     t = res.tiling
     assert t.template == "generic" and t.cannTemplate in ("unpadded", "s1s2bn2gs1s2")
     assert (t.s1CvInner, t.s2CvInner) == generic_cv_inner(p)
-    count_split = generic_split(t.sections, t.splitAivs, 2)[0]
+    count_split = generic_split(t.sections, t.splitAivs, t.aivPerCore)[0]
     assert (t.secCoreStart == count_split) != balance_applies(p)  # the weighted split moves this case's cores
     check_golden_and_accuracy(a, p, res)
     assert len(res.extra["atomics"]) > 0
     if balance_applies(p):  # the golden with the count split cannot follow the run
-        assert _differs(res, lambda: golden_of(a, p, res, core_starts=None, contiguous=(t.splitAivs, 2)))
+        assert _differs(res, lambda: golden_of(a, p, res, core_starts=None, contiguous=(t.splitAivs, t.aivPerCore)))
 
 
 def _differs(res, make_gold) -> bool:
