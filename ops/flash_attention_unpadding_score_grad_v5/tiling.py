@@ -31,7 +31,7 @@ import numpy as np
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
-                                                                   sab_deterministic)
+                                                                   sab_deterministic, tiling_view)
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
 BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
@@ -402,15 +402,16 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
     itself, the generic template (UnpaddedAttension 2000, S1s2Bn2gs1s2 16000) as "generic" when not deterministic;
     every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
     cann = cann_template(problem, deterministic)
+    view = tiling_view(problem, deterministic)  # the CV shapes follow the D CANN's tiling sees
     if cann in ("unpadded", "s1s2bn2gs1s2"):  # its tiling and kernel never read the deterministic flag
-        return "generic", cann, (*generic_cv_inner(problem), False)
+        return "generic", cann, (*generic_cv_inner(view), False)
     if cann == "basic_det":
         return "basic_det", cann, (DET_REGION, DET_REGION, True)
     if cann == "deterministic_s1s2bn2":
         return "basic_bn2", cann, (0, 0, False)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
-    s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
+    s1cv, s2cv = sab_cv_inner(view, deterministic, chip.aiv_count)
     return cann, cann, (s1cv, s2cv, deterministic and sab_deterministic(problem, s1cv, s2cv))
 
 
