@@ -14,6 +14,9 @@ the largest legal shapes. Results go to benchmarks/results/estimate_accuracy_fag
 (``python -m studies``).
 
     python benchmarks/estimate_accuracy_fag.py [--half tune|check|all] [--no-huge] [--huge-only]
+
+--half tune / check runs one set and keeps the other set's rows of the saved run when that run drew its
+checking set with CHECK_SEED, so the two sets can run as two processes (the second to finish saves both).
 """
 from __future__ import annotations
 
@@ -280,16 +283,24 @@ def main() -> None:
           f"per template of {STRATA}, drawn with seed {CHECK_SEED}")
     rows = accuracy(plan(args.half))
     big = [] if args.no_huge else huge()
-    if args.half == "all" and not args.no_huge:
-        check = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "check"]
-        tune = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "tune"]
+    saved = load("estimate_accuracy_fag") or {}
+    if args.half != "all":  # one set run: keep the other set's rows of the saved run (its seed must match)
+        keep = "check" if args.half == "tune" else "tune"
+        if saved.get("check_seed") == CHECK_SEED:
+            rows = [r for r in saved.get("rows", []) if r["half"] == keep] + rows
+            big = big or saved.get("huge", [])
+    check = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "check"]
+    tune = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "tune"]
+    if check and tune and big:
         save("estimate_accuracy_fag", {"rows": rows, "huge": big, "check_max_pct": max(check),
                                        "check_mean_pct": float(np.mean(check)), "tune_max_pct": max(tune),
                                        "check_configs": len(check), "tune_configs": len(tune),
                                        "check_seed": CHECK_SEED, "strata": list(STRATA),
                                        "check_by_template": {k: max(v) for k, v in _by_template(rows, "check").items()},
                                        "load_avg": os.getloadavg()})
-
+    elif args.half != "all":  # the first of two separate runs: its rows wait in the saved file for the other
+        save("estimate_accuracy_fag", {**saved, "rows": rows, "check_seed": CHECK_SEED,
+                                       **({"huge": big} if big else {})})
 
 if __name__ == "__main__":
     main()
