@@ -154,6 +154,7 @@ def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
 # A recorded call becomes one flat tuple whose first item says what _replay does with it; everything a call
 # looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
 # into a local copy or a GM booking) is resolved here once.
+_LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
 _C_ISSUE, _C_BARRIER, _C_SET, _C_WAIT, _C_GM, _C_GM_REL, _C_XWAIT, _C_XSET = range(8)
 
 
@@ -164,47 +165,50 @@ def _compile(unit, calls: list, gm_bases: dict) -> tuple:
     occupancy ``nbytes / rate`` (the same float) and latency ``latency`` with the same row, so it becomes one.
     """
     ops = []
-    tally: dict = {}  # lane -> [rows, bytes, FLOPs] of the rows the replay makes itself (not cross-core flags)
-    flow_lane = int(LANE_RANK_OF_PIPE[FLOWCTRL])
-
-    def row(lane, nbytes=0, flops=0):
-        t = tally.setdefault(lane, [0, 0, 0])
-        t[0] += 1
-        t[1] += nbytes
-        t[2] += flops
-        return lane
+    flow_lane = _LANES[FLOWCTRL]
     for kind, a in calls:
         if kind == REC_ISSUE:
             name_id, pipe, occupancy, latency, nbytes, flops, _, line = a
-            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line,
-                        row(int(LANE_RANK_OF_PIPE[pipe]), nbytes, flops)))
+            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, _LANES[pipe]))
         elif kind == REC_TRANSFER:
             name_id, pipe, path, nbytes, gm, gm_byte, gm_write, _, line = a
             rate, latency = unit.path_costs[(path, nbytes)]
-            lane = row(int(LANE_RANK_OF_PIPE[pipe]), nbytes)
             if gm is None:
-                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, lane))
+                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe]))
             elif gm in gm_bases:
                 ops.append((_C_GM_REL, pipe, name_id, nbytes, gm, gm_byte - gm_bases[gm], gm_write, rate,
-                            latency, line, lane))
+                            latency, line, _LANES[pipe]))
             else:
-                ops.append((_C_GM, pipe, name_id, nbytes, gm, gm_byte, gm_write, rate, latency, line, lane))
+                ops.append((_C_GM, pipe, name_id, nbytes, gm, gm_byte, gm_write, rate, latency, line, _LANES[pipe]))
         elif kind == REC_BARRIER:
             pipe, label_id, _, line = a
-            ops.append((_C_BARRIER, pipe, label_id, line, row(flow_lane)))
+            ops.append((_C_BARRIER, pipe, label_id, line, flow_lane))
         elif kind == REC_SET:
             src, key, label_id, _, line = a
             if isinstance(key, tuple) and key[:1] == ("xcore",):  # Launch.cross_set's own set_flag
                 ops.append((_C_XSET, key[1], src, label_id, line))
             else:
-                ops.append((_C_SET, src, key, label_id, line, row(flow_lane)))
+                ops.append((_C_SET, src, key, label_id, line, flow_lane))
         elif kind == REC_WAIT:
             dst, key, label_id, what, _, line = a
-            ops.append((_C_WAIT, dst, key, label_id, what, line, row(flow_lane)))
+            ops.append((_C_WAIT, dst, key, label_id, what, line, flow_lane))
         else:  # REC_XWAIT
             flag_id, pipe, label_id, line = a
             ops.append((_C_XWAIT, flag_id, pipe, label_id, line))
-    return _Recording(ops, tuple((lane, *t) for lane, t in sorted(tally.items())))
+    # rows, bytes and FLOPs per lane of the rows the replay makes itself (cross-core flags make theirs)
+    rows, nbytes, flops = [0] * 8, [0] * 8, [0] * 8
+    for op in ops:
+        kind = op[0]
+        if kind == _C_XSET or kind == _C_XWAIT:
+            continue
+        lane = op[-1]
+        rows[lane] += 1
+        if kind == _C_ISSUE:
+            nbytes[lane] += op[5]
+            flops[lane] += op[6]
+        elif kind == _C_GM or kind == _C_GM_REL:
+            nbytes[lane] += op[3]
+    return _Recording(ops, tuple((lane, rows[lane], nbytes[lane], flops[lane]) for lane in range(8) if rows[lane]))
 
 
 class _Recording(tuple):
