@@ -155,7 +155,7 @@ def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
 # looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
 # into a local copy or a GM booking) is resolved here once.
 _LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
-_C_ISSUE, _C_BARRIER, _C_SET, _C_WAIT, _C_GM, _C_GM_REL, _C_XWAIT, _C_XSET = range(8)
+_C_ISSUE, _C_GM, _C_GM_REL, _C_BARRIER, _C_SET, _C_WAIT, _C_XWAIT, _C_XSET = range(8)
 
 
 def _compile(unit, calls: list, gm_bases: dict) -> tuple:
@@ -169,17 +169,17 @@ def _compile(unit, calls: list, gm_bases: dict) -> tuple:
     for kind, a in calls:
         if kind == REC_ISSUE:
             name_id, pipe, occupancy, latency, nbytes, flops, _, line = a
-            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, _LANES[pipe]))
+            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, _LANES[pipe], None, 0, False))
         elif kind == REC_TRANSFER:
             name_id, pipe, path, nbytes, gm, gm_byte, gm_write, _, line = a
             rate, latency = unit.path_costs[(path, nbytes)]
             if gm is None:
-                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe]))
-            elif gm in gm_bases:
-                ops.append((_C_GM_REL, pipe, name_id, nbytes, gm, gm_byte - gm_bases[gm], gm_write, rate,
-                            latency, line, _LANES[pipe]))
-            else:
-                ops.append((_C_GM, pipe, name_id, nbytes, gm, gm_byte, gm_write, rate, latency, line, _LANES[pipe]))
+                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe], None, 0,
+                            False))
+            else:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
+                kind = _C_GM_REL if gm in gm_bases else _C_GM
+                ops.append((kind, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm,
+                            gm_byte - gm_bases[gm] if kind == _C_GM_REL else gm_byte, gm_write))
         elif kind == REC_BARRIER:
             pipe, label_id, _, line = a
             ops.append((_C_BARRIER, pipe, label_id, line, flow_lane))
@@ -199,15 +199,15 @@ def _compile(unit, calls: list, gm_bases: dict) -> tuple:
     rows, nbytes, flops = [0] * 8, [0] * 8, [0] * 8
     for op in ops:
         kind = op[0]
-        if kind == _C_XSET or kind == _C_XWAIT:
-            continue
-        lane = op[-1]
-        rows[lane] += 1
-        if kind == _C_ISSUE:
+        if kind <= _C_GM_REL:
+            lane = op[8]
             nbytes[lane] += op[5]
             flops[lane] += op[6]
-        elif kind == _C_GM or kind == _C_GM_REL:
-            nbytes[lane] += op[3]
+        elif kind == _C_XSET or kind == _C_XWAIT:
+            continue
+        else:
+            lane = op[-1]
+        rows[lane] += 1
     return _Recording(ops, tuple((lane, rows[lane], nbytes[lane], flops[lane]) for lane in range(8) if rows[lane]))
 
 
@@ -239,8 +239,8 @@ def _replay(unit, ops: tuple, gm_bases: dict) -> None:
     block, sub = unit.block_idx, unit.sub_index
     for op in ops:
         kind = op[0]
-        if kind == _C_ISSUE:
-            _, pipe, name_id, occupancy, latency, nbytes, flops, line, lane = op
+        if kind <= _C_GM_REL:  # CoreUnit.issue, or CoreUnit.transfer with its GM booking
+            _, pipe, name_id, occupancy, latency, nbytes, flops, line, lane, gm, gm_byte, gm_write = op
             t = scalar + ic
             q = qstarts[pipe]
             if len(q) >= depth:
@@ -250,7 +250,12 @@ def _replay(unit, ops: tuple, gm_bases: dict) -> None:
             scalar = t
             free = pfree[pipe]
             start = t if t > free else free
-            end = start + occupancy
+            if kind == _C_ISSUE:
+                end = start + occupancy
+            else:
+                if kind == _C_GM_REL:
+                    gm_byte += gm_bases[gm]
+                end = book_gm(gm, gm_byte, nbytes, start, occupancy, gm_write)
             pfree[pipe] = end
             done = end + latency
             if done > pdone[pipe]:
@@ -325,29 +330,6 @@ def _replay(unit, ops: tuple, gm_bases: dict) -> None:
                 spans.extend((lane, start, release))
             flows.extend((src, fire, dst, release, label_id, block, sub))
             continue
-        elif kind == _C_GM or kind == _C_GM_REL:
-            _, pipe, name_id, nbytes, gm, gm_byte, gm_write, rate, latency, line, lane = op
-            if kind == _C_GM_REL:
-                gm_byte += gm_bases[gm]
-            t = scalar + ic
-            q = qstarts[pipe]
-            if len(q) >= depth:
-                oldest = q.popleft()
-                if oldest > t:
-                    t = oldest
-            scalar = t
-            free = pfree[pipe]
-            start = t if t > free else free
-            end = book_gm(gm, gm_byte, nbytes, start, rate, gm_write)
-            pfree[pipe] = end
-            done = end + latency
-            if done > pdone[pipe]:
-                pdone[pipe] = done
-            q.append(start)
-            if spans is None:
-                records.extend((pipe, name_id, start, done, nbytes, 0, line))
-            else:
-                spans.extend((lane, start, done))
         else:  # cross-core flags run live: a wait may suspend until the peer's set
             unit.scalar_t = scalar
             if kind == _C_XWAIT:
