@@ -200,15 +200,16 @@ def _rounds_cycles(problem, til, work, run) -> float:
     """SameAB IS_DTM: every round of sections (one per core) ends in SyncAll and the ordered reduction of the
     cores' partials, so the launch is the sum of its rounds, each as slow as its slowest section, and the
     reduction's work grows with the cores that wrote each strip. A subset of cores misses both (12 of 24
-    came out 9% fast on the tuning set), so every busy core runs, its slot taking each round's sections
-    heaviest first: all rounds when they fit DTM_BLOCKS blocks, else K and K/2 evenly spaced rounds (K as
-    many as fit), read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
+    came out 9% fast on the tuning set), so every busy core runs: all rounds when they fit DTM_BLOCKS blocks,
+    each core its own sections (then the sample is the launch; slots taking each round's sections heaviest
+    first came out 9% slow on a session-6 checking call), else K and K/2 evenly spaced rounds (K as many as
+    fit), each slot taking each chosen round's sections heaviest first, read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
     IS_DTM call, 1 and 3 of its 5 rounds, this came out 8% fast: rounds of diagonal sections cost more)."""
     bd = work.block_dim
     total = -(-work.sections // bd)
     per_round = bd * work.blocks / max(work.sections, 1)
-    if total * per_round <= DTM_BLOCKS:
-        ends, _, _, overhead = run(_round_positions(work, bd, range(total)))
+    if total * per_round <= DTM_BLOCKS:  # every core, every round: each core runs its own sections (the launch)
+        ends, _, _, overhead = run({c: [g for g in range(c, work.sections, bd)] for c in range(min(bd, work.sections))})
         return max(ends) + overhead
     big = min(total, max(2, int(DTM_BLOCKS / per_round)))
     picks = [np.unique(np.linspace(0, total - 1, n).round().astype(int)) for n in (max(1, big // 2), big)]
