@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from npusim.dtypes import cast
 from npusim.errors import NpusimError
@@ -176,6 +175,19 @@ def _byte_index(count: int, length: int, pitch: int) -> np.ndarray:
     """Byte offsets of *count* blocks of *length* bytes whose starts are *pitch* bytes apart."""
     starts = np.arange(count, dtype=np.int64) * pitch
     return (starts[:, None] + np.arange(length, dtype=np.int64)[None, :]).reshape(-1)
+
+
+def _distinct(shape: tuple, strides: tuple, item: int) -> bool:
+    """True when a view of *shape* with byte *strides* (elements of *item* bytes, the last axis
+    contiguous) never reaches one element twice: each axis, by growing stride, steps past the extent of
+    the axes below it (a sufficient test)."""
+    axes = sorted((st, n) for n, st in zip(shape, strides) if n > 1)
+    extent = item
+    for st, n in axes:
+        if st < extent:
+            return False
+        extent = st * (n - 1) + extent
+    return True
 
 
 # -- DataCopy --------------------------------------------------------------------------------------
@@ -380,6 +392,22 @@ class DataCopy:
 
     def _execute_nd2nz(self, c0: int) -> None:
         p = self.params
+        item = BLOCK // c0
+        nb, tail = divmod(p.dValue, c0)
+        shape = (p.ndNum, p.nValue, nb + (tail > 0), c0)
+        dst_strides = (p.dstNzMatrixStride * item, p.dstNzNStride * BLOCK, p.dstNzC0Stride * BLOCK, item)
+        if _distinct(shape, dst_strides, item):
+            # NOTE: strided views of both operands instead of element index arrays, for performance reasons
+            # (the cube side's K/V/P copies, benchmarks/pfa.py); _nd2nz checked the bounds
+            dst = np.ndarray(shape, self.dst.dtype, self.dst.buffer.data, self.dst.addr, dst_strides)
+            src = _data(self.src)
+            src_strides = (p.srcNdMatrixStride * item, p.srcDValue * item, BLOCK, item)
+            if nb:
+                dst[:, :, :nb] = np.ndarray(shape[:2] + (nb, c0), src.dtype, src, 0, src_strides)
+            if tail:
+                dst[:, :, nb, :tail] = np.ndarray(shape[:2] + (tail,), src.dtype, src, nb * BLOCK, src_strides[:2] + (item,))
+                dst[:, :, nb, tail:] = 0  # the row tail up to 32 B is zero-filled (copy_gm_to_cbuf_multi_nd2nz)
+            return
         i = np.arange(p.ndNum, dtype=np.int64)[:, None, None]
         j = np.arange(p.nValue, dtype=np.int64)[None, :, None]
         c = np.arange(_ceil(p.dValue, c0) * c0, dtype=np.int64)[None, None, :]
@@ -523,22 +551,16 @@ class LoadData:
             _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
                                                        (p.dstGap + 2) * FRACTAL_BYTES)] = data
             return
-        # NOTE: fractals as strided views of the two buffers (no byte index arrays), for performance reasons:
-        # the cube's inner loops load every tile this way (benchmarks/pfa.py); __init__ checked the bounds
+        # NOTE: fractals as strided views of the two buffers, built directly (no byte index arrays, no
+        # as_strided), for performance reasons: the cube's inner loops load every tile this way
+        # (benchmarks/pfa.py); __init__ checked the bounds
         n = p.repeatTimes
-        src = _data(self.src).view(np.uint8)[p.startIndex * FRACTAL_BYTES:]
-        dst = _data(self.dst).view(np.uint8)
-        if p.srcStride == 1:  # contiguous fractals: a plain reshape (as_strided costs ~10 us)
-            data = src[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
-        else:
-            data = as_strided(src, (n, FRACTAL_BYTES), (p.srcStride * FRACTAL_BYTES, 1), writeable=False)
-        if p.dstGap == 0:
-            dst = dst[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
-        else:
-            dst = as_strided(dst, (n, FRACTAL_BYTES), ((p.dstGap + 1) * FRACTAL_BYTES, 1))
+        src, dst = self.src, self.dst
+        data = np.ndarray((n, 16, 16, 2), np.uint8, src.buffer.data, src.addr + p.startIndex * FRACTAL_BYTES,
+                          (p.srcStride * FRACTAL_BYTES, 32, 2, 1))
         if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
-            data = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3).reshape(n, FRACTAL_BYTES)
-        dst[...] = data
+            data = data.transpose(0, 2, 1, 3)
+        np.ndarray((n, 16, 16, 2), np.uint8, dst.buffer.data, dst.addr, ((p.dstGap + 1) * FRACTAL_BYTES, 32, 2, 1))[...] = data
 
     def reads(self):
         p = self.params

@@ -21,6 +21,7 @@ F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 QNAN = {F16: 0x7E00, BF16: 0x7FC0, F32: 0x7FC00000}
 # (significand bits incl. the hidden one, min normal exponent, max exponent)
+REPEAT_BYTES = 256
 FMT = {F16: (11, -14, 15), BF16: (8, -126, 127), F32: (24, -126, 127)}
 
 
@@ -366,6 +367,39 @@ def test_binary_repeat_form_writes_only_masked_elements(dt, mask, rng):
     for d, i, j in zip(di, ai, bi):
         expect[d] = a[i] + b[j]  # numpy scalar fp16/fp32 add: the IEEE operation
     assert np.array_equal(bits(z), bits(expect))
+
+
+@pytest.mark.parametrize("dt", [F16, F32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("mask,strides", [
+    (None, (1, 1, 0, 8, 8, 1)),  # whole repeat; src1 one block per repeat, broadcast (a RowBroadcast)
+    (None, (1, 1, 1, 8, 60, 8)),  # whole repeat; src0 rows 60 blocks apart (a row fold)
+    (40, (1, 1, 1, 8, 8, 8)),  # a count ending inside a block, block stride 1
+    (5, (3, 2, 0, 4, 5, 1)),  # a count inside the first block, other block strides
+    (32, (2, 1, 0, 16, 8, 2)),  # whole blocks, destination block stride 2
+    (None, (0, 1, 1, 8, 8, 8)),  # destination block stride 0: blocks written over (the last stays)
+    (16, (1, 1, 1, 1, 1, 1)),  # repeats overlapping each other in every operand
+], ids=["bcast", "fold", "partial", "first-block", "dst-blk2", "dst-blk0", "overlap"])
+def test_repeat_form_strided_views_equal_index_loop(dt, mask, strides, rng):
+    """Sub in repeat form (read through strided views where they exist): in place on src0 and into a
+    separate destination, against a loop that reads every source first, then writes in repeat-major order."""
+    item, rep = dt.itemsize, 4
+    mask = REPEAT_BYTES // item if mask is None else mask
+    n = 8192 // item
+    a, b = rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt)
+    params = V.BinaryRepeatParams(*strides)
+    z, a2 = np.full(n, 9.0, dt), a.copy()
+
+    def body(a, b, z, a2):
+        V.Sub(z, a, b, mask, rep, params)
+        V.Sub(a2, a2, b, mask, rep, params)  # in place: the destination is the first source
+
+    run(body, a=a, b=b, z=z, a2=a2)
+    di, ai, bi = (ref_repeat_index(mask, item, rep, blk, rs) for blk, rs in zip(strides[:3], strides[3:]))
+    for out, start, src0 in ((z, np.full(n, 9.0, dt), a), (a2, a.copy(), a)):
+        values = [src0[i] - b[j] for i, j in zip(ai, bi)]  # numpy scalar ops: the IEEE operation
+        for d, v in zip(di, values):
+            start[d] = v
+        assert np.array_equal(bits(out), bits(start))
 
 
 def test_unary_scalar_duplicate_copy_repeat_forms(rng):

@@ -17,7 +17,8 @@ import numpy as np
 from npusim.isa.base import region
 from npusim.isa.vector.common import (ARITH, DIV, FLOATS, ONE_SRC, REPEAT_BYTES, TRANSCENDENTAL, TWO_SRC, UINT,
                                       BinaryRepeatParams, UnaryRepeatParams, VectorInstruction, check_repeat,
-                                      mask_key, repeat_extent, repeat_index, repeat_operands)
+                                      mask_key, repeat_extent, repeat_index, repeat_layout, repeat_operands,
+                                      strided_view)
 from npusim.isa.vector.numerics import ieee, to_scalar, via_f64, vmax, vmin
 
 
@@ -94,6 +95,11 @@ class Elementwise(VectorInstruction):
         else:
             key, strides = self.geometry
             rep, item = self.repeats, self.dtype.itemsize
+            layouts = [repeat_layout(key, item, rep, int(blk), int(rs)) for blk, rs in strides]
+            if None not in layouts and layouts[0][2]:  # strided views, the destination without repeats
+                ins = [strided_view(s, lay) for s, lay in zip(self.srcs, layouts[1:])]
+                strided_view(self.dst, layouts[0])[...] = self._values(*ins)
+                return
             index = [repeat_index(key, item, rep, int(blk), int(rs))[0] for blk, rs in strides]
             ins = (s.span()[i] for s, i in zip(self.srcs, index[1:]))
             self.dst.span()[index[0]] = self._values(*ins)
