@@ -23,7 +23,6 @@ fp16/bf16 RNE, int32 -> fp16 dequant (fp32 or FP19 scale), ReLU (docs/numerics_c
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from enum import Enum
 
@@ -147,8 +146,6 @@ class Mmad(Instruction):
         a = self.a.view(m1 * k1 * M0 * k0).reshape(m1, k1, M0, k0)
         b = self.b.view(k1 * n1 * N0 * k0).reshape(k1, n1, N0, k0)
         c = self.dst.view(n1 * rows * N0)
-        if self.a.dtype is _F16 and _pair_sums_by_blas() and _mmad_f16_pairs(a, b, c, k, self.init):
-            return
         acc_t = self.dst.dtype.type
         if self.init:
             acc = np.zeros((rows, cols), self.dst.dtype)
@@ -202,74 +199,6 @@ def _fractal_sum(av: np.ndarray, bv: np.ndarray, buf: np.ndarray | None = None) 
         np.add(left, p[step::2 * step], out=left)
         step *= 2
     return p[0]
-
-
-_F16 = np.dtype(np.float16)
-
-
-def _mmad_f16_pairs(a: np.ndarray, b: np.ndarray, c: np.ndarray, k: int, init: bool) -> bool:
-    """The fp16 Mmad with the tree's first level (p0+p1, p2+p3, ...) as k = 2 float32 matmuls; False
-    (nothing written) where that is not exact, and the caller takes the elementwise path.
-
-    Why it is exact: fp16 x fp16 products are exact in fp32 and never overflow or become subnormal
-    (|p| <= 65504^2, >= 2^-48), so any IEEE dot product of two of them (0 + p0 + p1, or an FMA) rounds
-    once to fl(p0 + p1), the tree's pair sum. A zero's sign may differ (0 + (-0) + (-0) = +0), which only
-    shows where the accumulator is -0 (never after an init Mmad: +0 + x is -0 for no x); such a non-init
-    L0C falls back, as do non-finite operands (NaN payloads and Inf * 0 may be ordered differently).
-    *a*: (m1, k1, 16, 16) L0A fractals, *b*: (k1, n1, 16, 16) L0B fractals, *c*: the L0C NZ elements.
-    """
-    m1, k1 = a.shape[:2]
-    n1 = b.shape[1]
-    rows, cols = m1 * M0, n1 * N0
-    a32 = a.transpose(1, 0, 2, 3).astype(np.float32).reshape(k1, rows, 16)
-    b32 = b.astype(np.float32).reshape(k1, cols, 16)
-    valid = k - (k1 - 1) * 16
-    if valid < 16:  # elements past k are read as +0
-        a32[-1, :, valid:] = 0
-        b32[-1, :, valid:] = 0
-    # a sum of finite fp16 values (fewer than 10^33) cannot overflow fp32: a non-finite sum means an Inf or NaN
-    with np.errstate(all="ignore"):
-        if not (np.isfinite(a32.sum()) and np.isfinite(b32.sum())):
-            return False
-    acc = c.reshape(n1, rows, N0).transpose(1, 0, 2)  # L0C (NZ) seen as rows x column blocks x 16
-    if not init and (acc.view(np.uint32) == 0x80000000).any():
-        return False
-    pairs = np.empty((8, rows, cols), np.float32)
-    for kf in range(k1):
-        np.matmul(a32[kf].reshape(rows, 8, 2).transpose(1, 0, 2), b32[kf].reshape(cols, 8, 2).transpose(1, 2, 0),
-                  out=pairs)
-        np.add(pairs[0::2], pairs[1::2], out=pairs[0::2])
-        np.add(pairs[0::4], pairs[2::4], out=pairs[0::4])
-        np.add(pairs[0], pairs[4], out=pairs[0])
-        s = pairs[0].reshape(rows, n1, N0)
-        if kf == 0 and init:
-            np.add(s, np.float32(0), out=acc)  # +0 + s
-        else:
-            np.add(acc, s, out=acc)
-    return True
-
-
-@functools.cache
-def _pair_sums_by_blas() -> bool:
-    """True when this numpy's float32 matmul gives _mmad_f16_pairs the elementwise path's bits on a probe
-    (sums that cancel exactly, round and carry, a k tail; run once per process); otherwise fp16 Mmads
-    stay elementwise."""
-    rng = np.random.default_rng(20261124)
-    scale = rng.choice([1e-3, 1.0, 300.0], (1, 1, 16, 16))
-    a = (rng.standard_normal((2, 3, 16, 16)) * scale).astype(np.float16)
-    b = (rng.standard_normal((3, 2, 16, 16)) * scale).astype(np.float16)
-    a[0, :, :, 1::2] = a[0, :, :, 0::2]
-    b[:, 0, :, 1::2] = -b[:, 0, :, 0::2]  # neighbouring products that cancel exactly
-    k = 40  # two whole fractals and 8 elements of the third
-    want = np.zeros((32, 32), np.float32)
-    for kf in range(3):
-        av, bv = a[:, kf].reshape(32, 16).astype(np.float32), b[kf].reshape(32, 16).astype(np.float32)
-        av[:, k - kf * 16:] = bv[:, k - kf * 16:] = 0
-        want += _fractal_sum(av, bv)
-    got = np.zeros(2 * 32 * 16, np.float32)
-    done = _mmad_f16_pairs(a, b, got, k, True)
-    return done and np.array_equal(got.view(np.uint32),
-                                   want.reshape(32, 2, 16).transpose(1, 0, 2).reshape(-1).view(np.uint32))
 
 
 # -- Fixpipe ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from npusim.dtypes import cast
 from npusim.errors import NpusimError
@@ -551,16 +552,22 @@ class LoadData:
             _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
                                                        (p.dstGap + 2) * FRACTAL_BYTES)] = data
             return
-        # NOTE: fractals as strided views of the two buffers, built directly (no byte index arrays, no
-        # as_strided), for performance reasons: the cube's inner loops load every tile this way
-        # (benchmarks/pfa.py); __init__ checked the bounds
+        # NOTE: fractals as strided views of the two buffers (no byte index arrays), for performance reasons:
+        # the cube's inner loops load every tile this way (benchmarks/pfa.py); __init__ checked the bounds
         n = p.repeatTimes
-        src, dst = self.src, self.dst
-        data = np.ndarray((n, 16, 16, 2), np.uint8, src.buffer.data, src.addr + p.startIndex * FRACTAL_BYTES,
-                          (p.srcStride * FRACTAL_BYTES, 32, 2, 1))
+        src = _data(self.src).view(np.uint8)[p.startIndex * FRACTAL_BYTES:]
+        dst = _data(self.dst).view(np.uint8)
+        if p.srcStride == 1:  # contiguous fractals: a plain reshape (as_strided costs ~10 us)
+            data = src[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
+        else:
+            data = as_strided(src, (n, FRACTAL_BYTES), (p.srcStride * FRACTAL_BYTES, 1), writeable=False)
+        if p.dstGap == 0:
+            dst = dst[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
+        else:
+            dst = as_strided(dst, (n, FRACTAL_BYTES), ((p.dstGap + 1) * FRACTAL_BYTES, 1))
         if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
-            data = data.transpose(0, 2, 1, 3)
-        np.ndarray((n, 16, 16, 2), np.uint8, dst.buffer.data, dst.addr, ((p.dstGap + 1) * FRACTAL_BYTES, 32, 2, 1))[...] = data
+            data = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3).reshape(n, FRACTAL_BYTES)
+        dst[...] = data
 
     def reads(self):
         p = self.params
