@@ -407,6 +407,15 @@ def cast(x, to, round_mode: str = "none", saturate: bool | None = None, src_dtyp
     Raises AclnnError(PARAM_INVALID) for unknown dtypes or modes.
     """
     src = np.asarray(x)
+    key = None
+    if src_dtype is None and src.dtype.metadata is None and getattr(to, "metadata", None) is None:
+        key = (src.dtype, to, round_mode, saturate)
+        try:
+            plan = _PLANS.get(key)
+        except TypeError:  # an unhashable *to*: resolved below (and rejected there)
+            plan = key = None
+        if plan is not None:
+            return _convert(src, *plan)
     if src_dtype is not None:
         src_name = dtype_name(src_dtype)
     elif src.dtype == np.float64:
@@ -419,6 +428,20 @@ def cast(x, to, round_mode: str = "none", saturate: bool | None = None, src_dtyp
     if dst_is_int and saturate is False:
         raise NotImplementedError(f"cast to {dst_name} without saturation (wrap-around) is not modelled")
     sat = _DEFAULT_SATURATE.get(dst_name, True) if saturate is None else bool(saturate)
+    if key is not None and len(_PLANS) < 4096:
+        _PLANS[key] = (src_name, dst_name, mode, sat)
+    return _convert(src, src_name, dst_name, mode, sat)
+
+
+#: (source dtype, *to*, round_mode, saturate) -> resolved (source name, target name, mode, overflow rule)
+#: of :func:`cast` calls without metadata dtypes (NOTE: the names resolved once, for performance reasons:
+#: the vector Cast and Fixpipe call cast() per instruction in full mode, benchmarks/pfa.py)
+_PLANS: dict = {}
+
+
+def _convert(src: np.ndarray, src_name: str, dst_name: str, mode: str, sat: bool) -> np.ndarray:
+    """:func:`cast` once the names, the mode and the overflow rule are resolved: a table look-up or
+    :func:`_cast_values`."""
     if src.ndim and src.size >= _TABLE_MIN.get(src.dtype.itemsize, src.size + 1) and src_name in _TABLED \
             and dst_name != "bool" and not _is_widening(src_name, dst_name) and (src_name != dst_name or mode != "none"):
         # NOTE: a 1- or 2-byte source has at most 65536 values: they are converted once by the path below

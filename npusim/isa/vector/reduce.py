@@ -11,7 +11,7 @@ import numpy as np
 from npusim.errors import NpuBufferError
 from npusim.isa.vector.common import (BLOCK_BYTES, BLOCK_REDUCE, F16, F32, REPEAT_BYTES, UINT, WHOLE_REDUCE,
                                       VectorInstruction, check_repeat, lanes, mask_key, repeat_index)
-from npusim.isa.vector.numerics import canonical_nan, tree, vmax
+from npusim.isa.vector.numerics import canonical_nan, tree, vmax, widen16
 from npusim.types import ReduceOrder
 
 
@@ -173,7 +173,13 @@ class _WholeReduce(_RepeatReduce):
     def _results(self):
         """(the source repeats as :meth:`_source_repeats` gives them, the masked lanes, per-repeat results)."""
         vals = self._source_repeats()
-        res = canonical_nan(tree(vals, self.op))
+        if self.op is vmax and self.dtype.itemsize == 2:
+            # NOTE: the max tree on the exact float32 values (each step selects one of its inputs, so the
+            # result converts back exactly), for performance reasons: numpy compares fp16 element by element
+            # through a conversion (benchmarks/pfa.py: the softmax's row max)
+            res = canonical_nan(tree(widen16(vals), vmax).astype(self.dtype))
+        else:
+            res = canonical_nan(tree(vals, self.op))
         return vals, lanes(self.key, self.dtype.itemsize), res
 
     def execute(self) -> None:
@@ -213,19 +219,20 @@ class WholeReduceMax(_WholeReduce):
         if self.rep == 0:
             return
         vals, ln, res = self._results()
+        slot = self._slot_elems()
+        base = np.arange(self.rep) * self.dst_stride * slot
+        if self.order is ReduceOrder.ORDER_ONLY_VALUE:  # no index is written: none is looked for
+            self.dst.span()[base] = res
+            return
         active = np.zeros(vals.shape[1], bool)
         active[ln] = True
         hit = ((vals == res[:, None]) | (np.isnan(vals) & np.isnan(res)[:, None])) & active
         first = hit.argmax(axis=1)
-        slot = self._slot_elems()
-        base = np.arange(self.rep) * self.dst_stride * slot
         span = self.dst.span()
         u = UINT[self.dtype.itemsize]
         order = self.order
         if order is ReduceOrder.ORDER_ONLY_INDEX:
             span[:(base[-1] + slot)].view(np.uint32)[base // slot] = first
-        elif order is ReduceOrder.ORDER_ONLY_VALUE:
-            span[base] = res
         else:
             v, i = (0, 1) if order is ReduceOrder.ORDER_VALUE_INDEX else (1, 0)
             span[base + v] = res
