@@ -672,6 +672,30 @@ def test_whole_reduce_sum_and_max_per_repeat(rng):
     assert np.all(outs["s"][[1, 3, 5]] == 3.0) and np.all(outs["v"][3:] == 3.0)
 
 
+@pytest.mark.parametrize("dt", [F16, F32], ids=["fp16", "fp32"])
+def test_whole_reduce_max_zero_signs_and_nan_follow_the_tree(dt, rng):
+    """WholeReduceMax (value only and value + index): a repeat whose maximum is a zero takes the sign the
+    tree's compare-selects give (-0 and +0 compare equal), a repeat with a NaN gives the canonical NaN."""
+    epr = REPEAT_BYTES // dt.itemsize
+    x = -np.abs(rng.standard_normal(epr * 4)).astype(dt) - dt.type(1)
+    x[0:epr:3] = dt.type(-0.0)  # repeat 0: maximum 0, -0 and +0 mixed
+    x[1:epr:7] = dt.type(0.0)
+    x[epr:2 * epr] = dt.type(-0.0)  # repeat 1: all -0 but one +0
+    x[epr + 5] = dt.type(0.0)
+    x[2 * epr + 9] = dt.type(np.nan)  # repeat 2: a NaN
+    v, vi = np.full(8, 3.0, dt), np.full(16, 3.0, dt)
+
+    def body(x, v, vi):
+        V.WholeReduceMax(v, x, epr, 4, 1, 1, 8, V.ReduceOrder.ORDER_ONLY_VALUE)
+        V.WholeReduceMax(vi, x, epr, 4, 1, 1, 8)
+
+    run(body, x=x, v=v, vi=vi)
+    for r in range(4):
+        top = ref_tree(list(x[r * epr:(r + 1) * epr]), _max)
+        want = QNAN[dt] if np.isnan(top) else bits(np.array([top], dt))[0]
+        assert bits(v)[r] == want and bits(vi)[2 * r] == want, r
+
+
 def test_block_reduce_one_result_per_block(rng):
     """BlockReduceSum/Max: 8 results per repeat at dstRepStride x 8; blocks without lanes untouched."""
     x = rng.standard_normal(64 * 3).astype(np.float32)

@@ -173,11 +173,16 @@ class _WholeReduce(_RepeatReduce):
     def _results(self):
         """(the source repeats as :meth:`_source_repeats` gives them, the masked lanes, per-repeat results)."""
         vals = self._source_repeats()
-        if self.op is vmax and self.dtype.itemsize == 2:
-            # NOTE: the max tree on the exact float32 values (each step selects one of its inputs, so the
-            # result converts back exactly), for performance reasons: numpy compares fp16 element by element
-            # through a conversion (benchmarks/pfa.py: the softmax's row max)
-            res = canonical_nan(tree(widen16(vals), vmax).astype(self.dtype))
+        if self.op is vmax:
+            # NOTE: each step of the max tree selects one of its inputs, so the tree's result is the row's
+            # largest value (NaN if any), whose bits are unique unless it is a zero (-0 and +0 compare
+            # equal: then the tree decides the sign); numpy's max gives it in one call, here on the exact
+            # float32 values, for performance reasons (benchmarks/pfa.py: the softmax's row max)
+            wide = widen16(vals) if self.dtype.itemsize == 2 else vals
+            res = wide.max(axis=-1)
+            if not res.all():  # a zero maximum somewhere: its sign from the tree
+                res = tree(wide, vmax)
+            res = canonical_nan(res.astype(self.dtype))
         else:
             res = canonical_nan(tree(vals, self.op))
         return vals, lanes(self.key, self.dtype.itemsize), res
