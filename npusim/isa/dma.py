@@ -489,11 +489,11 @@ class DataCopyPad:
 # -- LoadData --------------------------------------------------------------------------------------
 def _fractal_rows(data: np.ndarray, start: int, limit: int, n: int, stride: int) -> np.ndarray:
     """(n, FRACTAL_BYTES) view of the bytes *data* [start + i * stride * FRACTAL_BYTES, ...): a reshape where the
-    allocation (which ends at *limit*) covers n whole strides, else as_strided (~10 us)."""
+    allocation (which ends at *limit*) covers n whole strides, else (stride 0 repeats a fractal) as_strided (~10 us)."""
     if stride == 1:
         return data[start:start + n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
     pitch = stride * FRACTAL_BYTES
-    if start + n * pitch <= limit:
+    if stride > 1 and start + n * pitch <= limit:
         return data[start:start + n * pitch].reshape(n, pitch)[:, :FRACTAL_BYTES]
     return as_strided(data[start:], (n, FRACTAL_BYTES), (pitch, 1))
 
