@@ -17,7 +17,13 @@ constant can serve both), every point with the model before issue 13 ("old", rec
 commit) and now ("new", the shipped parameter), the MAPE per file, and the hand-written PTO kernel's
 points for reference (a different schedule, not fitted).
 
-    python benchmarks/calibration.py          # about 2 minutes (the FA S=16384 point dominates)
+It also sets the PFA board's step against first principles (docs/calibration.md "Steady state from first
+principles"): the board's cycles per 8 x 512 fp32 score slice against CANN's high-precision slice
+(PFA_HP_SLICE, from the sources) at npusim's vector rates, at one repeat per cycle, and its bare repeat count;
+and both files under what-if variants of shared constants (WHATIF: twice the vector rate, twice the L2
+budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped.
+
+    python benchmarks/calibration.py   # about 3.3 CPU minutes (the FA S=16384 point, run 4 times); 10.4 min wall at load 10
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
@@ -29,12 +35,13 @@ import platform
 from pathlib import Path
 
 import numpy as np
+from results import save
 
 from npusim import TensorSpec
+from npusim import kernel as kernel_isa
 from npusim.calibration import LAUNCH_OVERHEAD_S
 from npusim.chip import chip as get_chip
 from ops import flash_attention_var_len_score, prompt_flash_attention_v2
-from results import save
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 FA_FILE, PFA_FILE = SHARED / "fa_forward_910B2.csv", SHARED / "pfa_infer_910B2.csv"
@@ -49,8 +56,8 @@ def load_points(path: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def fa_us_without_launch(chip_name: str, s: int, d: int, n: int) -> float:
-    spec = get_chip(chip_name).replace(launch_overhead_cycles=0)
+def fa_us_without_launch(chip_name: str, s: int, d: int, n: int, **chip_changes) -> float:
+    spec = get_chip(chip_name).replace(launch_overhead_cycles=0, **chip_changes)
     q = TensorSpec((s, n, d), np.float16)
     res = flash_attention_var_len_score(q, q, q, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n,
                                         scale_value=1 / np.sqrt(d), input_layout="TND", chip=spec, mode="timing")
@@ -63,12 +70,97 @@ BOARD_PFA_INNER_PRECISE = 0
 
 
 def pfa_us_without_launch(chip_name: str, sq: int, skv: int, d: int, n: int,
-                          inner_precise: int = BOARD_PFA_INNER_PRECISE) -> float:
-    spec = get_chip(chip_name).replace(launch_overhead_cycles=0)
+                          inner_precise: int = BOARD_PFA_INNER_PRECISE, **chip_changes) -> float:
+    spec = get_chip(chip_name).replace(launch_overhead_cycles=0, **chip_changes)
     q, kv = TensorSpec((1, sq, n * d), np.float16), TensorSpec((1, skv, n * d), np.float16)
     res = prompt_flash_attention_v2(q, kv, kv, num_heads=n, input_layout="BSH", scale_value=1 / np.sqrt(d),
                                     inner_precise=inner_precise, chip=spec, mode="timing")
     return res.time_us
+
+
+# ---- the PFA board step against the vector floor of the configuration the file implies --------------------
+# docs/calibration.md "Steady state from first principles". CANN's vector instructions for one 8 x 512 fp32 score
+# slice of PromptFlashAttention's high-precision kernel (fp16 inputs, inner_precise=0, no mask, D = 128, a key tile
+# after the first), in issue order, as (instruction, repeats of 64 fp32, PipeBarrier(PIPE_V) after it). [H] =
+# hicann/ops-transformer @ c29bc10, attention/prompt_flash_attention/op_kernel/:
+# - Res1VecCompute (prompt_flash_attention_s1s2_bns1_x910.h:529-700): Muls by the scale over the slice, barrier;
+# - SoftmaxBasicComputeNoTail (..._x910_base.h:1973-2000): SoftmaxFlashV2<float, update, reuse, basic block>, whose
+#   float basic-block body (CANN 8.1.RC1 ascendc highlevel_api impl/activation/softmax/membase/common/
+#   softmax_flashv2_impl/softmax_flashv2_basic_block_impl.h; its row reductions in softmax_flashv2_block_reduce_impl.h
+#   SpecialBasicBlockMaxImpl / ...AddImpl, which for 512 columns reduce [8,512] -> [8,64] -> [8,8] -> [8,1] by
+#   BlockReduce of 64, 8 and 1 repeats) is: row max; Brcb; Copy of the old max; Max; 8 broadcast Subs of 8 repeats
+#   (one per 64-column block, no barrier between) and the old-minus-new max Sub; Exp of that; Exp of the slice; row
+#   sum; Brcb; Mul and Add of the running sum;
+# - SoftmaxResCopyOut (..._x910.h:489-527): barrier, then the fp32 -> fp16 Cast in place, copied out by MTE3.
+# The tiling gives this kernel (sOuter, sInner, softmaxSOuter) = (128, 512, 8) and one vector core per 128-row
+# block on 24 AI Cores for the file's shape (docs/calibration.md "Core split and template").
+PFA_HP_SLICE = (("Muls", 64, True),
+                ("BlockReduceMax", 64, True), ("BlockReduceMax", 8, True), ("BlockReduceMax", 1, True),
+                ("Brcb", 1, True), ("Copy", 1, True), ("Max", 1, True),
+                *(("Sub", 8, False),) * 8, ("Sub", 1, True), ("Exp", 1, True), ("Exp", 64, True),
+                ("BlockReduceSum", 64, True), ("BlockReduceSum", 8, True), ("BlockReduceSum", 1, True),
+                ("Brcb", 1, True), ("Mul", 1, True), ("Add", 1, True),
+                ("Cast", 64, True))
+PFA_SLICES_PER_8K = (8192 // 512) * (128 // 8)  # per vector core: 16 key tiles of 512 x 16 slices of 8 rows
+
+
+def slice_cycles(chip_name: str, cycles_per_repeat) -> float:
+    """Cycles of PFA_HP_SLICE on one vector unit: each instruction holds the unit for repeats x
+    cycles_per_repeat(class) and completes its inherent latency later (npusim's LATENCY table, else
+    ChipSpec.vector_latency_cycles); a PipeBarrier waits for every issued instruction to complete. Scalar
+    issue and flag waits are left out, so this is a floor of the slice."""
+    lat_default = get_chip(chip_name).vector_latency_cycles
+    free = barrier = done = 0.0
+    for name, repeats, barrier_after in PFA_HP_SLICE:
+        cls = getattr(kernel_isa, name)
+        start = max(free, barrier)
+        free = start + repeats * cycles_per_repeat(cls)
+        done = max(done, free + cls.latency.get(np.dtype(np.float32), lat_default))
+        if barrier_after:
+            barrier = done
+    return done
+
+
+def pfa_floor(chip_name: str, board_slope_us: float) -> dict:
+    """The board's cycles per slice against the slice's floors (docs/calibration.md)."""
+    vb = get_chip(chip_name).vector_bytes_per_cycle
+    return {"board_cycles_per_slice": board_slope_us * get_chip(chip_name).clock_hz / 1e6 / PFA_SLICES_PER_8K,
+            "slices_per_8k": PFA_SLICES_PER_8K, "repeats": sum(r for _, r, _ in PFA_HP_SLICE),
+            "instructions": len(PFA_HP_SLICE),
+            "barriers": sum(b for _, _, b in PFA_HP_SLICE),
+            "model_rates": slice_cycles(chip_name, lambda cls: cls.cost * 256 / vb),
+            "peak_rate": slice_cycles(chip_name, lambda cls: 1.0)}
+
+
+#: what-if variants of shared constants, far beyond their sources, to show whether any moves the PFA step to the
+#: board: every vector cost class at twice its rate (two-source ops, Exp and Cast at the msprof lane peak of hardware.md
+#: §4, tensor-scalar ops beyond it), twice the chip's L2 budget (an upper bound of separate read and write
+#: calendars), and both
+WHATIF = {"vector x2": {"vector_bytes_per_cycle": 512}, "L2 x2": {"l2_bw_x": 2.0},
+          "vector x2, L2 x2": {"vector_bytes_per_cycle": 512, "l2_bw_x": 2.0}}
+
+
+def whatif_points(chip_name: str, rows: list) -> dict:
+    """Every fitted point of both files (no launch) under each WHATIF variant, and the launch overhead each
+    variant would get from the FA file (the shipped fit's rule): {label: {"launch_us", "points": [(file, Sq,
+    Skv, board us, model us without launch)]}}."""
+    out = {}
+    base = get_chip(chip_name)
+    for label, changes in WHATIF.items():
+        ch = dict(changes)
+        if "l2_bw_x" in ch:
+            ch["l2_bw_bytes_per_s"] = base.l2_bw_bytes_per_s * ch.pop("l2_bw_x")
+        pts = []
+        for file, _, sq, skv, meas, b, _ in rows:
+            if b is None:
+                continue
+            us = (fa_us_without_launch(chip_name, sq, 128, 1, **ch) if file == "fa" else
+                  pfa_us_without_launch(chip_name, sq, skv, 128, 1, **ch))
+            pts.append((file, sq, skv, meas, us))
+        fa = [(m, u) for f, _, _, m, u in pts if f == "fa"]
+        launch = fit_launch_overhead_us(np.array([m for m, _ in fa]), np.array([u for _, u in fa]))
+        out[label] = {"launch_us": launch, "points": pts}
+    return out
 
 
 def fit_launch_overhead_us(measured: np.ndarray, base: np.ndarray) -> float:
@@ -137,12 +229,21 @@ def main() -> None:
               "model_ip1": slope_us_per_8k(rows, 6)}
     print(f"PFA file, cost of 8192 more keys: board {slopes['board']:.1f} us, model {slopes['model']:.1f} us "
           f"(inner_precise=1: {slopes['model_ip1']:.1f} us)")
+    floor = pfa_floor("Ascend910B2", slopes["board"])
+    print(f"PFA board step per 8 x 512 fp32 slice and vector core: {floor['board_cycles_per_slice']:.0f} cycles; CANN's "
+          f"high-precision slice ({floor['instructions']} vector instructions, {floor['repeats']} repeats, "
+          f"{floor['barriers']} PipeBarriers) takes {floor['model_rates']:.0f} cycles at npusim's rates, "
+          f"{floor['peak_rate']:.0f} at one repeat per cycle for every class, {floor['repeats']} with no latency")
+    whatif = whatif_points("Ascend910B2", rows)
+    for label, w in whatif.items():
+        errs_w = ", ".join(f"{f} {skv}: {100 * ((u + w['launch_us']) / m - 1):+.1f}%" for f, _, skv, m, u in w["points"])
+        print(f"what-if {label} (launch fitted on the FA file: {w['launch_us']:.1f} us): {errs_w}")
     points = [{"file": f, "kernel": k, "sq": sq, "skv": skv, "board_us": m, "base_us": b,
                "old_us": OLD_US[(f, sq, skv)], "new_us": b + launch, "base_ip1_us": o}
               for f, k, sq, skv, m, b, o in rows if b is not None]
     save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch},
                          "pfa_inner_precise": BOARD_PFA_INNER_PRECISE, "pfa_slope_us_per_8k": slopes,
-                         "files": per_file, "points": points})
+                         "files": per_file, "points": points, "pfa_floor": floor, "whatif": whatif})
 
 
 if __name__ == "__main__":

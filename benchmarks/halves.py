@@ -38,9 +38,10 @@ def summary(errors: list[tuple[str, float]]) -> dict:
     return out
 
 
-def save_halves(name: str, stats: dict, rows: list, which: str) -> None:
-    """Save an accuracy run (benchmarks/results/NAME.json): the seed, which halves ran, per-half stats and
-    every row (half, configuration text, estimate us, timing us, error %); the README rows render from it."""
+def save_halves(name: str, stats: dict, rows: list, which: str, seed: int = SEED) -> None:
+    """Save an accuracy run (benchmarks/results/NAME.json): the seed of the checking half's split or draw,
+    which halves ran, per-half stats and every row (half, configuration text, estimate us, timing us,
+    error %); the README rows render from it."""
     from results import save
 
-    save(name, {"seed": SEED, "halves_run": which, "halves": stats, "rows": rows})
+    save(name, {"seed": seed, "halves_run": which, "halves": stats, "rows": rows})

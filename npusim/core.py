@@ -63,6 +63,10 @@ class CoreUnit:
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
         self.flushed_rows = 0  # records already handed to the trace sink
+        # rows of replayed steps in summary form when the sink takes them (npusim/replay.py): lane, start, end
+        # of each row (flat), and those rows' counts, bytes and FLOPs per lane in `tally` (3 x 8 ints)
+        self.spans: list | None = [] if getattr(getattr(launch, "sink", None), "takes_spans", False) else None
+        self.tally = [0] * 24
         # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
         self.flows: list = []
         self.horizon = QUANTUM_CYCLES
@@ -275,7 +279,7 @@ class CoreUnit:
         if self.scalar_t > launch.timeout_cycles:
             raise AicoreTimeoutError(self.scalar_t / self.chip.clock_hz, launch.timeout_s, f"{self.label} runs past "
                                      "the chip's AI Core timeout: ", at_least=True)
-        if len(self.records) >= CHUNK_ROWS * 7:
+        if len(self.records) >= CHUNK_ROWS * 7 or (self.spans is not None and len(self.spans) >= CHUNK_ROWS * 3):
             self.flush()
         env = launch.env
         if launch.progress is not None and env.now >= launch.progress.next_cycle:
@@ -288,13 +292,21 @@ class CoreUnit:
         # no later instruction of this stream starts before its scalar clock or its pipes' free times
         watermark = float("inf") if final else min(self.scalar_t, min(self.pipe_free))
         sink = self.launch.sink
-        if self.records:
+        if self.spans is not None:  # a summary-form sink: records, replayed rows and their tally together
+            sink.add_rows_spans(self.block_idx, self.sub_index, self.records, self.spans, self.tally, watermark)
+            self.flushed_rows += len(self.records) // 7 + len(self.spans) // 3
+            self.records, self.spans, self.tally = [], [], [0] * 24
+        elif self.records:
             sink.rows(self.block_idx, self.sub_index, self.records, watermark)
             self.flushed_rows += len(self.records) // 7  # for the launch's instruction budget
             self.records = []
         if self.flows:
             sink.flows(self.block_idx, self.sub_index, self.flows)
             self.flows = []
+
+    def issued_rows(self) -> int:
+        """Trace rows this stream has made so far (handed to the sink or not)."""
+        return self.flushed_rows + len(self.records) // 7 + (len(self.spans) // 3 if self.spans else 0)
 
     @property
     def end_cycle(self) -> float:

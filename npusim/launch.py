@@ -345,7 +345,7 @@ class Launch:
 
     def _check_budget(self) -> None:
         """Stop a launch past its instruction budget (AclnnError 161002 naming ``mode``)."""
-        issued = sum(u.flushed_rows + (len(u.records) // 7 if u.records is not None else 0) for u in self.units)
+        issued = sum(u.issued_rows() if u.records is not None else u.flushed_rows for u in self.units)
         if issued > self.max_instructions:
             raise AclnnError(ACLNN_ERR_PARAM_INVALID,
                              f"mode: the launch has simulated {issued:,} instructions, past the budget of "
@@ -386,7 +386,7 @@ class Launch:
         collection walks every record of the run (1.3 s, at a random later point, after a 2M-instruction
         run)."""
         for u in self.units:
-            u.records = u.flows = None
+            u.records = u.flows = u.spans = None
             u.greenlet = None
         self.units = []
         self._unit_index = {}

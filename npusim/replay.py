@@ -30,14 +30,13 @@ from collections import deque
 from contextlib import contextmanager
 from functools import wraps
 
-from npusim.core import REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT, REC_XWAIT
+from npusim.core import _S, FLOWCTRL, REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT
 from npusim.launch import current_unit
+from npusim.trace import LANE_RANK_OF_PIPE
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
 
-_TRANSFER_REL = 6  # a recorded transfer on a GM buffer with a base: its address moves with the base
-_XSET = 7  # CrossCoreSetFlag (recorded as the set_flag of its ("xcore", id) key)
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
 
@@ -133,7 +132,7 @@ def _thaw(frozen):
 
 
 def _rows(unit) -> int:
-    return unit.flushed_rows + len(unit.records) // 7
+    return unit.issued_rows()
 
 
 # -- recording -------------------------------------------------------------------------------------
@@ -148,36 +147,207 @@ def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
     if None in calls or len(unit.queues) != n_queues or _rows(unit) - rows0 != len(calls) \
             or unit.atomic is not None or atomic0 is not None:
         return _NEVER  # a SyncAll (None), a new queue, rows written by other code, atomics
+    return _compile(unit, calls, gm_bases), _queues(unit), tuple(_freeze(getattr(kernel, name)) for name in state)
+
+
+# -- compiling a recording ---------------------------------------------------------------------------
+# A recorded call becomes one flat tuple whose first item says what _replay does with it; everything a call
+# looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
+# into a local copy or a GM booking) is resolved here once.
+_LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
+_C_ISSUE, _C_GM, _C_GM_REL, _C_BARRIER, _C_SET, _C_WAIT, _C_XWAIT, _C_XSET = range(8)
+
+
+def _compile(unit, calls: list, gm_bases: dict) -> tuple:
+    """The recorded calls of one step as flat tuples for :func:`_replay`.
+
+    A transfer that books no GM bandwidth is scheduled by CoreUnit.transfer exactly as an issue of
+    occupancy ``nbytes / rate`` (the same float) and latency ``latency`` with the same row, so it becomes one.
+    """
     ops = []
+    flow_lane = _LANES[FLOWCTRL]
     for kind, a in calls:
-        if kind == REC_SET and isinstance(a[1], tuple) and a[1][:1] == ("xcore",):
-            kind, a = _XSET, (a[1][1], a[0], a[2], a[4])  # flag id, pipe, label, line: Launch.cross_set's
-        elif kind == REC_TRANSFER and a[4] is not None and a[4] in gm_bases:
-            kind, a = _TRANSFER_REL, a[:5] + (a[5] - gm_bases[a[4]],) + a[6:]
-        ops.append((kind, a))
-    return tuple(ops), _queues(unit), tuple(_freeze(getattr(kernel, name)) for name in state)
+        if kind == REC_ISSUE:
+            name_id, pipe, occupancy, latency, nbytes, flops, _, line = a
+            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, _LANES[pipe], None, 0, False))
+        elif kind == REC_TRANSFER:
+            name_id, pipe, path, nbytes, gm, gm_byte, gm_write, _, line = a
+            rate, latency = unit.path_costs[(path, nbytes)]
+            if gm is None:
+                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe], None, 0,
+                            False))
+            else:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
+                kind = _C_GM_REL if gm in gm_bases else _C_GM
+                ops.append((kind, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm,
+                            gm_byte - gm_bases[gm] if kind == _C_GM_REL else gm_byte, gm_write))
+        elif kind == REC_BARRIER:
+            pipe, label_id, _, line = a
+            ops.append((_C_BARRIER, pipe, label_id, line, flow_lane))
+        elif kind == REC_SET:
+            src, key, label_id, _, line = a
+            if isinstance(key, tuple) and key[:1] == ("xcore",):  # Launch.cross_set's own set_flag
+                ops.append((_C_XSET, key[1], src, label_id, line))
+            else:
+                ops.append((_C_SET, src, key, label_id, line, flow_lane))
+        elif kind == REC_WAIT:
+            dst, key, label_id, what, _, line = a
+            ops.append((_C_WAIT, dst, key, label_id, what, line, flow_lane))
+        else:  # REC_XWAIT
+            flag_id, pipe, label_id, line = a
+            ops.append((_C_XWAIT, flag_id, pipe, label_id, line))
+    # rows, bytes and FLOPs per lane of the rows the replay makes itself (cross-core flags make theirs)
+    rows, nbytes, flops = [0] * 8, [0] * 8, [0] * 8
+    for op in ops:
+        kind = op[0]
+        if kind <= _C_GM_REL:
+            lane = op[8]
+            nbytes[lane] += op[5]
+            flops[lane] += op[6]
+        elif kind == _C_XSET or kind == _C_XWAIT:
+            continue
+        else:
+            lane = op[-1]
+        rows[lane] += 1
+    return _Recording(ops, tuple((lane, rows[lane], nbytes[lane], flops[lane]) for lane in range(8) if rows[lane]))
+
+
+class _Recording(tuple):
+    """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
+    summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans)."""
+
+    def __new__(cls, ops, tally):
+        self = super().__new__(cls, ops)
+        self.tally = tally
+        return self
 
 
 # -- replay ----------------------------------------------------------------------------------------
-def _replay(unit, ops: list, gm_bases: dict) -> None:
-    """The recorded calls, into the stream's scheduler, with transfers moved to this call's bases."""
-    issue, transfer, set_flag, wait_flag, barrier = unit.issue, unit.transfer, unit.set_flag, unit.wait_flag, \
-        unit.barrier
-    launch = unit.launch
-    for kind, a in ops:
-        if kind == REC_ISSUE:
-            issue(*a)
-        elif kind == REC_BARRIER:
-            barrier(*a)
-        elif kind == REC_SET:
-            set_flag(*a)
-        elif kind == REC_WAIT:
-            wait_flag(*a)
-        elif kind == REC_TRANSFER:
-            transfer(*a)
-        elif kind == _TRANSFER_REL:
-            transfer(a[0], a[1], a[2], a[3], a[4], gm_bases[a[4]] + a[5], a[6], 0, a[8])
-        elif kind == REC_XWAIT:  # cross-core flags run live: they may suspend until the peer's set
-            launch.cross_wait(unit, a[0], a[1], a[2], 0, a[3])
-        else:
-            launch.cross_set(unit, a[0], a[1], a[2], 0, a[3])
+def _replay(unit, ops: tuple, gm_bases: dict) -> None:
+    """The compiled calls, scheduled into the stream with transfers moved to this call's bases.
+
+    NOTE: CoreUnit.issue / transfer / set_flag / wait_flag / barrier's bookkeeping inlined over local copies
+    of the stream's clocks, for performance reasons (docs/performance.md, fourth round): the same
+    expressions in the same order, so the same floats and rows (benchmarks/trace_equivalence.py,
+    tests/npusim/test_replay.py). Keep the two in step. The scalar clock is written back before anything
+    that reads it (time sync, a GM booking's calendar does not, cross-core flags do).
+    """
+    scalar = unit.scalar_t
+    ic, fc, depth, horizon = unit.issue_cycles, unit.flag_cycles, unit.depth, unit.horizon
+    qstarts, pfree, pdone, flags = unit.qstarts, unit.pipe_free, unit.pipe_done, unit.flags
+    records, flows, spans = unit.records, unit.flows, unit.spans
+    book_gm = unit.launch.book_gm
+    block, sub = unit.block_idx, unit.sub_index
+    for op in ops:
+        kind = op[0]
+        if kind <= _C_GM_REL:  # CoreUnit.issue, or CoreUnit.transfer with its GM booking
+            _, pipe, name_id, occupancy, latency, nbytes, flops, line, lane, gm, gm_byte, gm_write = op
+            t = scalar + ic
+            q = qstarts[pipe]
+            if len(q) >= depth:
+                oldest = q.popleft()
+                if oldest > t:
+                    t = oldest
+            scalar = t
+            free = pfree[pipe]
+            start = t if t > free else free
+            if kind == _C_ISSUE:
+                end = start + occupancy
+            else:
+                if kind == _C_GM_REL:
+                    gm_byte += gm_bases[gm]
+                end = book_gm(gm, gm_byte, nbytes, start, occupancy, gm_write)
+            pfree[pipe] = end
+            done = end + latency
+            if done > pdone[pipe]:
+                pdone[pipe] = done
+            q.append(start)
+            if spans is None:
+                records.extend((pipe, name_id, start, done, nbytes, flops, line))
+            else:
+                spans.extend((lane, start, done))
+        elif kind == _C_BARRIER:
+            _, pipe, label_id, line, lane = op
+            t = scalar + ic
+            scalar = t
+            if pipe < 0:  # PIPE_ALL
+                done = max(max(pdone), t)
+                pfree[:] = [done] * len(pfree)
+                pdone[:] = [done] * len(pdone)
+                scalar = done
+                start = t
+            else:
+                done = pdone[pipe]
+                if t > done:
+                    done = t
+                start = pfree[pipe]
+                pfree[pipe] = done
+                if done < start:
+                    start = done
+            if spans is None:
+                records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
+            else:
+                spans.extend((lane, start, done))
+            continue
+        elif kind == _C_SET:
+            _, src, key, label_id, line, lane = op
+            t = scalar + ic
+            scalar = t
+            done = pdone[src]
+            fire = (done if done > t else t) + fc
+            if fire > pfree[src]:
+                pfree[src] = fire
+            if fire > pdone[src]:
+                pdone[src] = fire
+            q = flags.get(key)
+            if q is None:
+                q = flags[key] = deque()
+            q.append((fire, src))
+            if spans is None:
+                records.extend((FLOWCTRL, label_id, fire - fc, fire, 0, 0, line))
+            else:
+                spans.extend((lane, fire - fc, fire))
+            continue
+        elif kind == _C_WAIT:
+            _, dst, key, label_id, what, line, lane = op
+            q = flags.get(key)
+            if not q:  # never after a full key match; raise as the interpreted call would
+                unit.scalar_t = scalar
+                unit.wait_flag(dst, key, label_id, what, 0, line)
+            t = scalar + ic
+            scalar = t
+            fire, src = q.popleft()
+            free = pfree[dst]
+            start = free if free > t else t
+            release = (fire if fire > start else start) + fc
+            pfree[dst] = release
+            if release > pdone[dst]:
+                pdone[dst] = release
+            if dst == _S and release > scalar:
+                scalar = release
+            if spans is None:
+                records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
+            else:
+                spans.extend((lane, start, release))
+            flows.extend((src, fire, dst, release, label_id, block, sub))
+            continue
+        else:  # cross-core flags run live: a wait may suspend until the peer's set
+            unit.scalar_t = scalar
+            if kind == _C_XWAIT:
+                unit.launch.cross_wait(unit, op[1], op[2], op[3], 0, op[4])
+            else:
+                unit.launch.cross_set(unit, op[1], op[2], op[3], 0, op[4])
+            scalar, horizon = unit.scalar_t, unit.horizon
+            records, flows, spans = unit.records, unit.flows, unit.spans
+            continue
+        if t > horizon:  # an issue or a transfer past the stream's quantum: CoreUnit.catch_up, as they do
+            unit.scalar_t = scalar
+            unit.catch_up()
+            scalar, horizon = unit.scalar_t, unit.horizon
+            records, flows, spans = unit.records, unit.flows, unit.spans
+    unit.scalar_t = scalar
+    if spans is not None:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
+        tally = unit.tally
+        for lane, n, nbytes, flops in ops.tally:
+            tally[lane] += n
+            tally[8 + lane] += nbytes
+            tally[16 + lane] += flops

@@ -102,10 +102,16 @@ _FLOW_DTYPES = {k: (np.int64 if k in ("set_cycle", "wait_cycle") else np.int32) 
 class TraceSink:
     """Receives a launch's records chunk by chunk; :meth:`finish` gives the launch's trace object.
 
+    A sink whose ``takes_spans`` is true needs no row's names or sources: streams then hand replayed
+    steps' rows (npusim/replay.py) as *spans* (lane, start, end per row, flat) with their per-lane counts,
+    bytes and FLOPs summed in *tally* (counts, bytes, FLOPs: 8 lanes each), through ``add_rows_spans``.
+
     ``rows(core, sub, records, watermark)``: *records* is a flat chunk of one stream (the stream's rows in
     program order); *watermark*: no later row of that stream starts before this cycle.
     ``flows(core, sub, flows)``: that stream's flag arrows. Streams hand chunks interleaved.
     """
+
+    takes_spans = False
 
     def rows(self, core: int, sub: int, records: list, watermark: float) -> None:
         raise NotImplementedError
@@ -123,7 +129,12 @@ class TraceSink:
 class NoneSink(TraceSink):
     """``trace="none"``: records are dropped as they come; the launch gives cycles and time only."""
 
+    takes_spans = True
+
     def rows(self, core, sub, records, watermark):
+        pass
+
+    def add_rows_spans(self, core, sub, records, spans, tally, watermark):
         pass
 
     def flows(self, core, sub, flows):
@@ -183,26 +194,45 @@ class SummarySink(TraceSink):
         self.total_cycles = 0
         self.n_rows = 0
 
+    takes_spans = True
+
     def rows(self, core, sub, records, watermark):
         self.add_columns(core, sub, record_columns(core, sub, records), watermark)
 
-    def add_columns(self, core, sub, c, watermark):
+    def add_rows_spans(self, core, sub, records, spans, tally, watermark):
+        self.add_columns(core, sub, record_columns(core, sub, records), watermark, spans, tally)
+
+    def add_columns(self, core, sub, c, watermark, spans=None, tally=None):
+        """Fold rows (trace input columns *c*) and, from a summary-form stream, replayed rows (*spans*, with
+        their counts, bytes and FLOPs in *tally*: see :class:`TraceSink`) into the stream's summary."""
         st = self.streams.get((core, sub))
         if st is None:
             st = self.streams[(core, sub)] = _StreamBusy()
-        n = len(c["start"])
+        lane, start, end = LANE_RANK_OF_PIPE[c["pipe"]], c["start"], c["end"]
+        n = len(start)
+        if n:
+            st.count += np.bincount(lane, minlength=_N_LANES)
+            # NOTE: bincount's float weights would round sums past 2**53: exact integer sums per lane instead
+            np.add.at(st.bytes, lane, c["bytes"])
+            np.add.at(st.flops, lane, c["flops"])
+        if tally is not None:
+            t = np.array(tally, np.int64).reshape(3, _N_LANES)
+            st.count += t[0]
+            st.bytes += t[1]
+            st.flops += t[2]
+        if spans:
+            a = np.fromiter(spans, np.float64, len(spans)).reshape(-1, 3)
+            lane = np.concatenate([lane, a[:, 0].astype(lane.dtype)])
+            start = np.concatenate([start, np.rint(a[:, 1]).astype(np.int64)])  # rounded as record_columns does
+            end = np.concatenate([end, np.rint(a[:, 2]).astype(np.int64)])
+            n = len(start)
         self.n_rows += n
         if not n:
             return
-        if c["start"].min() < st.closed_to:
+        if start.min() < st.closed_to:
             raise NpusimError(f"trace summary: core{core} sub-core {sub} issued an instruction starting at "
-                              f"{int(c['start'].min())}, before its closed busy intervals (<= {st.closed_to})")
-        self.total_cycles = max(self.total_cycles, int(c["end"].max()))
-        lane = LANE_RANK_OF_PIPE[c["pipe"]]
-        st.count += np.bincount(lane, minlength=_N_LANES)
-        # NOTE: bincount's float weights would round sums past 2**53: exact integer sums per lane instead
-        np.add.at(st.bytes, lane, c["bytes"])
-        np.add.at(st.flops, lane, c["flops"])
+                              f"{int(start.min())}, before its closed busy intervals (<= {st.closed_to})")
+        self.total_cycles = max(self.total_cycles, int(end.max()))
         # NOTE: cycles past the watermark (rounded as the rows are, minus a cycle of float slack) may still
         # be covered by later rows; segments ending before it are final
         if np.isfinite(watermark):
@@ -211,8 +241,8 @@ class SummarySink(TraceSink):
             limit = np.iinfo(np.int64).max if watermark > 0 else np.iinfo(np.int64).min
         for r in np.unique(lane):
             sel = lane == r
-            s = np.concatenate([st.open_start[r], c["start"][sel]])
-            e = np.concatenate([st.open_end[r], c["end"][sel]])
+            s = np.concatenate([st.open_start[r], start[sel]])
+            e = np.concatenate([st.open_end[r], end[sel]])
             order = np.lexsort((e, s))
             s, run = s[order], np.maximum.accumulate(e[order])
             seg = np.flatnonzero(np.r_[True, s[1:] > run[:-1]])
@@ -294,6 +324,8 @@ class FileSink(SummarySink):
     wait cycle, ``src_core, src_sub, src_pipe`` = source). Key-value metadata ``npusim`` (JSON): schema
     version, clock, names, sources, meta. :func:`read_trace_file` rebuilds the Trace.
     """
+
+    takes_spans = False
 
     def __init__(self, path: Path):
         super().__init__()

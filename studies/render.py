@@ -98,11 +98,14 @@ def _rows_performance() -> dict:
         huge = "; ".join(f"{h['name']}: {h['cpu_s']:.1f} s CPU, {h['peak_mb']:.0f} MB" for h in e["huge"])
         worst = max((r for r in e["rows"] if r["half"] == "check"), key=lambda r: abs(r.get("error_pct", float("inf"))))
         met = "" if e["check_max_pct"] <= 3 else ": NOT met"
-        rows["same, FlashAttentionUnpaddingScoreGradV5, 10 fresh random checking configurations (seed "
-             "20261124) beside a 17-configuration tuning set (`benchmarks/estimate_accuracy_fag.py`)"] = \
+        per = "; ".join(f"{k} {v:.2f}%" for k, v in e.get("check_by_template", {}).items())
+        strata = f", {e['check_configs'] // len(e['strata'])} per template" if e.get("strata") else ""
+        rows[f"same, FlashAttentionUnpaddingScoreGradV5, {e['check_configs']} fresh random checking configurations"
+             f"{strata} (seed {e['check_seed']}) beside a {e['tune_configs']}-configuration tuning set "
+             "(`benchmarks/estimate_accuracy_fag.py`)"] = \
             (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
-             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}); tuning set max {e['tune_max_pct']:.2f}%; largest "
-             f"shapes: {huge}")
+             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){'; max per template: ' + per if per else ''}; tuning set "
+             f"max {e['tune_max_pct']:.2f}%; largest shapes: {huge}")
     f = load("fag")
     if f:
         r = f["rows"]
@@ -183,9 +186,9 @@ def _sfag_case(c: dict) -> str:
 
 CALIBRATION_ROW = ("calibration vs the 910B2 board files (`benchmarks/calibration.py`): FA forward (3 points), "
                    "PFA inference (2 points)")
-ESTIMATE_ROWS = {  # saved result -> README row (benchmarks/halves.py: tuning and checking halves, seed 13)
-    "estimate_accuracy_pfa": "estimate mode vs timing mode, PFA, halves of 32 configurations plus the quick-tour and "
-                             "calibration shapes in the checking half (`benchmarks/estimate_accuracy_pfa.py`)",
+ESTIMATE_ROWS = {  # saved result -> README row (tuning and checking halves or sets, the saved seed)
+    "estimate_accuracy_pfa": "estimate mode vs timing mode, PFA, tuned on 32 configurations, checked on 14 fresh ones "
+                             "plus the quick-tour and calibration shapes (`benchmarks/estimate_accuracy_pfa.py`)",
     "estimate_accuracy_fa": "same, FlashAttentionVarLenScore, halves of 37 configurations plus the calibration shapes "
                             "in the checking half (`benchmarks/estimate_accuracy_fa.py`)",
     "estimate_accuracy_spkc": "same, ScatterPaKvCache, halves of 47 configurations "
@@ -338,6 +341,34 @@ def calibration(body: str, stale: list) -> str:
     return "\n".join(out) + "\n\n" + _machine_line(["calibration"]) + "\n"
 
 
+def calibration_floor(body: str, stale: list) -> str:
+    """docs/calibration.md: the PFA board step per slice against CANN's slice floor, and the what-if variants."""
+    c = load("calibration")
+    if not c or "pfa_floor" not in c:
+        stale.append("docs/calibration.md PFA floor")
+        return body
+    f, launch = c["pfa_floor"], c["shipped_us"]["launch"]
+    out = ["| per 8 x 512 fp32 slice, one vector core | cycles |", "|---|---|",
+           (f"| board (PFA file: cost of 8192 more keys over {f['slices_per_8k']} slices, 1.8 GHz) | "
+            f"{f['board_cycles_per_slice']:.0f} |"),
+           (f"| CANN's slice ({f['instructions']} instructions, {f['barriers']} PipeBarriers) at npusim's rates "
+            f"(pto-isa 910B3 fits where measured) | {f['model_rates']:.0f} |"),
+           f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
+           f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
+           "", ("| what-if: shared constants, each with the launch overhead its FA file fit gives | launch, us | "
+                f"FA S = 1024 / 4096 / 16384 | PFA Skv = 8192 / 16384 | PFA, 8192 more keys, us (board "
+                f"{c['pfa_slope_us_per_8k']['board']:.1f}) |"),
+           "|---|---|---|---|---|"]
+    shipped = {"launch_us": launch, "points": [(p["file"], p["sq"], p["skv"], p["board_us"], p["base_us"])
+                                               for p in c["points"]]}
+    for label, w in [("npusim as shipped", shipped), *c["whatif"].items()]:
+        err = {(fi, skv): 100 * ((u + w["launch_us"]) / m - 1) for fi, _, skv, m, u in w["points"]}
+        pfa = sorted((skv, u) for fi, _, skv, _, u in w["points"] if fi == "pfa")
+        slope = (pfa[-1][1] - pfa[0][1]) / (pfa[-1][0] - pfa[0][0]) * 8192
+        cells = [" / ".join(f"{v:+.1f}%" for (fi, _), v in sorted(err.items()) if fi == name) for name in ("fa", "pfa")]
+        out.append(f"| {label} | {w['launch_us']:.1f} | {cells[0]} | {cells[1]} | {slope:.1f} |")
+    return "\n".join(out) + "\n"
+
 
 def _from_table(make, what: str):
     """A renderer whose body is a table made from a committed sweep result (sweep_tables.py)."""
@@ -393,6 +424,7 @@ def study_times(body: str, stale: list) -> str:
 
 RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
              "speed": speed, "study-times": study_times, "calibration": calibration,
+             "calibration-floor": calibration_floor,
              "pfa-tiling": _from_table(sweep_tables.pfa_tiling_table, "README PFA tiling table"),
              "whatif-pfa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_pfa"), "README PFA what-if"),
              "whatif-fa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_fa"), "README FA what-if")}

@@ -6,9 +6,10 @@ The operator's cycles and time are the sum of the three launches' (each with its
 ``trace`` is the main kernel's trace, the pre/post results are in ``extra["launches"]``.
 
 What the simulator models (docs/fag.md "Coverage", "Template selection"): every valid call (fp16, bf16,
-fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink) on the SameAB template when
-CANN picks it (atomic adds, or IS_DTM's per-core partials and ordered reduction), otherwise on the basic
-template (atomic adds, or per-core copies summed in core order when deterministic).
+fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink) on the template CANN picks:
+SameAB (atomic adds, or IS_DTM's per-core partials and ordered reduction), basic-deterministic (per-core
+partials, ordered reduction), generic (atomic adds in both modes, as CANN) or basic (atomic adds); for CANN's
+deterministic S1s2Bn2 template its (batch, key/value head) core split over the basic template's blocks.
 """
 from __future__ import annotations
 

@@ -99,16 +99,22 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
 
 
 def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prologue: float = 1.0) -> tuple:
-    """A tiling of len(cores) AI Cores, subset core i running the sections *positions[c]* in order (section
-    j * len(cores) + i); and the simulated block count of each. *prologue*: the fraction of each AIV's real
-    share of the prologue (sfmg rows, fp32 transposes, drop-mask adapter bits) the sample runs."""
+    """A tiling of len(cores) AI Cores, subset core i running the sections *positions[c]* in order (IS_DTM:
+    section j * len(cores) + i, its rounds; else back to back, ``secCoreStart``, so that the cores may run
+    different counts, as the S1s2Bn2 split gives them); and the simulated block count of each. *prologue*: the
+    fraction of each AIV's real share of the prologue (sfmg rows, fp32 transposes, drop-mask adapter bits) the
+    sample runs."""
     k = len(cores)
     rounds = max(len(positions[c]) for c in cores)
-    sections = []
-    for j in range(rounds):
-        for c in cores:
-            if j < len(positions[c]):
-                sections.append(work.blocks_of(problem, positions[c][j]))
+    sections, core_start = [], ()
+    if til.sabDtm:
+        for j in range(rounds):
+            for c in cores:
+                if j < len(positions[c]):
+                    sections.append(work.blocks_of(problem, positions[c][j]))
+    else:
+        sections = [work.blocks_of(problem, g) for c in cores for g in positions[c]]
+        core_start = tuple(int(x) for x in np.cumsum([0] + [len(positions[c]) for c in cores]))
     flat = [blk for sec in sections for blk in sec]
     starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
     cols = list(zip(*flat))
@@ -119,11 +125,11 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
     bits = -(-til.dropAdapterBits // til.blockDim) * k if til.dropAdapterBits else 0
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
-                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=workers,
+                     blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=workers, secCoreStart=core_start,
                      # the sfmg rows and the drop-mask adapter's bits are shared by every AIV of the full
                      # launch: the simulated cores' AIVs take their share of them only
                      dropAdapterBits=int(bits * prologue))
-    simulated = [sum(len(sections[j * k + i]) for j in range(len(positions[c]))) for i, c in enumerate(cores)]
+    simulated = [sum(len(sections[g]) for g in sample.core_sections(i)) for i in range(k)]
     return sample, simulated
 
 

@@ -83,10 +83,11 @@ def _group(p, b: int, n: int, r_lo: int, r_hi: int, c_lo: int, c_hi: int) -> lis
     return out
 
 
-def sections(problem, cv=None, dtm: bool = False) -> list:
+def sections(problem, cv=None, dtm: bool = False, regions: bool = False) -> list:
     """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section.
 
-    Basic (*cv* None): per (b, n) row groups of 4 x column groups of 4 blocks. SameAB (*cv* = (s1CvInner,
+    Basic (*cv* None): per (b, n) row groups of 4 x column groups of 4 blocks; *regions* (basic_det's 512 x 512
+    tasks): the same groups, each one's blocks column by column (s2 block, then s1 block). SameAB (*cv* = (s1CvInner,
     s2CvInner)): one section per CV block, ordered batch, key/value head, then query head of the group and
     S2 CV block (IS_DTM: S2 CV block, then query head), S1 CV block fastest."""
     p = problem
@@ -101,6 +102,8 @@ def sections(problem, cv=None, dtm: bool = False) -> list:
                 for r0 in range(0, nb1, _GROUP):
                     for c0 in range(0, nb2, _GROUP):
                         sec = _group(p, b, n, r0, min(r0 + _GROUP, nb1), c0, min(c0 + _GROUP, nb2))
+                        if regions:
+                            sec = [blk for c in range(c0, c0 + _GROUP) for blk in sec if blk[3] == c]
                         if sec:
                             out.append(sec)
             continue
@@ -284,7 +287,7 @@ def _cv_block(problem, ctx: dict, sec) -> list:
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
-               contiguous=None, core_starts=None) -> dict:
+               contiguous=None, core_starts=None, regions: bool = False) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -297,7 +300,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     a generic-template run: the CV blocks go out in consecutive runs of ceil(CV blocks / AIVs) per AIV, an AI
     Core taking its AIVs' runs in order (instead of section k on core k % block_dim). *core_starts*: the first
     section of every core and the end, given (the weighted split of docs/fag.md, which tiling.balanced_split
-    computes and its own tests check).
+    computes and its own tests check). *regions*: basic_det (*cv* (512, 512), *dtm*): its tasks are the basic
+    grouping's 4 x 4 regions with their blocks column by column (``sections``), and a round's per-strip sum
+    starts from the first core's partial instead of +0 (the workspace then adds it, as for SameAB; a strip one
+    core alone wrote is that partial added, whether the cube or the AIVs add it).
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -313,7 +319,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
-    secs = sections(p, cv, dtm)
+    secs = sections(p, None if regions else cv, dtm, regions)
     fifo = {c: deque() for c in range(block_dim)}
     owner = lambda k: k % block_dim  # noqa: E731
     if contiguous is not None:
@@ -323,7 +329,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
     strips = []
     for k, sec in enumerate(secs):
-        if cv is None:
+        if cv is None and not regions:
             for blk in sec:
                 fifo[owner(k)].extend(_block(p, ctx, blk))
         elif dtm:
@@ -342,6 +348,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     else:
         copies = [zeros()]
         log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for _ in fifo[c]]
+        if dtm:  # no atomic adds but basic_det's lone dk/dv strips, which the rounds below add in their place
+            log = []
     taken = {c: 0 for c in fifo}
     for entry in log:
         core = entry[1]
@@ -363,7 +371,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
             for part in strips[r0k:r0k + block_dim]:
                 for kind, r0, h, val in part:
                     key = (kind, r0, h)
-                    group[key] = ((group[key] if key in group else np.zeros_like(val)) + val).astype(_F32)
+                    if regions and key not in group:  # basic_det: the first partial itself
+                        group[key] = val
+                    else:
+                        group[key] = ((group[key] if key in group else np.zeros_like(val)) + val).astype(_F32)
             for (kind, r0, h), val in group.items():
                 acc = copies[0][kind]
                 acc[r0:r0 + val.shape[0], h] = (acc[r0:r0 + val.shape[0], h] + val).astype(_F32)

@@ -42,7 +42,8 @@ from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
-CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot
+CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
+DET2CUBE = 4  # basic_det: VEC_TO_CUBE_DET, the round's reduction has read the partial slot
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX (0xFF7FFFFF), the masked score
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
@@ -80,6 +81,26 @@ def dtm_strip(tiling: FagTilingData, kind: str, s1o: int, s2o: int) -> tuple[int
     return offs[kind], (s2o * BASE) % s2
 
 
+def dtm_slot(tiling: FagTilingData, core: int, task: int) -> int:
+    """Byte offset of the partial slot core *core* writes for its task *task*: SameAB keeps two per core (task
+    parity); basic_det one (its cube waits for the round's reduction before it writes the next partials)."""
+    t = tiling
+    return t.dtmOffset + (core if t.dtmBasic else core * 2 + task % 2) * t.dtmSlotBytes
+
+
+def strip_dst(tiling: FagTilingData, args, kind: str, b: int, n: int, s1o: int, s2o: int) -> int:
+    """fp32 index in the workspace of the first element of block (b, n, s1o, s2o)'s strip of *kind* (dq rows of
+    query head n, dk/dv rows of its key/value head)."""
+    t = tiling
+    q_side = kind in ("dq", "dq_rope")
+    width = t.ropeD if kind.endswith("rope") else t.dSize
+    base = {"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset, "dq_rope": t.dqRopeOffset,
+            "dk_rope": t.dkRopeOffset}[kind] // 4
+    heads, head = (t.n1Size, n) if q_side else (t.n2Size, n // t.gSize)
+    tok = (args.cuQ[b] + s1o * BASE) if q_side else (args.cuKv[b] + s2o * BASE)
+    return base + (tok * heads + head) * width
+
+
 def dtm_groups(tiling: FagTilingData, args, r: int) -> list:
     """The output strips the CV blocks of round r wrote (round r: sections r * blockDim ..., section k on core
     k % blockDim): (kind, workspace fp32 index of the strip, rows, width, row pitch, the fp32 indices of the
@@ -90,7 +111,7 @@ def dtm_groups(tiling: FagTilingData, args, r: int) -> list:
     kinds = ("dq", "dk", "dv") + (("dq_rope", "dk_rope") if Dr else ())
     out = {}
     for k in range(r * t.blockDim, min((r + 1) * t.blockDim, t.sections)):
-        slot = (t.dtmOffset + ((k % t.blockDim) * 2 + r % 2) * t.dtmSlotBytes) // 4
+        slot = dtm_slot(t, k % t.blockDim, r) // 4
         for i in range(t.secStart[k], t.secStart[k + 1]):
             b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
             for kind in kinds:
@@ -100,15 +121,56 @@ def dtm_groups(tiling: FagTilingData, args, r: int) -> list:
                 off, row = dtm_strip(t, kind, s1o, s2o)
                 src = slot + off + row * width
                 if key not in out:
-                    base = {"dq": t.dqOffset, "dk": t.dkOffset, "dv": t.dvOffset, "dq_rope": t.dqRopeOffset,
-                            "dk_rope": t.dkRopeOffset}[kind] // 4
                     heads = t.n1Size if q_side else t.n2Size
-                    tok = (args.cuQ[b] + s1o * BASE) if q_side else (args.cuKv[b] + s2o * BASE)
                     rows = t.blkRows[i] if q_side else t.blkCols[i]
-                    out[key] = (kind, base + (tok * heads + key[2]) * width, rows, width, heads * width, [])
+                    out[key] = (kind, strip_dst(t, args, kind, b, n, s1o, s2o), rows, width, heads * width, [])
                 if src not in out[key][-1]:  # a CV block's strip is listed once (its first block)
                     out[key][-1].append(src)
     return list(out.values())
+
+
+KV_KINDS = ("dk", "dv", "dk_rope")
+
+
+def det_direct(tiling: FagTilingData, args, r: int) -> set:
+    """basic_det: the dk/dv strips of round r that one core alone wrote (accumNum == 1); that core's cube adds
+    them into the workspace itself (atomic Fixpipe) and the AIVs skip them (cube_op_det.h, vec_op_det.h)."""
+    return {g[1] for g in dtm_groups(tiling, args, r) if g[0] in KV_KINDS and len(g[5]) == 1}
+
+
+def det_reduce_groups(tiling: FagTilingData, args, r: int) -> list:
+    """basic_det's reduction of round r (DetVector2): dtm_groups without the strips the cubes added themselves,
+    strips of one kind that continue each other in the workspace and in every writer's slot (the rows of one
+    512-row region, the same writers) merged into one group, as CANN keys a group by its region."""
+    out = []
+    direct = det_direct(tiling, args, r)
+    for g in dtm_groups(tiling, args, r):
+        if g[1] in direct:
+            continue
+        if out:
+            kind, dst, rows, width, pitch, srcs = out[-1]
+            if (kind == g[0] and g[1] == dst + rows * pitch and len(srcs) == len(g[5])
+                    and all(b == a + rows * width for a, b in zip(srcs, g[5]))):
+                out[-1] = (kind, dst, rows + g[2], width, pitch, srcs)
+                continue
+        out.append(g)
+    return out
+
+
+def det_vec_kinds(aivs: int, v: int) -> tuple:
+    """The output kinds AIV v reduces in basic_det's DetVector2: dq on AIVs 0-15, dk on 16-31, dv on 32-47 with 48
+    AIVs (else 16-31 with dk); the rope outputs with their kind. Fewer than 32 AIVs (a blockDim override; CANN
+    always launches every core): SameAB's thirds. Returns (kinds, AIVs sharing them, this AIV's index among them)."""
+    if aivs < 32:
+        third = aivs // 3
+        groups = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
+        if not third:
+            return tuple(k for g in groups for k in g), aivs, v
+        return (groups[v // third] if v < 3 * third else ()), third, v % third
+    dv_start = 32 if aivs == 48 else 16
+    kinds = (("dq", "dq_rope") if v < 16 else ()) + (("dk", "dk_rope") if 16 <= v < 32 else ()) + \
+        (("dv",) if dv_start <= v < dv_start + 16 else ())
+    return kinds, 16, v % 16
 
 
 @dataclass(frozen=True)
@@ -344,7 +406,9 @@ class KernelFagBasic:
 
     def WaitAndCube23(self, task: int):
         CrossCoreWaitFlag(VEC2CUBE)
-        if self.t.template == "basic":
+        if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
+            CrossCoreWaitFlag(DET2CUBE)
+        if self.t.template in ("basic", "basic_bn2"):
             self.Cube23(task)
         elif self.b32:
             self.ComputeMMDqkvT(task)
@@ -515,21 +579,37 @@ class KernelFagBasic:
         return [rows[k] for k in sorted(rows)], [cols[k] for k in sorted(cols)]
 
     def _sab_dst(self, kind: str, task: int, i: int, width: int):
-        """(GM fp32 destination of block i's strip of *kind*, its row pitch): the dq/dk/dv workspace (atomic
-        adds), or with IS_DTM the strip's rows in this core's partial slot of the task's parity."""
+        """(GM fp32 destination of block i's strip of *kind*, its row pitch, whether this strip alone switches
+        atomic adds on): the dq/dk/dv workspace (atomic adds), or with IS_DTM the strip's rows in this core's
+        partial slot (SameAB: of the task's parity); basic_det's dk/dv strips with no other writer in the
+        round go to the workspace with an atomic add (det_direct)."""
         t, a, D = self.t, self.a, self.D
         b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
         if t.sabDtm:
+            if t.dtmBasic and kind in KV_KINDS:
+                idx = strip_dst(t, a, kind, b, n, s1o, s2o)
+                if idx in self.direct:
+                    heads = t.n2Size
+                    return self.ws[0].ReinterpretCast(F32)[idx], heads * width, True
             off, row = dtm_strip(t, kind, s1o, s2o)
-            base = t.dtmOffset + (self.core * 2 + task % 2) * t.dtmSlotBytes
-            return self.ws[base].ReinterpretCast(F32)[off + row * width], width
+            base = dtm_slot(t, self.core, task)
+            return self.ws[base].ReinterpretCast(F32)[off + row * width], width, False
         qo, kvo = self._rows(b, n, s1o, s2o)
         Dr = self.Dr
         ws, pitch = {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
                      "dv": (self.dvWs[kvo], t.n2Size * D),
                      "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
                      "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
-        return ws, pitch
+        return ws, pitch, False
+
+    def _mm_ab_strip(self, kind: str, task: int, i0: int, parts, m: int, width: int):
+        """One strip of ComputeMMDqkv into its destination (_sab_dst), atomic around it when it goes alone."""
+        dst, dpitch, alone = self._sab_dst(kind, task, i0, width)
+        if alone:
+            SetAtomicAdd(F32)
+        self._mm_ab_parts(dst, parts, m, width, dpitch)
+        if alone:
+            SetAtomicNone()
 
     def _mm_ab_parts(self, dst, parts, m: int, width: int, dst_pitch: int):
         """dst (GM fp32, row pitch *dst_pitch*) (+)= sum_j A_j B_j, one L0C accumulation per 128 columns of width.
@@ -562,6 +642,7 @@ class KernelFagBasic:
         t, D, Dr = self.t, self.D, self.Dr
         row_strips, col_strips = self._strips(task)
         dt = self.inDt
+        self.direct = det_direct(t, self.a, self.secs[task] // t.blockDim) if t.dtmBasic else set()
         if not t.sabDtm:
             SetAtomicAdd(F32)
         for strip in row_strips:
@@ -575,8 +656,7 @@ class KernelFagBasic:
                     b_off = kvo if kind == "dq" else kvo // D * Dr
                     parts.append((self._slot(self.mm1, task, j, dt), rows, t.blkCols[i], False, gm[b_off],
                                   t.blkCols[i], pitch))
-                dst, dpitch = self._sab_dst(kind, task, i0, width)
-                self._mm_ab_parts(dst, parts, rows, width, dpitch)
+                self._mm_ab_strip(kind, task, i0, parts, rows, width)
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
@@ -590,8 +670,7 @@ class KernelFagBasic:
                     b_off = qo if kind != "dk_rope" else qo // D * Dr
                     parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
                                   t.blkRows[i], pitch))
-                dst, dpitch = self._sab_dst(kind, task, i0, width)
-                self._mm_ab_parts(dst, parts, cols, width, dpitch)
+                self._mm_ab_strip(kind, task, i0, parts, cols, width)
         if not t.sabDtm:
             SetAtomicNone()
 
@@ -605,7 +684,7 @@ class KernelFagBasic:
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
-            dst, dpitch = self._sab_dst("dq", task, i0, D)
+            dst, dpitch, _ = self._sab_dst("dq", task, i0, D)
             for dn in range(0, D, N_CHUNK):
                 w = min(N_CHUNK, D - dn)
                 parts = []
@@ -620,7 +699,7 @@ class KernelFagBasic:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
             for kind, src, region in (("dk", self.qT, self.mmT[1]), ("dv", self.dyT, self.mmT[0])):
-                dst, dpitch = self._sab_dst(kind, task, i0, D)
+                dst, dpitch, _ = self._sab_dst(kind, task, i0, D)
                 for dn in range(0, D, N_CHUNK):
                     w = min(N_CHUNK, D - dn)
                     parts = []
@@ -745,6 +824,8 @@ class KernelFagBasic:
                 SyncAll()
                 self.ComputeVecAdd(r - 1)
                 SyncAll()
+                if t.dtmBasic and r < n:  # basic_det: the cube may overwrite its partial slot with task r's
+                    CrossCoreSetFlag(DET2CUBE, Pipe.MTE2)
 
     def ComputeVec(self, task: int):
         t = self.t
@@ -756,31 +837,51 @@ class KernelFagBasic:
 
     def ComputeVecAdd(self, r: int):
         """IS_DTM reduction of round r: for every output strip that several cores' CV blocks of the round wrote,
-        res = +0 + the partials in core order, then workspace += res. The AIVs take dq (+dq_rope), dk (+dk_rope)
-        and dv in thirds (every AIV all three when there are fewer than three), each a slice of every strip's
-        rows; a strip's rows have one owner per round, so the read-add-write needs no atomics (CANN copies out
-        with an atomic add; the sum is the same)."""
+        res = the partials in core order, then workspace += res. SameAB (ComputeVecAdd): res starts at +0; the
+        AIVs take dq (+dq_rope), dk (+dk_rope) and dv in thirds (every AIV all three when there are fewer than
+        three), each an even slice of every strip's rows. basic_det (DetVector2, OrderAccum): res starts as the
+        first partial; its groups (det_reduce_groups) go to 16 AIVs per kind (det_vec_kinds), rows // 16 each and
+        one more for the first rows % 16. A group's rows have one owner per round, so the read-add-write needs no
+        atomics (CANN copies out with an atomic add; the sum is the same)."""
         V, v = GetBlockNum(), GetBlockIdx()
-        third = V // 3
-        groups = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
-        if third:
-            mine, share, idx = (groups[v // third] if v < 3 * third else ()), third, v % third
+        t = self.t
+        if t.dtmBasic:
+            mine, share, idx = det_vec_kinds(V, v)
+            groups = det_reduce_groups(t, self.a, r)
         else:
-            mine, share, idx = tuple(k for g in groups for k in g), V, v
+            third = V // 3
+            kinds = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
+            if third:
+                mine, share, idx = (kinds[v // third] if v < 3 * third else ()), third, v % third
+            else:
+                mine, share, idx = tuple(k for g in kinds for k in g), V, v
+            groups = dtm_groups(t, self.a, r)
         res, tmp = self.ub["s"].Get(F32), self.ub["dp"].Get(F32)  # free between CV blocks (ComputeVec waits)
         ws = self.ws[0].ReinterpretCast(F32)
-        for kind, dst, rows, width, pitch, srcs in dtm_groups(self.t, self.a, r):
+        for kind, dst, rows, width, pitch, srcs in groups:
             if kind not in mine:
                 continue
-            per = -(-rows // share)
-            lo, hi = idx * per, min(rows, idx * per + per)
+            if t.dtmBasic:
+                per, tail = divmod(rows, share)
+                lo = idx * per + min(idx, tail)
+                hi = lo + per + (idx < tail)
+            else:
+                per = -(-rows // share)
+                lo, hi = idx * per, min(rows, idx * per + per)
             wp = -(-width // 8) * 8
             step = max(1, ADD_ELEMS // wp)
             for r0 in range(lo, hi, step):
                 nr = min(step, hi - r0)
-                Duplicate(res, 0.0, nr * wp)
-                PipeBarrier(Pipe.V)
-                for src in srcs:
+                rest = srcs
+                if t.dtmBasic:
+                    CopyRowsIn(res, ws[srcs[0] + r0 * width], nr, width, width, wp)
+                    SetFlag(HardEvent.MTE2_V, 5)
+                    WaitFlag(HardEvent.MTE2_V, 5)
+                    rest = srcs[1:]
+                else:
+                    Duplicate(res, 0.0, nr * wp)
+                    PipeBarrier(Pipe.V)
+                for src in rest:
                     CopyRowsIn(tmp, ws[src + r0 * width], nr, width, width, wp)
                     SetFlag(HardEvent.MTE2_V, 5)
                     WaitFlag(HardEvent.MTE2_V, 5)

@@ -11,6 +11,8 @@ BNSD/BSND shapes and 15000 (S1s2Bn2) refuses TND when not deterministic, so none
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 #: (priority, name) of the templates that can take a TND call, in the order CANN tries them
@@ -23,6 +25,32 @@ SAB_256 = 256  # SAMEAB_S1_256
 TOTAL_BLOCK_PIPELINE = 64
 TOTAL_SIZE = 189 * 1024  # UB bytes the deterministic reduction may take (..._sab.cpp)
 VEC_SPLIT_NUM = 3  # dq, dk, dv reductions share the AIVs in thirds
+
+
+ALIGN_D, SPARE_ALIGN_D = 128, 16  # ALIGN_D_DIM_SIZE, SPARE_ALIGN_D_DIM_SIZE (op_api/aclnn_flash_attention_score_grad.cpp)
+TND_MAX_S2, TND_MAX_DDIM, TND_MAX_S1_SUM = 1024, 96, 160 * 1024  # CheckTndIsNeedPad's no-pad shape
+
+
+def aclnn_head_dim(problem, deterministic: bool) -> int:
+    """The head dim the tiling sees: the aclnn layer pads D with zeros to a multiple of 16 (D < 128) or of 128
+    (PaddingInputTensorDdim) before the FlashAttentionScoreGrad op when D is not one (needPadDimD), except, when
+    not deterministic, for D % 8 == 0 or for the short shapes (longest Skv <= 1024, D < 96, T1 < 160K, no
+    dropout) of CheckTndIsNeedPad; the outputs are sliced back. With determinism on it always pads."""
+    p = problem
+    align = SPARE_ALIGN_D if p.D < ALIGN_D else ALIGN_D
+    if p.D % align == 0:
+        return p.D
+    if not deterministic and (p.D % 8 == 0 or (p.max_skv <= TND_MAX_S2 and p.D < TND_MAX_DDIM
+                                                  and p.T1 < TND_MAX_S1_SUM and not p.dropout)):
+        return p.D
+    return -(-p.D // align) * align
+
+
+def tiling_view(problem, deterministic: bool):
+    """*problem* as CANN's tiling sees it (D padded by the aclnn layer, aclnn_head_dim). npusim's kernels run the
+    unpadded D: the padded columns are zeros, so S, dP and the kept outputs are the same values (docs/fag.md)."""
+    d = aclnn_head_dim(problem, deterministic)
+    return problem if d == problem.D else replace(problem, D=d)
 
 
 def sab_hit(problem) -> bool:
@@ -89,8 +117,9 @@ def capable(problem, deterministic: bool) -> dict:
 
 
 def cann_template(problem, deterministic: bool) -> str:
-    """The template CANN's registry gives this call: the first capable one in priority order."""
-    ok = capable(problem, deterministic)
+    """The template CANN's registry gives this call (its D padded as the aclnn layer pads it, tiling_view): the
+    first capable one in priority order."""
+    ok = capable(tiling_view(problem, deterministic), deterministic)
     for _, name in PRIORITIES:
         if ok[name]:
             return name

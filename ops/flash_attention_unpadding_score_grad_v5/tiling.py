@@ -1,12 +1,14 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
-The template is CANN's choice (templates.py) when it is SameAB or, not deterministic, the generic template
-(UnpaddedAttension / S1s2Bn2gs1s2), else the basic template (run_template).
+The template is CANN's choice (templates.py): SameAB, basic_det, the generic template (UnpaddedAttension /
+S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "basic_bn2": its (batch, key/value
+head) core split (bn2_core_split) over the basic template's sections (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
-slots instead of per-core copies. Generic: the same CV block list with its own CV shape (generic_cv_inner,
-128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each core's first section.
-The rest of this docstring is the basic template.
+slots instead of per-core copies. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
+one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
+(generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
+core's first section. The rest of this docstring is the basic template.
 
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
@@ -15,8 +17,8 @@ groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k 
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
 [T1, N1, D], dk and dv fp32 [T2, N2, D] (with rope, dq_rope and dk_rope after them), sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
-Deterministic runs keep one dq/dk/dv copy per core (``copies`` = blockDim, ``copyBytes`` apart): each
-core adds only into its own copy, and the post kernel sums the copies in core order.
+``copies`` / ``copyBytes``: the pre and post kernels and the golden can take one dq/dk/dv copy per core summed
+in core order (the former deterministic stand-in); no template uses more than one copy now.
 
 docs/fag.md states where this differs from CANN (the templates run in place of others, block reuse).
 """
@@ -29,7 +31,7 @@ import numpy as np
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
-                                                                   sab_deterministic)
+                                                                   sab_deterministic, tiling_view)
 
 SYSTEM_WORKSPACE_BYTES = 16 * 1024 * 1024  # 16 MiB reserve (tiling.md §3 (a) workspace)
 BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
@@ -103,6 +105,9 @@ class FagTilingData:
     dtmSlotBytes: int = 0  # dq [s1CvInner, D], dk and dv [s2CvInner, D] (then dq_rope, dk_rope) fp32
     secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
     splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
+    aivPerCore: int = 2  # AIVs per AI Core of the chip (the generic split gives an AI Core its AIVs' runs)
+    dtmBasic: bool = False  # basic_det: one partial slot per core, reduction from the first partial (16-AIV
+    # groups for dq, dk, dv), dk/dv strips with one writer in the round added by the cube itself
 
     def asdict(self) -> dict:
         """The scalar fields and the block / section counts (the per-block tables are left out)."""
@@ -195,6 +200,48 @@ def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool) -> list:
                     if sec:
                         out.append(sec)
     return out
+
+
+DET_REGION = ROW_GROUP * BASE  # basic_det: a task is a 512 x 512 region (GetRecoderS, addr_compute_det.h)
+
+
+def det_block_list(problem) -> list:
+    """basic_det's tasks in the order CANN's AddrComputeDet hands them out (task k to core k % cores): per batch
+    (with Sq, Skv > 0), query head, 512-row range, 512-column range (fastest), the regions with a kept block;
+    each region's kept 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner). These are the basic
+    template's 4 x 4 sections, reordered inside."""
+    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in block_list(problem)]
+
+
+def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list:
+    """The sections (CV blocks / regions / basic sections) of a template, in run order."""
+    if template == "basic_det":
+        return det_block_list(problem)
+    if template in ("basic", "basic_bn2"):
+        return block_list(problem)
+    return sab_block_list(problem, s1cv, s2cv, dtm)
+
+
+BN2_WEIGHT_ALIGN = 64  # BASE_LEN_64: S1s2Bn2's (batch, key/value head) weight ceil(Sq / 64) ceil(Skv / 64)
+
+
+def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int]:
+    """The deterministic S1s2Bn2 template's core split (DoBlockTiling, ..._tiling_s1s2_bn2.cpp): the (batch,
+    key/value head) pairs, each weighing ceil(Sq / 64) ceil(Skv / 64) (batch outer), cut into contiguous runs
+    over coreNum = every AIV (TND never takes its L1-custom variant, which splits over AI Cores): one pair per
+    AIV when they are no more than the AIVs, else GetSplitArrayMinMaxSum and the greedy walk of balanced_split.
+    An AI Core runs its AIVs' runs; every section (the basic sections, in (batch, head) order) goes to the core
+    of its pair, so each output row has one writer. Returns (first section of every core and the end,
+    blockDim, coreNum AIVs)."""
+    p = problem
+    aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
+    sq, skv = np.asarray(p.seq_q, np.int64), np.asarray(p.seq_kv, np.int64)
+    a = BN2_WEIGHT_ALIGN
+    weights = np.repeat(-(-sq // a) * -(-skv // a), p.N2).tolist()
+    pair_starts, block_dim = balanced_split(weights, min(len(weights), aivs), ratio)
+    pair = [blk_pair for sec in sections for blk_pair in [sec[0][0] * p.N2 + sec[0][1] // p.G]]
+    starts = tuple(int(np.searchsorted(pair, ps, side="left")) for ps in pair_starts)
+    return starts, block_dim, aivs
 
 
 def block_dim_override(overrides: dict | None, chip) -> int | None:
@@ -330,17 +377,18 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     blocks)) cores; generic contiguously (generic_split), its sections listed at the round-robin positions the
     estimate reads (core + j * blockDim for the core's j-th section; other positions hold None)."""
     template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
-    listed = sab_block_list(problem, s1cv, s2cv, dtm)
+    listed = cv_sections(problem, template, s1cv, s2cv, dtm)
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
-    if template == "generic":
-        starts, bd, _ = generic_core_split(problem, listed, chip, block_dim)
+    if template in ("generic", "basic_bn2"):
+        split = bn2_core_split if template == "basic_bn2" else generic_core_split
+        starts, bd, _ = split(problem, listed, chip, block_dim)
         pos = np.repeat(np.arange(bd), np.diff(starts))
         slot = np.arange(len(listed)) - np.asarray(starts)[pos]
         placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
         for k, sec in enumerate(listed):
             placed[int(pos[k]) + int(slot[k]) * bd] = sec
     else:
-        bd = block_dim if block_dim is not None else max(1, min(chip.aic_count, len(listed)))
+        bd = block_dim if block_dim is not None else _default_block_dim(template, chip, len(listed))
         pos = np.arange(len(listed)) % bd
         placed = listed
     count = lambda w=None: np.bincount(pos, w, minlength=bd).astype(np.int64)  # noqa: E731
@@ -354,12 +402,23 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
     itself, the generic template (UnpaddedAttension 2000, S1s2Bn2gs1s2 16000) as "generic" when not deterministic;
     every other choice runs the basic template in its place (docs/fag.md "Template selection")."""
     cann = cann_template(problem, deterministic)
-    if cann in ("unpadded", "s1s2bn2gs1s2") and not deterministic:
-        return "generic", cann, (*generic_cv_inner(problem), False)
+    view = tiling_view(problem, deterministic)  # the CV shapes follow the D CANN's tiling sees
+    if cann in ("unpadded", "s1s2bn2gs1s2"):  # its tiling and kernel never read the deterministic flag
+        return "generic", cann, (*generic_cv_inner(view), False)
+    if cann == "basic_det":
+        return "basic_det", cann, (DET_REGION, DET_REGION, True)
+    if cann == "deterministic_s1s2bn2":
+        return "basic_bn2", cann, (0, 0, False)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
-    s1cv, s2cv = sab_cv_inner(problem, deterministic, chip.aiv_count)
+    s1cv, s2cv = sab_cv_inner(view, deterministic, chip.aiv_count)
     return cann, cann, (s1cv, s2cv, deterministic and sab_deterministic(problem, s1cv, s2cv))
+
+
+def _default_block_dim(template: str, chip, sections: int) -> int:
+    """min(AI Cores, sections); basic_det launches every AI Core (SetBlockDim(aicNum), ..._basic_det.cpp), the
+    idle ones taking part in every round's SyncAll."""
+    return chip.aic_count if template == "basic_det" else max(1, min(chip.aic_count, sections))
 
 
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
@@ -369,16 +428,14 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
-    if template == "basic":
-        sections = block_list(problem) if work is None else None
-    else:
-        sections = sab_block_list(problem, s1cv, s2cv, dtm) if work is None else None
+    sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
-    block_dim = requested if requested is not None else max(1, min(chip.aic_count, nsec))
+    block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
     core_starts, split_aivs = (), 0
-    if template == "generic":
+    if template in ("generic", "basic_bn2"):
         if work is None:
-            core_starts, block_dim, split_aivs = generic_core_split(problem, sections, chip, requested)
+            split = bn2_core_split if template == "basic_bn2" else generic_core_split
+            core_starts, block_dim, split_aivs = split(problem, sections, chip, requested)
         else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
             block_dim = work.block_dim
     if sections is None:
@@ -417,12 +474,13 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         mm_t = off
         off += block_dim * 2 * 2 * mm_section
     dtm_off, dtm_slot = off, 0
-    if dtm:
+    if dtm:  # SameAB: two slots per core (task parity); basic_det: one (the cube waits for the round's reduction)
         dtm_slot = _a(4 * ((s1cv + 2 * s2cv) * p.D + (s1cv + s2cv) * p.rope_d))
-        off += block_dim * 2 * dtm_slot
+        off += block_dim * (1 if template == "basic_det" else 2) * dtm_slot
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
+        dtmBasic=template == "basic_det", aivPerCore=chip.aiv_count // chip.aic_count,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),

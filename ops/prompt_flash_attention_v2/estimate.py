@@ -6,12 +6,19 @@
    mask, skipped = outside the band).
 2. The CANN core split of that sequence (npusim.estimate.PeriodicSequence: one head repeated N times,
    or one batch repeated N*B times), and the core with the most work.
-3. That core's items run on the real kernel in timing mode, next to COMPANIONS copies of themselves,
-   with the chip's HBM/L2 bandwidth cut to their share of the full launch. A core with more than
-   SAMPLE_TASKS tiles is sampled: its first items, each cut to its last SAMPLE_TILES tiles (the masked
-   side of a causal band), are simulated at two sizes per axis and the core's time is extrapolated with
-   the fitted ``fixed + a * items + b * tiles``; a core with little work is simulated whole.
-Error bound and its measurement: docs/estimate.md, benchmarks/estimate_accuracy.py.
+3. When the busiest core is small (at most SAMPLE_TASKS tiles and SAMPLE_WHOLE_ITEMS items per vector
+   core), SUBSET_CORES real AI Cores of the launch run whole together in launch order: one per stratum
+   of the cores ranked by work, the busiest candidates among them (_subset); each stands for
+   n_busy / SUBSET_CORES cores, so the chip's HBM/L2 bandwidth is cut by that factor. The estimate is
+   the subset's latest end. (Two copies of the busiest core were run before: in-phase copies burst
+   together and over-estimated an L2-bound launch by 6.7%; a subset of only heavy cores, and a cold L2,
+   under-estimated.) A larger core is sampled next to COMPANIONS copies of itself, bandwidth cut to
+   their share of the launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a
+   causal band), are simulated at two sizes per axis and the core's time is extrapolated with the
+   fitted ``fixed + a * items + b * tiles``.
+4. Every run starts with the L2 in the launch's steady state (_kv_warm): the mask resident, a fraction
+   1 - 1/R of K and V resident, R being how often the launch reads each key row.
+Error bound and its measurement: docs/estimate.md, benchmarks/estimate_accuracy_pfa.py.
 """
 from __future__ import annotations
 
@@ -26,7 +33,8 @@ from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, b
                                                   kv_chunk, pfa_tiling, split_core_mode)
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
-COMPANIONS = 2  # AI Cores simulated side by side; bandwidth is scaled to their share of the launch
+COMPANIONS = 2  # AI Cores simulated side by side in a sample of a large core; bandwidth is their share
+SUBSET_CORES = 6  # real AI Cores of the launch run whole together when the busiest core is small
 SAMPLE_TASKS = 32  # a core with at most this many tiles and SAMPLE_WHOLE_ITEMS items is simulated whole
 SAMPLE_WHOLE_ITEMS = 16
 CANDIDATES = 3  # busiest cores (distinct work) simulated; the slowest of them is the estimate
@@ -146,9 +154,80 @@ def _sample_tiling(base: dict, items, cores: int, both_subs: bool) -> PfaTilingD
         workers = (mine, mine if both_subs else ()) * cores
     else:
         workers = (mine,) * cores
-    return PfaTilingData(**base, blockDim=cores, workerItems=workers,
-                         itemN=tuple(cols[0]), itemB=tuple(cols[1]), itemRow0=tuple(cols[2]), itemRows=tuple(cols[3]),
-                         itemTile0=tuple(cols[4]), itemTile1=tuple(cols[5]))
+    return _item_tiling(base, cols, workers)
+
+
+def _item_tiling(base: dict, cols: list, workers: tuple) -> PfaTilingData:
+    """The tiling with the item table *cols* (n, b, row0, rows, t0, t1 columns) and the worker lists."""
+    return PfaTilingData(**base, blockDim=len(workers) // (2 if base["splitCoreMode"] == SPLIT_VECTOR else 1),
+                         workerItems=workers, itemN=tuple(cols[0]), itemB=tuple(cols[1]), itemRow0=tuple(cols[2]),
+                         itemRows=tuple(cols[3]), itemTile0=tuple(cols[4]), itemTile1=tuple(cols[5]))
+
+
+def _subset_tiling(base: dict, per_core: list) -> PfaTilingData:
+    """A tiling of len(*per_core*) AI Cores, each with its own items: a pair of item lists (one per vector
+    core) in the vector split, one list in the cube split; items are (n, b, row0, rows, t0, t1)."""
+    items, workers = [], []
+    for core in per_core:
+        for sub in core:
+            workers.append(tuple(range(len(items), len(items) + len(sub))))
+            items += list(sub)
+    return _item_tiling(base, list(zip(*items)) if items else [()] * 6, tuple(workers))
+
+
+def _subset(proxy: np.ndarray, candidates: list) -> list:
+    """The AI Cores run whole together, in launch order: one per stratum of the busy cores ranked by work
+    (SUBSET_CORES ranks spread evenly over the ranking), each candidate taking the place of the spread
+    pick nearest its rank. A stratified sample of the launch's loads, so each of its cores stands for
+    n_busy / len(subset) cores: the light ones finish early and leave their bandwidth to the heavy
+    ones, as in the launch."""
+    busy = [int(c) for c in np.argsort(-proxy, kind="stable") if proxy[c] > 0]
+    rank = {c: r for r, c in enumerate(busy)}
+    picks = [busy[int(r)] for r in np.unique(np.linspace(0, len(busy) - 1, min(SUBSET_CORES, len(busy))).round())]
+    for c in candidates:
+        if c not in picks:
+            free = [i for i, p in enumerate(picks) if p not in candidates]
+            if not free:
+                picks.append(c)
+                continue
+            picks[min(free, key=lambda i: abs(rank[picks[i]] - rank[c]))] = c
+    return sorted(picks)
+
+
+def _run_subset(inputs, base: dict, spec, per_core_ws: int, n_busy: int, per_core: list, warm=None) -> int:
+    """Cycles of the subset *per_core* (its cores' item lists, _subset_tiling) run whole, each core with
+    the chip's HBM and L2 bandwidth divided by the busy cores it stands for; *warm*: launch(l2_warm=)."""
+    til = _subset_tiling(base, per_core)
+    til = dataclasses.replace(til, workspaceSize=SYSTEM_WORKSPACE + len(per_core) * per_core_ws)
+    return launch_kernel(inputs, til, contention_chip(spec, n_busy / len(per_core)), "timing", warm).cycles
+
+
+def _key_reads(problem, profiles, inverse, s_inner: int) -> int:
+    """Key rows read over the launch: every item reads the keys of its tiles [t0, t1) (the last tile only
+    up to the batch's key length), for each of the N heads; counted per distinct batch."""
+    batches_of = np.bincount(inverse, minlength=len(profiles))
+    total = 0
+    for g, p in enumerate(profiles):
+        if p is not None and batches_of[g]:
+            keys = np.minimum(p["t1"] * s_inner, p["kv"]) - p["t0"] * s_inner
+            total += int(batches_of[g]) * problem.num_heads * int(keys.sum())
+    return total
+
+
+def _kv_warm(problem, key_reads: int, touched: int) -> tuple:
+    """l2_warm of a subset run or sample: the launch's steady state. The mask is re-read all launch long:
+    resident. Each K/V row is read R times in the launch (R = *key_reads* / (N_kv x the key tokens): the
+    query blocks and the group's heads that cover it) and only its first read misses L2, so a fraction
+    1 - 1 / R of K/V pages starts resident (FA varlen's estimate alike). A cold start sends a subset's
+    K/V reads to HBM far more often than the launch does, and HBM and L2 are separate bandwidths in the
+    model, so the L2 looks less loaded than in the launch; a fully resident start does the opposite."""
+    act_q = np.asarray(problem.computed_seq_lengths, np.int64)
+    keys = int(np.sum(np.asarray(problem.actual_seq_lengths_kv, np.int64)[act_q > 0]))
+    reads = key_reads / max(problem.num_kv_heads * keys, 1)
+    names = {"atten_mask": 1.0}
+    if reads > 1:
+        names["key"] = names["value"] = 1.0 - 1.0 / reads
+    return touched, names
 
 
 def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tuple]:
@@ -181,7 +260,8 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     if n_items == 0:
         return Estimate(0, 0.0, np.zeros(block_dim), 0.0, classes), (s_outer, s_inner, sm, block_dim)
     if vector and n_items <= EXACT_SPLIT_ITEMS:
-        return _estimate_exact_pairs(problem, spec, overrides, inputs, base, classes, per_core_ws), \
+        return _estimate_exact_pairs(problem, spec, overrides, inputs, base, classes, per_core_ws,
+                                     _key_reads(problem, profiles, inverse, s_inner)), \
             (s_outer, s_inner, sm, block_dim)
     seq = PeriodicSequence(work.tiles, work.tiles + 0.5, work.repeats)  # cost proxy: a tile, and half a tile per item
     both_subs = vector and n_workers > aics  # the skip-core remap puts <= aic + 1 workers one per AI Core
@@ -210,11 +290,12 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
     # sees them resident, hitting at the launch's average hit scale (steady_l2_touched; FA's estimate alike)
     working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
     working_set = steady_l2_touched(working_set + block_dim * per_core_ws, spec.l2_bytes)
+    key_reads = _key_reads(problem, profiles, inverse, s_inner)
 
     def simulate(items: list, warm: bool = True) -> int:
         til = _sample_tiling(base, items, cores, both_subs)
         til = dataclasses.replace(til, workspaceSize=SYSTEM_WORKSPACE + cores * per_core_ws)
-        l2_warm = (working_set, {"key", "value", "atten_mask"}) if warm else None
+        l2_warm = _kv_warm(problem, key_reads, working_set) if warm else None
         return launch_kernel(inputs, til, share, "timing", l2_warm).cycles
 
     def core_cycles(core: int) -> tuple[float, float, bool]:
@@ -240,6 +321,13 @@ def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tu
 
     if not small(picked[0]):  # large cores: per-item effects average out, the proxy's busiest core stands
         picked = picked[:1]
+    elif not vector:  # small cube-split cores: real cores of the launch run whole together (_subset)
+        chosen = _subset(proxy, picked)
+        cycles = _run_subset(inputs, base, spec, per_core_ws, int((proxy > 0).sum()),
+                             [([work.item(int(i)) for i in members(c)],) for c in chosen],
+                             _kv_warm(problem, key_reads, working_set))
+        return _slowest({picked[0]: (float(cycles), 0.0, True)}, proxy, spec, classes), \
+            (s_outer, s_inner, sm, block_dim)
     return _slowest({c: core_cycles(c) for c in picked}, proxy, spec, classes), (s_outer, s_inner, sm, block_dim)
 
 
@@ -283,7 +371,8 @@ def _candidates(proxy: np.ndarray, signature) -> list:
 EXACT_SPLIT_ITEMS = 50_000  # vector split: up to this many items the tiling's own worker lists are used
 
 
-def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes: dict, per_core_ws: int) -> Estimate:
+def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes: dict, per_core_ws: int,
+                          key_reads: int) -> Estimate:
     """Vector split with the tiling's own worker lists: the AI Cores whose two vector cores carry the
     most work (tiles + half a tile per item) are run, each vector core on its real items, next to
     COMPANIONS copies; a large pair is sampled (SAMPLE_ITEMS items per vector core cut to their last
@@ -311,7 +400,7 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
         cut = [[_cut(item(i), keep) for i in sub] for sub in pair]
         t = _sample_tiling(base, (cut[0], cut[1]), micro, True)
         t = dataclasses.replace(t, workspaceSize=SYSTEM_WORKSPACE + micro * per_core_ws)
-        cyc = launch_kernel(inputs, t, share, "timing", (working_set, {"key", "value", "atten_mask"})).cycles
+        cyc = launch_kernel(inputs, t, share, "timing", _kv_warm(problem, key_reads, working_set)).cycles
         return cyc, sum(map(len, cut)), sum(it[5] - it[4] for sub in cut for it in sub)
 
     def core_cycles(c: int) -> tuple[float, float, bool]:
@@ -329,6 +418,13 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
         return _extrapolate((ta, tb, tc), (na, nb, nc), (na_items, nc_items), n_core, tiles_core)
 
     picked = _candidates(proxy, lambda c: tuple(tuple(item(i)[3:] for i in sub[:8]) for sub in pairs[c]))
+    a, b = pairs[picked[0]]
+    if len(a) + len(b) <= 2 * SAMPLE_WHOLE_ITEMS and int(tiles[list(a + b)].sum()) <= 2 * SAMPLE_TASKS:
+        chosen = _subset(proxy, picked)  # small cores: real cores of the launch run whole together
+        cycles = _run_subset(inputs, base, spec, per_core_ws, int((proxy > 0).sum()),
+                             [tuple([item(i) for i in sub] for sub in pairs[c]) for c in chosen],
+                             _kv_warm(problem, key_reads, working_set))
+        return _slowest({picked[0]: (float(cycles), 0.0, True)}, proxy, spec, classes)
     return _slowest({c: core_cycles(c) for c in picked}, proxy, spec, classes)
 
 

@@ -73,6 +73,29 @@ def test_pfa_replayed_steps_give_the_interpreted_trace(counted, heads, kv_heads,
             (b.total_cycles, b.instructions, b.total_bytes, str(b))
 
 
+def test_summary_spans_of_replayed_rows_give_the_full_trace_summary(counted, monkeypatch):
+    """With trace='summary' a replayed step's rows reach the sink as (lane, start, end) spans and per-step
+    tallies (CoreUnit.spans); in small chunks, so that busy intervals stay open across many, the summary
+    equals the one computed from the full trace's rows."""
+    import npusim.core
+    from ops import prompt_flash_attention_v2
+    monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 64)
+    q = TensorSpec((1, 1, 4096, 64), np.float16)
+    two_cores = get_chip("Ascend910B2").replace(aic_count=2, vector_core_count=4)
+
+    def run(trace):
+        return prompt_flash_attention_v2(q, q, q, num_heads=1, input_layout="BNSD", mode="timing", trace=trace,
+                                         chip=two_cores, progress=False)
+    summ = run("summary")
+    assert counted["calls"] > 15_000
+    full = run("full")
+    a, b = summ.trace.summary(), full.trace.summary()
+    assert a.pipes.equals(b.pipes) and a.bound.equals(b.bound)
+    assert (a.total_cycles, a.instructions, a.total_bytes, str(a)) == \
+        (b.total_cycles, b.instructions, b.total_bytes, str(b))
+    assert len(summ.trace) == len(full.trace)
+
+
 # -- a small mix kernel: a vector step replayed, a step with cross-core flags never --------------------------
 def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
     class K:

@@ -89,14 +89,17 @@ def ref_args(a):
 
 def golden_of(a, p, res, **over):
     """The golden of an operator call (args dict *a*, FagProblem *p*, its OpResult *res*) with the run's
-    block count and atomic order; *over* overrides golden keywords (block_dim, atomics, deterministic)."""
+    template, block count and atomic order (the per-core copies of the basic stand-in when it ran them);
+    *over* overrides golden keywords (block_dim, atomics, deterministic, ...)."""
     from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
     from ops.flash_attention_unpadding_score_grad_v5.tiling import balance_applies
     t = res.tiling
-    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
-              cv=None if t.template == "basic" else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
-              contiguous=(t.splitAivs, 2) if t.template == "generic" and not balance_applies(p) else None,
-              core_starts=t.secCoreStart if t.template == "generic" and balance_applies(p) else None,
+    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"), deterministic=t.copies > 1,
+              cv=None if t.template in ("basic", "basic_bn2") else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
+              regions=t.dtmBasic,
+              contiguous=(t.splitAivs, t.aivPerCore) if t.template == "generic" and not balance_applies(p) else None,
+              core_starts=t.secCoreStart if (t.template == "generic" and balance_applies(p))
+              or t.template == "basic_bn2" else None,
               atten_mask=a.get("atten_mask"), query_rope=a["query_rope"], key_in_rope=a["key_in_rope"],
               pse_shift=a.get("pse_shift"), drop_mask=a.get("drop_mask"))
     kw.update(over)
@@ -110,3 +113,18 @@ def reference_pair(a, p):
     args = (p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"], a["attention_in"])
     kw = ref_args(a) | {"prefix": a.get("prefix")}
     return fag_reference(*args, **kw), fag_reference(*args, **kw, dtype=p.dtype)
+
+
+def check_golden_and_accuracy(a, p, res, factor: float = 3.0) -> None:
+    """Every output of the run bit-exact with golden_of, and within the flash-attention gradient rule of
+    NUMERICS.md (factor 3, as test_fag_features applies it) of the float64 reference."""
+    from ops.common.accuracy import fa_rule_ok
+    from tests.ops.helpers import bits
+    gold = golden_of(a, p, res)
+    assert set(gold) == set(res.outputs)
+    for k, g in gold.items():
+        np.testing.assert_array_equal(bits(res.outputs[k]), bits(g), err_msg=k)
+    ref, low = reference_pair(a, p)
+    for k in ref:
+        ok, info = fa_rule_ok(res.outputs[k], ref[k], low[k], factor=factor)
+        assert ok, (k, info)
