@@ -1,16 +1,22 @@
 """Estimate mode vs timing mode for FlashAttentionUnpaddingScoreGradV5: a tuning set and a fresh checking set.
 
-Tuning set: GRID (16 configurations) and the issue's benchmark shape (T = 4096, N = 8, D = 128, causal).
-All of them were looked at while the estimate model was changed (an earlier split of GRID into halves
-with benchmarks/halves.py's seed 13 had its checking half inspected during that work), so all of them
-are tuning configurations now. Checking set: CHECK_CONFIGS configurations drawn at random (fresh_check,
-seed CHECK_SEED, printed) from the space of fresh_check's docstring, never run before the model of
-estimate.py was fixed. Prints, per configuration, its set, the estimate, the timing-mode time, the error
-and the CPU time of each; max and mean absolute error per set (target: every checking configuration
-within 3%); then the estimate's CPU time and peak traced memory on the largest legal shapes. Results go
-to benchmarks/results/estimate_accuracy_fag.json for the README (``python -m studies``).
+Tuning set: GRID, every configuration looked at while the estimate model was changed: the first grid
+(an earlier split of it into halves with benchmarks/halves.py's seed 13 had its checking half inspected),
+the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
+20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
+IS_DTM, which the first grid did not. Checking set: configurations drawn at random (fresh_check, seed
+CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
+npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
+the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
+estimate, the timing-mode time, the error and the CPU time of each; max and mean absolute error per set
+(target: every checking configuration within 3%); then the estimate's CPU time and peak traced memory on
+the largest legal shapes. Results go to benchmarks/results/estimate_accuracy_fag.json for the README
+(``python -m studies``).
 
     python benchmarks/estimate_accuracy_fag.py [--half tune|check|all] [--no-huge] [--huge-only]
+
+--half tune / check runs one set and keeps the other set's rows of the saved run when that run drew its
+checking set with CHECK_SEED, so the two sets can run as two processes (the second to finish saves both).
 """
 from __future__ import annotations
 
@@ -25,10 +31,13 @@ import numpy as np
 from halves import summary
 from results import load, save
 from npusim import TensorSpec
+from npusim.chip import chip as get_chip
 from ops.common.masks import compressed_causal_mask
 from ops.flash_attention_unpadding_score_grad_v5.api import flash_attention_unpadding_score_grad_v5 as fag
+from ops.flash_attention_unpadding_score_grad_v5.tiling import run_template
+from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
-BF16, F16 = ml_dtypes.bfloat16, np.float16
+BF16, F16, F32 = ml_dtypes.bfloat16, np.float16, np.float32
 #: (Sq per batch, Skv per batch, N1, N2, D, dtype, sparse_mode or None, options); options: deterministic,
 #: pre, next, blockDim
 GRID = [
@@ -48,11 +57,32 @@ GRID = [
     ([16384], [16384], 1, 1, 128, F16, 2, {}),
     ([700] * 8, [700] * 8, 8, 8, 128, F16, 2, {}),
     ([4096], [4096], 8, 8, 128, F16, 2, {"blockDim": 10}),
+    ([4096], [4096], 8, 8, 128, F16, 2, {}),  # the issue's benchmark shape (benchmarks/fag.py)
+    # session 5's checking set (seed 20261124 of the first fresh_check space): run and looked at
+    ([414, 2070, 5139], [414, 2070, 5139], 2, 2, 256, F16, 4, {"pre": 1735, "next": 5, "blockDim": 5}),
+    ([2928], [1100], 16, 4, 128, F16, None, {}),
+    ([4029, 2635], [1755, 4558], 4, 4, 256, F16, None, {}),
+    ([3466, 437], [3466, 437], 1, 1, 128, BF16, 3, {"deterministic": True}),
+    ([2416, 3936, 5951], [2416, 3936, 5951], 8, 2, 192, F16, 4, {"pre": 236, "next": 42}),
+    ([5452], [5452], 4, 4, 128, F16, 3, {"deterministic": True}),
+    ([1078, 4961], [1078, 4961], 1, 1, 128, BF16, 3, {}),
+    ([5919, 932], [2882, 1500], 4, 2, 256, BF16, None, {}),
+    ([3806, 619, 742], [3806, 619, 742], 1, 1, 64, BF16, 3, {}),
+    ([958], [958], 8, 2, 128, BF16, 2, {}),
+    # the generic template (short sequences with D > 128 or unequal q/kv, fp32, short keys), SameAB IS_DTM and basic_bn2
+    ([960], [960], 8, 8, 192, F16, 2, {}),
+    ([900], [600], 4, 4, 64, F16, None, {}),
+    ([3000], [3000], 4, 4, 128, F32, 2, {}),
+    ([4096, 4096], [200, 100], 4, 4, 128, F16, None, {}),
+    ([3000], [3000], 4, 4, 192, F16, 2, {"deterministic": True}),
+    ([800, 600], [800, 600], 4, 2, 128, F16, 2, {"deterministic": True, "layout": ""}),  # basic_bn2
 ]
-CHECK_ALWAYS = [([4096], [4096], 8, 8, 128, F16, 2, {})]  # the issue's benchmark shape (benchmarks/fag.py): tuning
-CHECK_SEED = 20261124  # the session's date, fixed before the checking set was first drawn
-CHECK_CONFIGS = 10
+CHECK_SEED = 620261124  # session 6, fixed before this checking set was drawn: drawn and run once, after the model was fixed
+CHECK_PER_TEMPLATE = 3
+#: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata
+STRATA = ("basic", "basic_det", "basic_bn2", "sameab", "sameab IS_DTM", "generic")
 MAX_CHECK_BLOCKS = 6000  # 128 x 128 blocks at most per checking configuration (timing mode in ~15 s CPU)
+MAX_DRAWS = 20000  # candidates drawn at most while filling the strata
 
 
 def _blocks(sq, skv, n1, mode, opt) -> int:
@@ -68,37 +98,88 @@ def _blocks(sq, skv, n1, mode, opt) -> int:
     return total * n1
 
 
-def fresh_check(seed: int = CHECK_SEED, count: int = CHECK_CONFIGS) -> list:
-    """*count* configurations drawn at random: 1-3 batches of 300-6000 tokens (equal q/kv lengths except
-    without a mask), N1 in {1, 2, 4, 8, 16}, GQA group 1/2/4 where it divides, D in {64, 128, 192, 256},
-    fp16 or bf16, no mask / sparse 2 / 3 / 4 (band of random pre/next), deterministic one time in four, a
-    blockDim override (4-23) one time in six; redrawn while over MAX_CHECK_BLOCKS blocks."""
+def fresh_check(seed: int = CHECK_SEED, per_template: int = CHECK_PER_TEMPLATE) -> list:
+    """*per_template* configurations for each template in STRATA, drawn at random and kept while their
+    template's quota is open (the template as template_of gives it): 1-3 batches of 128-6000 tokens each
+    (log-uniform, so that short calls that take the generic template come up), equal q/kv lengths except
+    without a mask, N1 in {1, 2, 4, 8, 16}, GQA group 1/2/4 where it divides, D in {64, 128, 192, 256},
+    fp16 or bf16 (fp32 one time in six), no mask / sparse 2 / 3 / 4 (band of random pre/next),
+    deterministic one time in three, a blockDim override (4-23) one time in six, softmax_in_layout ''
+    ([N, T, 8] statistics; CANN's deterministic_s1s2bn2 template needs it) one time in three; redrawn while over
+    MAX_CHECK_BLOCKS blocks. In stratum order, each stratum in draw order."""
     rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < count:
+    picked = {name: [] for name in STRATA}
+    for _ in range(MAX_DRAWS):
+        if all(len(v) >= per_template for v in picked.values()):
+            break
         b = int(rng.integers(1, 4))
-        sq = [int(x) for x in rng.integers(300, 6001, b)]
+        sq = [int(x) for x in np.exp(rng.uniform(np.log(128), np.log(6000), b)).round()]
         mode = [None, 2, 3, 4][int(rng.integers(0, 4))]
-        skv = [int(x) for x in rng.integers(300, 6001, b)] if mode is None else list(sq)
+        skv = [int(x) for x in np.exp(rng.uniform(np.log(128), np.log(6000), b)).round()] if mode is None else list(sq)
         n1 = int(rng.choice([1, 2, 4, 8, 16]))
         g = int(rng.choice([g for g in (1, 2, 4) if n1 % g == 0]))
         d = int(rng.choice([64, 128, 192, 256]))
-        dt = [F16, BF16][int(rng.integers(0, 2))]
+        dt = F32 if rng.random() < 1 / 6 else [F16, BF16][int(rng.integers(0, 2))]
         opt = {}
         if mode == 4:
             opt.update(pre=int(rng.integers(128, 2049)), next=int(rng.integers(0, 513)))
-        if rng.random() < 0.25:
+        if rng.random() < 1 / 3:
             opt["deterministic"] = True
         if rng.random() < 1 / 6:
             opt["blockDim"] = int(rng.integers(4, 24))
-        if _blocks(sq, skv, n1, mode, opt) <= MAX_CHECK_BLOCKS:
-            out.append((sq, skv, n1, n1 // g, d, dt, mode, opt))
-    return out
+        if rng.random() < 1 / 3:
+            opt["layout"] = ""
+        cfg = (sq, skv, n1, n1 // g, d, dt, mode, opt)
+        if _blocks(sq, skv, n1, mode, opt) > MAX_CHECK_BLOCKS:
+            continue
+        name = template_of(cfg)
+        if name in picked and len(picked[name]) < per_template:
+            picked[name].append(cfg)
+    return [cfg for name in STRATA for cfg in picked[name]]
+
+
+def _kwargs(sq, skv, n1, d, mode, opt) -> dict:
+    """The operator's keywords of a configuration besides its tensors and the run options."""
+    kw = dict(actual_seq_qlen=np.cumsum(sq).tolist(), actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1,
+              scale_value=float(1 / np.sqrt(d)))
+    if "layout" in opt:
+        kw["softmax_in_layout"] = opt["layout"]
+    if mode is not None:
+        kw.update(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=mode)
+        if "pre" in opt:
+            kw.update(pre_tokens=opt["pre"], next_tokens=opt["next"])
+    return kw
+
+
+def _tensors(sq, skv, n1, n2, d, dt, opt) -> tuple:
+    """(q, kv, softmax statistics) TensorSpecs of a configuration (statistics [N, T, 8] with layout '')."""
+    t1, t2 = sum(sq), sum(skv)
+    stats = (n1, t1, 8) if opt.get("layout") == "" else (t1, n1, 8)
+    return TensorSpec((t1, n1, d), dt), TensorSpec((t2, n2, d), dt), TensorSpec(stats, np.float32)
+
+
+def template_of(cfg, chip: str = "Ascend910B2") -> str:
+    """The template npusim runs a configuration on (tiling.run_template; "sameab IS_DTM" for SameAB with its
+    deterministic reduction), from the validated call, without running it."""
+    sq, skv, n1, n2, d, dt, mode, opt = cfg
+    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt, opt)
+    problem = validate(q, None, kv, None, kv, q, softmax_max=stats, softmax_sum=stats, attention_in=q,
+                       **_kwargs(sq, skv, n1, d, mode, opt), chip_spec=chip)
+    template, _, (_, _, dtm) = run_template(problem, get_chip(chip), opt.get("deterministic", False))
+    return _label(template, dtm)
+
+
+def _label(template: str, dtm: bool) -> str:
+    """The template's name; SameAB's two priorities run one kernel: "sameab", or "sameab IS_DTM" with its
+    deterministic reduction (basic_det always has its own)."""
+    if not template.startswith("sameab"):
+        return template
+    return "sameab IS_DTM" if dtm else "sameab"
 
 
 def plan(which: str) -> list:
-    """[(set, configuration)]: "tune" (GRID and the benchmark shape), "check" (fresh_check) or "all"."""
-    rows = [("tune", c) for c in GRID + CHECK_ALWAYS] if which in ("tune", "all") else []
+    """[(set, configuration)]: "tune" (GRID) or "check" (fresh_check) or "all"."""
+    rows = [("tune", c) for c in GRID] if which in ("tune", "all") else []
     return rows + ([("check", c) for c in fresh_check()] if which in ("check", "all") else [])
 
 
@@ -111,17 +192,10 @@ HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): large legal
 
 def call(sq, skv, n1, n2, d, dt, mode, opt, run_mode):
     """One call with TensorSpec data inputs in *run_mode*; returns (OpResult, CPU seconds)."""
-    t1, t2 = sum(sq), sum(skv)
-    q, kv = TensorSpec((t1, n1, d), dt), TensorSpec((t2, n2, d), dt)
-    stats = TensorSpec((t1, n1, 8), np.float32)
-    kw = dict(softmax_max=stats, softmax_sum=stats, attention_in=q, actual_seq_qlen=np.cumsum(sq).tolist(),
-              actual_seq_kvlen=np.cumsum(skv).tolist(), head_num=n1, scale_value=float(1 / np.sqrt(d)),
-              deterministic=opt.get("deterministic", False), mode=run_mode,
-              tiling={"blockDim": opt["blockDim"]} if "blockDim" in opt else None)
-    if mode is not None:
-        kw.update(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=mode)
-        if "pre" in opt:
-            kw.update(pre_tokens=opt["pre"], next_tokens=opt["next"])
+    q, kv, stats = _tensors(sq, skv, n1, n2, d, dt, opt)
+    kw = dict(softmax_max=stats, softmax_sum=stats, attention_in=q, deterministic=opt.get("deterministic", False),
+              mode=run_mode, tiling={"blockDim": opt["blockDim"]} if "blockDim" in opt else None,
+              **_kwargs(sq, skv, n1, d, mode, opt))
     t0 = time.process_time()
     res = fag(q, None, kv, None, kv, q, **kw)
     return res, time.process_time() - t0
@@ -136,10 +210,15 @@ def describe(cfg) -> str:
     return f"S {seqs} N {n1}/{n2} D {d} {np.dtype(dt).name} sp {mode} {extra}"
 
 
+def _ran(res) -> str:
+    """The template a result ran (as template_of names it)."""
+    return _label(res.tiling.template, res.tiling.sabDtm)
+
+
 def accuracy(rows) -> list[dict]:
     out, errors = [], []
-    print(f"{'half':5s} {'configuration':58s} {'est us':>9} {'timing us':>10} {'err':>7} {'est CPU s':>9} "
-          f"{'timing CPU s':>12}")
+    print(f"{'half':5s} {'template':14s} {'configuration':58s} {'est us':>9} {'timing us':>10} {'err':>7} "
+          f"{'est CPU s':>9} {'timing CPU s':>12}")
     for half, cfg in rows:
         try:
             est, te = call(*cfg, "estimate")
@@ -147,16 +226,28 @@ def accuracy(rows) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - a configuration the simulator cannot run is reported, not hidden
             out.append({"half": half, "config": describe(cfg), "error": f"{type(e).__name__}: {e}"[:300]})
             errors.append((half, float("inf")))
-            print(f"{half:5s} {describe(cfg):58s} FAILED {type(e).__name__}: {str(e)[:120]}", flush=True)
+            print(f"{half:5s} {'':14s} {describe(cfg):58s} FAILED {type(e).__name__}: {str(e)[:120]}", flush=True)
             continue
         err = 100 * (est.time_us / tim.time_us - 1)
         errors.append((half, err))
-        out.append({"half": half, "config": describe(cfg), "estimate_us": est.time_us, "timing_us": tim.time_us,
-                    "error_pct": err, "estimate_cpu_s": te, "timing_cpu_s": tt})
-        print(f"{half:5s} {describe(cfg):58s} {est.time_us:9.1f} {tim.time_us:10.1f} {err:+6.2f}% {te:9.2f} "
-              f"{tt:12.1f}", flush=True)
+        out.append({"half": half, "template": _ran(tim), "config": describe(cfg), "estimate_us": est.time_us,
+                    "timing_us": tim.time_us, "error_pct": err, "estimate_cpu_s": te, "timing_cpu_s": tt})
+        print(f"{half:5s} {_ran(tim):14s} {describe(cfg):58s} {est.time_us:9.1f} {tim.time_us:10.1f} {err:+6.2f}% "
+              f"{te:9.2f} {tt:12.1f}", flush=True)
     summary(errors)
-    print("(target: checking half max <= 3%)")
+    for half in ("tune", "check"):
+        for name, e in sorted(_by_template(out, half).items()):
+            print(f"{half} {name}: {len(e)} configurations, max |error| {max(e):.2f}%")
+    print("(target: every checking configuration within 3%)")
+    return out
+
+
+def _by_template(rows: list, half: str) -> dict:
+    """{template: [|error| %]} of one set's rows."""
+    out = {}
+    for r in rows:
+        if r["half"] == half and "template" in r:
+            out.setdefault(r["template"], []).append(abs(r["error_pct"]))
     return out
 
 
@@ -188,18 +279,28 @@ def main() -> None:
             saved.pop("benchmark", None)
             save("estimate_accuracy_fag", {**saved, "huge": big, "huge_load_avg": os.getloadavg()})
         return
-    print(f"tuning set: {len(GRID) + len(CHECK_ALWAYS)} configurations seen while the model changed; checking set: "
-          f"{CHECK_CONFIGS} drawn with seed {CHECK_SEED}")
+    print(f"tuning set: {len(GRID)} configurations seen while the model changed; checking set: {CHECK_PER_TEMPLATE} "
+          f"per template of {STRATA}, drawn with seed {CHECK_SEED}")
     rows = accuracy(plan(args.half))
     big = [] if args.no_huge else huge()
-    if args.half == "all" and not args.no_huge:
-        check = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "check"]
-        tune = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "tune"]
+    saved = load("estimate_accuracy_fag") or {}
+    if args.half != "all":  # one set run: keep the other set's rows of the saved run (its seed must match)
+        keep = "check" if args.half == "tune" else "tune"
+        if saved.get("check_seed") == CHECK_SEED:
+            rows = [r for r in saved.get("rows", []) if r["half"] == keep] + rows
+            big = big or saved.get("huge", [])
+    check = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "check"]
+    tune = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "tune"]
+    if check and tune and big:
         save("estimate_accuracy_fag", {"rows": rows, "huge": big, "check_max_pct": max(check),
                                        "check_mean_pct": float(np.mean(check)), "tune_max_pct": max(tune),
                                        "check_configs": len(check), "tune_configs": len(tune),
-                                       "check_seed": CHECK_SEED, "load_avg": os.getloadavg()})
-
+                                       "check_seed": CHECK_SEED, "strata": list(STRATA),
+                                       "check_by_template": {k: max(v) for k, v in _by_template(rows, "check").items()},
+                                       "load_avg": os.getloadavg()})
+    elif args.half != "all":  # the first of two separate runs: its rows wait in the saved file for the other
+        save("estimate_accuracy_fag", {**saved, "rows": rows, "check_seed": CHECK_SEED,
+                                       **({"huge": big} if big else {})})
 
 if __name__ == "__main__":
     main()
