@@ -7,13 +7,14 @@ process (its peak RSS is its own), with ``trace="summary"`` (busy cycles and cou
 trace of this case would hold ~37M rows).
 
 Full mode of the whole case is not run by default: it costs several times timing mode's CPU per
-instruction (most of an hour of CPU). Its queued atomic adds are committed as the streams pass them (npusim/launch.py),
-so memory no longer grows with the main loop. Instead full mode runs on the same case cut to FULL_T1
-tokens (one per AI Core, so every core works), and its CPU time and peak are reported beside the whole
-case's timing run with that cut named; ``--modes full`` runs the whole case. Modes not run keep their
-saved rows of the same case.
+instruction (about 20 min of CPU after session 6's data-path work, 37 min before). Its queued atomic adds are
+committed as the streams pass them (npusim/launch.py), so memory no longer grows with the main loop. Instead
+full mode runs on the same case cut to FULL_T1 tokens (one per AI Core, so every core works) and to FULL_T1_4
+(four per core); the README projects the whole case's CPU time linearly in tokens from the two cuts
+(studies/render.py) and reports both cuts' CPU time and peak; ``--modes full`` runs the whole case. Modes not
+run keep their saved rows of the same case.
 
-    python benchmarks/sfag.py [--quick] [--modes estimate timing full-cut full]   (--quick: T1 = 256)
+    python benchmarks/sfag.py [--quick] [--modes estimate timing full-cut full-cut4 full]   (--quick: T1 = 256)
 Results: benchmarks/results/sfag.json (README performance rows, ``python -m studies`` step ``sfag``).
 """
 from __future__ import annotations
@@ -59,20 +60,22 @@ print(json.dumps({"mode": mode, "T1": T1, "wall_s": wall, "cpu_s": cpu, "time_us
 """
 CASE = {"T1": 2048, "N1": 64, "S2": 8192, "BS": 64, "ROWS": 2048}
 FULL_T1 = 24  # the full-mode cut: one token per AI Core of the 910B2
+FULL_T1_4 = 96  # the second cut: four tokens per AI Core (with FULL_T1, the CPU time per token)
+CUTS = {"full-cut": FULL_T1, "full-cut4": FULL_T1_4}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--modes", nargs="*", default=["estimate", "timing", "full-cut"])
+    ap.add_argument("--modes", nargs="*", default=["estimate", "timing", "full-cut", "full-cut4"])
     a = ap.parse_args(argv)
     case = dict(CASE, T1=256) if a.quick else CASE
     print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}; case {case}", flush=True)
     out = {}
     for mode in a.modes:
-        sim = "full" if mode == "full-cut" else mode
-        t1 = FULL_T1 if mode == "full-cut" else case["T1"]
+        sim = "full" if mode in CUTS else mode
+        t1 = CUTS.get(mode, case["T1"])
         r = run_child(_CHILD, [sim, t1] + [case[k] for k in ("N1", "S2", "BS", "ROWS")])
         out[mode] = r
         print(f"{mode:8s} T1 {t1:5d}  wall {r['wall_s']:8.1f} s  CPU {r['cpu_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
@@ -83,7 +86,7 @@ def main(argv=None):
         # modes not run this time keep their rows of the same case (each row names its own load and run)
         old = load("sfag") or {}
         kept = {m: r for m, r in old.get("rows", {}).items() if old.get("case") == case and m not in out}
-        save("sfag", {"case": case, "full_cut_t1": FULL_T1, "rows": {**kept, **out}})
+        save("sfag", {"case": case, "full_cut_t1": FULL_T1, "full_cut4_t1": FULL_T1_4, "rows": {**kept, **out}})
     return out
 
 

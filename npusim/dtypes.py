@@ -14,6 +14,8 @@ any fp32/fp16/bf16/int32 value is exact in float64, so the routine rounds each v
 """
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -405,6 +407,15 @@ def cast(x, to, round_mode: str = "none", saturate: bool | None = None, src_dtyp
     Raises AclnnError(PARAM_INVALID) for unknown dtypes or modes.
     """
     src = np.asarray(x)
+    key = None
+    if src_dtype is None and src.dtype.metadata is None and getattr(to, "metadata", None) is None:
+        key = (src.dtype, to, round_mode, saturate)
+        try:
+            plan = _PLANS.get(key)
+        except TypeError:  # an unhashable *to*: resolved below (and rejected there)
+            plan = key = None
+        if plan is not None:
+            return _convert(src, *plan)
     if src_dtype is not None:
         src_name = dtype_name(src_dtype)
     elif src.dtype == np.float64:
@@ -417,7 +428,49 @@ def cast(x, to, round_mode: str = "none", saturate: bool | None = None, src_dtyp
     if dst_is_int and saturate is False:
         raise NotImplementedError(f"cast to {dst_name} without saturation (wrap-around) is not modelled")
     sat = _DEFAULT_SATURATE.get(dst_name, True) if saturate is None else bool(saturate)
+    if key is not None and len(_PLANS) < 4096:
+        _PLANS[key] = (src_name, dst_name, mode, sat)
+    return _convert(src, src_name, dst_name, mode, sat)
 
+
+#: (source dtype, *to*, round_mode, saturate) -> resolved (source name, target name, mode, overflow rule)
+#: of :func:`cast` calls without metadata dtypes (NOTE: the names resolved once, for performance reasons:
+#: the vector Cast and Fixpipe call cast() per instruction in full mode, benchmarks/pfa.py)
+_PLANS: dict = {}
+
+
+def _convert(src: np.ndarray, src_name: str, dst_name: str, mode: str, sat: bool) -> np.ndarray:
+    """:func:`cast` once the names, the mode and the overflow rule are resolved: a table look-up or
+    :func:`_cast_values`."""
+    if src.ndim and src.size >= _TABLE_MIN.get(src.dtype.itemsize, src.size + 1) and src_name in _TABLED \
+            and dst_name != "bool" and not _is_widening(src_name, dst_name) and (src_name != dst_name or mode != "none"):
+        # NOTE: a 1- or 2-byte source has at most 65536 values: they are converted once by the path below
+        # and looked up, for performance reasons (full mode casts score and mask tiles, benchmarks/pfa.py)
+        return _cast_table(src_name, dst_name, mode, sat).take(src.view(_UINT_OF[src.dtype.itemsize]))
+    return _cast_values(src, src_name, dst_name, mode, sat)
+
+
+#: Sources :func:`cast` converts by table look-up (every value of the dtype converted once, by
+#: :func:`_cast_values`), from this many elements on (by element size).
+_TABLED = frozenset({"fp16", "bf16", "int8", "uint8", "int16", "uint16", "fp8_e4m3fn", "fp8_e5m2", "hifloat8"})
+_TABLE_MIN = {1: 64, 2: 1024}
+
+
+@functools.lru_cache(maxsize=64)
+def _cast_table(src_name: str, dst_name: str, mode: str, sat: bool) -> np.ndarray:
+    """The conversion of every bit pattern of the 1- or 2-byte dtype *src_name*, indexed by the pattern."""
+    width = _REGISTRY[src_name].itemsize
+    every = np.arange(1 << (8 * width), dtype=_UINT_OF[width])
+    if src_name != "hifloat8":
+        every = every.view(_REGISTRY[src_name])
+    table = _cast_values(every, src_name, dst_name, mode, sat)
+    table.flags.writeable = False
+    return table
+
+
+def _cast_values(src: np.ndarray, src_name: str, dst_name: str, mode: str, sat: bool) -> np.ndarray:
+    """:func:`cast` once the names, the mode and the overflow rule are resolved."""
+    dst_is_int = dst_name not in _FLOATS and dst_name != "bool"
     if dst_name == "bool":
         return _to_float64(src, src_name) != 0 if src_name in _FLOATS else src != 0
     if src_name == "bool":

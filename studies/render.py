@@ -164,14 +164,17 @@ def _rows_performance() -> dict:
             f = r["full"]
             rows["same SparseFlashAttentionGrad case, full mode (bit-exact outputs)"] = \
                 f"{f['wall_s']:.0f} s wall ({f['cpu_s']:.0f} s CPU), {f['peak_mb']:.0f} MB peak"
-        elif "full-cut" in r and "timing" in r:
-            f, t = r["full-cut"], r["timing"]
-            per = (f["cpu_s"] / f["instructions"]) / (t["cpu_s"] / t["instructions"])
+        elif "full-cut" in r and "full-cut4" in r:
+            f, f4 = r["full-cut"], r["full-cut4"]
+            t1, t4 = b["full_cut_t1"], b["full_cut4_t1"]
+            per_token = (f4["cpu_s"] - f["cpu_s"]) / (t4 - t1)
+            whole = f["cpu_s"] + per_token * (c["T1"] - t1)
             rows["same SparseFlashAttentionGrad case, full mode (bit-exact outputs)"] = \
-                (f"whole case not run: full mode costs {per:.0f}x timing mode's CPU per instruction (about "
-                 f"{per * t['cpu_s'] / 60:.0f} min of CPU here); cut to T1 = {b['full_cut_t1']} (one token per AI Core): "
-                 f"{f['wall_s']:.0f} s wall "
-                 f"({f['cpu_s']:.0f} s CPU), {f['peak_mb']:.0f} MB peak, modeled {f['time_us']:.1f} us")
+                (f"whole case not run: projected {whole / 60:.0f} min of CPU (linear in tokens: {per_token:.2f} s CPU "
+                 f"per token between the cuts); cut to T1 = {t1} (one token per AI Core): {f['wall_s']:.0f} s wall "
+                 f"({f['cpu_s']:.0f} s CPU, load {f['load_avg']:.1f}), {f['peak_mb']:.0f} MB peak; T1 = {t4}: "
+                 f"{f4['wall_s']:.0f} s wall ({f4['cpu_s']:.0f} s CPU, load {f4['load_avg']:.1f}), {f4['peak_mb']:.0f} MB "
+                 f"peak")
     return rows
 
 

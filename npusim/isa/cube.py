@@ -18,8 +18,9 @@ Layouts (docs/numerics_cube.md "Layouts"; K0 = 32 B / element size, hardware.md 
 Numerics (docs/numerics_cube.md "Mmad"): fp16/bf16 products are exact in fp32 (fp32 inputs: the fp32
 product rounded RNE); each K0-wide fractal is summed in a fixed pairwise tree in fp32; the fractal sums
 are added to the fp32 accumulator in ascending k order. int8 x int8 accumulates exactly in wrapping
-int32. Elements with a k index >= k are read as +0. No BLAS is used. Fixpipe: NZ -> ND, fp32 ->
-fp16/bf16 RNE, int32 -> fp16 dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
+int32. Elements with a k index >= k are read as +0. A matmul (BLAS) computes only the tree's exact first
+level (k = 2 pair sums of fp16/bf16 products). Fixpipe: NZ -> ND, fp32 -> fp16/bf16 RNE, int32 -> fp16
+dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 """
 from __future__ import annotations
 
@@ -152,6 +153,9 @@ class Mmad(Instruction):
         else:  # NZ -> (rows, cols)
             acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
         integer = acc_t is np.int32
+        if not integer and _pairs_by_matmul(a, b, k, acc, self.init):
+            c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
+            return
         # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
         # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
         buf = None if integer else np.empty((k0, rows, cols), acc_t)
@@ -181,6 +185,85 @@ class Mmad(Instruction):
     def writes(self):
         m1, n1 = -(-self.m // M0), -(-self.n // N0)
         return ((_BK_L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize),)
+
+
+#: Bytes of level-1 planes computed per matmul call of _pairs_by_matmul (bounds its temporary memory).
+_PAIR_PLANE_BYTES = 1024 * 1024
+_B16 = (np_dtype("fp16"), np_dtype("bf16"))
+_BF16 = np_dtype("bf16")
+_F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
+
+
+def _pairs_by_matmul(a: np.ndarray, b: np.ndarray, k: int, acc: np.ndarray, init: bool) -> bool:
+    """The same fp32 result as the elementwise tree (_fractal_sum), faster: level 1 of every fractal's tree,
+    ``RN32(p0 + p1)``, ``RN32(p2 + p3)``, ..., as a batched k = 2 fp32 matmul, the further levels and the
+    ascending accumulation elementwise as before. Adds into *acc* (rows x cols) and returns True, or returns
+    False (nothing done) where that equality is not proven and the caller runs the tree.
+
+    Why it is the same bits (docs/numerics_cube.md "Mmad"): fp16 and bf16 products are exact in fp32 as long
+    as they stay in fp32's normal range (fp16 always: 2^-48 <= |p| < 2^32; bf16 checked here), so any
+    evaluation of a two-term dot product, with or without FMA, in any order, is the one rounding
+    RN32(p0 + p1). It can differ from the tree only in the sign of a zero sum, which cannot change an
+    accumulator that holds no -0 (x + (+-0) = x for x != 0, +0 + (+-0) = +0): the accumulator starts at +0
+    (cmatrixInitVal) or is checked. Inf/NaN operands (their payloads) and fp32 operands (inexact products)
+    take the tree."""
+    if a.dtype not in _B16 or not init and bool(np.any(np.signbit(acc) & (acc == 0))):
+        return False
+    m1, k1, _, k0 = a.shape
+    n1 = b.shape[1]
+    rows, cols, half = m1 * M0, n1 * N0, k0 // 2
+    # pair i of fractal kf: A[kf, i] = (rows x 2) columns 2i, 2i+1 of the fractal; B[kf, i] = (2 x cols).
+    # The pairs are stored in bit-reversed order of i, so every further level of the tree adds the first half
+    # of the partial sums to the second (contiguous) half; converted to fp32 on the way in (one copy each).
+    bits = half.bit_length() - 1
+    rev = tuple(range(3 + bits - 1, 2, -1))  # the source's pair-index bits (axes 3..), least significant first
+    pa = np.empty((k1, half, rows, 2), np.float32)
+    pb = np.empty((k1, half, 2, cols), np.float32)
+    np.copyto(pa.reshape((k1,) + (2,) * bits + (m1, M0, 2)),
+              a.reshape((m1, k1, M0) + (2,) * bits + (2,)).transpose((1,) + rev + (0, 2, 3 + bits)), casting="unsafe")
+    np.copyto(pb.reshape((k1,) + (2,) * bits + (2, n1, N0)),
+              b.reshape((k1, n1, N0) + (2,) * bits + (2,)).transpose((0,) + rev + (3 + bits, 1, 2)), casting="unsafe")
+    valid = k - (k1 - 1) * k0
+    if valid < k0:  # elements past k are read as +0
+        dead = np.zeros(k0, bool)
+        dead[valid:] = True
+        dead = dead.reshape((2,) * bits + (2,)).transpose(tuple(range(bits - 1, -1, -1)) + (bits,)).reshape(half, 2)
+        pa[-1].transpose(0, 2, 1)[dead] = 0
+        pb[-1][dead] = 0
+    if not (np.isfinite(pa).all() and np.isfinite(pb).all()):
+        return False
+    if a.dtype == _BF16:  # every nonzero product a normal fp32 number, none overflowing
+        aa, ab = np.abs(pa), np.abs(pb)
+        if float(aa.max()) * float(ab.max()) >= 2.0 ** 127:
+            return False
+        lo = [float(x[x > 0].min()) if (x > 0).any() else 1.0 for x in (aa, ab)]
+        if lo[0] * lo[1] < _F32_MIN_NORMAL:
+            return False
+    group = max(1, _PAIR_PLANE_BYTES // (half * rows * cols * 4))
+    with np.errstate(all="ignore"):  # bf16 sums may overflow to Inf, as in the tree
+        _levels(pa, pb, half, group, acc)
+    return True
+
+
+def _bit_reversed(n: int) -> np.ndarray:
+    """0..n-1 (n a power of two) in bit-reversed order: [0, 2, 1, 3] for 4, [0, 4, 2, 6, 1, 5, 3, 7] for 8."""
+    bits = n.bit_length() - 1
+    return np.array([int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(n)], np.int64)
+
+
+def _levels(pa: np.ndarray, pb: np.ndarray, half: int, group: int, acc: np.ndarray) -> None:
+    """Level 1 by matmul, then the tree's further levels (first half + second half of the bit-reversed
+    partial sums: pair sums (0+1), (2+3), ... then their neighbours, as the tree) and the ascending
+    accumulation (_pairs_by_matmul)."""
+    out = np.empty((min(group, pa.shape[0]), half) + acc.shape, np.float32)
+    for f0 in range(0, pa.shape[0], group):
+        p = np.matmul(pa[f0:f0 + group], pb[f0:f0 + group], out=out[:min(group, pa.shape[0] - f0)])
+        h = half
+        while h > 1:
+            h //= 2
+            np.add(p[:, :h], p[:, h:2 * h], out=p[:, :h])
+        for s in p[:, 0]:  # ascending kf, one fp32 addition each
+            np.add(acc, s, out=acc)
 
 
 def _fractal_sum(av: np.ndarray, bv: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:

@@ -172,10 +172,34 @@ def _nonneg(what: str, **values) -> None:
             raise NpusimError(f"{what}: {key} must be >= 0, got {v}")
 
 
+def _rows_view(data: np.ndarray, count: int, pitch: int, length: int) -> np.ndarray:
+    """(count, length) view of *data* (1-D) with rows *pitch* elements apart (the caller checked the bounds): a
+    reshape when *data* holds count whole pitches, else as_strided. Rows overlap when pitch < length: a view to
+    read only."""
+    if pitch == length:
+        return data[:count * length].reshape(count, length)
+    if pitch > length and data.size >= count * pitch:
+        return data[:count * pitch].reshape(count, pitch)[:, :length]
+    return as_strided(data, (count, length), (pitch * data.itemsize, data.itemsize), writeable=pitch >= length)
+
+
 def _byte_index(count: int, length: int, pitch: int) -> np.ndarray:
     """Byte offsets of *count* blocks of *length* bytes whose starts are *pitch* bytes apart."""
     starts = np.arange(count, dtype=np.int64) * pitch
     return (starts[:, None] + np.arange(length, dtype=np.int64)[None, :]).reshape(-1)
+
+
+def _distinct(shape: tuple, strides: tuple, item: int) -> bool:
+    """True when a view of *shape* with byte *strides* (elements of *item* bytes, the last axis
+    contiguous) never reaches one element twice: each axis, by growing stride, steps past the extent of
+    the axes below it (a sufficient test)."""
+    axes = sorted((st, n) for n, st in zip(shape, strides) if n > 1)
+    extent = item
+    for st, n in axes:
+        if st < extent:
+            return False
+        extent = st * (n - 1) + extent
+    return True
 
 
 # -- DataCopy --------------------------------------------------------------------------------------
@@ -380,6 +404,31 @@ class DataCopy:
 
     def _execute_nd2nz(self, c0: int) -> None:
         p = self.params
+        if p.ndNum == 1 and p.dstNzNStride == 1 and p.dValue % c0 == 0 and p.dstNzC0Stride >= p.nValue:
+            # NOTE: one ND matrix into whole NZ column blocks as two strided views (no index arrays), for
+            # performance reasons: the cube side of the attention backward loads a tile per piece
+            # (benchmarks/sfag.py); the general path below gives the same bytes
+            blocks = p.dValue // c0
+            src = _rows_view(_data(self.src), p.nValue, p.srcDValue, p.dValue)
+            dst = _rows_view(_data(self.dst), blocks, p.dstNzC0Stride * c0, p.nValue * c0)
+            dst.reshape(blocks, p.nValue, c0)[...] = src.reshape(p.nValue, blocks, c0).transpose(1, 0, 2)
+            return
+        item = BLOCK // c0
+        nb, tail = divmod(p.dValue, c0)
+        shape = (p.ndNum, p.nValue, nb + (tail > 0), c0)
+        dst_strides = (p.dstNzMatrixStride * item, p.dstNzNStride * BLOCK, p.dstNzC0Stride * BLOCK, item)
+        if _distinct(shape, dst_strides, item):
+            # NOTE: strided views of both operands instead of element index arrays, for performance reasons
+            # (the cube side's K/V/P copies, benchmarks/pfa.py); _nd2nz checked the bounds
+            dst = np.ndarray(shape, self.dst.dtype, self.dst.buffer.data, self.dst.addr, dst_strides)
+            src = _data(self.src)
+            src_strides = (p.srcNdMatrixStride * item, p.srcDValue * item, BLOCK, item)
+            if nb:
+                dst[:, :, :nb] = np.ndarray(shape[:2] + (nb, c0), src.dtype, src, 0, src_strides)
+            if tail:
+                dst[:, :, nb, :tail] = np.ndarray(shape[:2] + (tail,), src.dtype, src, nb * BLOCK, src_strides[:2] + (item,))
+                dst[:, :, nb, tail:] = 0  # the row tail up to 32 B is zero-filled (copy_gm_to_cbuf_multi_nd2nz)
+            return
         i = np.arange(p.ndNum, dtype=np.int64)[:, None, None]
         j = np.arange(p.nValue, dtype=np.int64)[None, :, None]
         c = np.arange(_ceil(p.dValue, c0) * c0, dtype=np.int64)[None, None, :]
@@ -448,13 +497,17 @@ class DataCopyPad:
         load = isinstance(self.src, GlobalTensor)
         gm_stride = p.srcStride if load else p.dstStride
         ub_pitch = self.foot + (p.dstStride if load else p.srcStride) * BLOCK
-        gm_idx = _byte_index(p.blockCount, p.blockLen, p.blockLen + gm_stride)
-        ub_idx = _byte_index(p.blockCount, p.blockLen, ub_pitch) + self.left
         src, dst = _data(self.src).view(np.uint8), _data(self.dst).view(np.uint8)
+        # NOTE: the blocks as strided (count, blockLen) views (no byte index arrays), for performance reasons: the
+        # sparse attention backward gathers its selected key rows this way (benchmarks/sfag.py)
+        gm_rows = (src if load else dst)
+        ub_rows = (dst if load else src)[self.left:]
+        gm_view = _rows_view(gm_rows, p.blockCount, p.blockLen + gm_stride, p.blockLen)
+        ub_view = _rows_view(ub_rows, p.blockCount, ub_pitch, p.blockLen)
         if not load:
-            dst[gm_idx] = src[ub_idx]
+            gm_view[...] = ub_view
             return
-        dst[ub_idx] = src[gm_idx]
+        ub_view[...] = gm_view
         if pad.isPad:  # element positions of the left padding and of the tail up to the 32-byte slot end
             left, end, foot = self.left // item, (self.left + p.blockLen) // item, self.foot // item
             pos = np.concatenate([np.arange(left), np.arange(end, foot)]).astype(np.int64)
@@ -463,6 +516,17 @@ class DataCopyPad:
 
 
 # -- LoadData --------------------------------------------------------------------------------------
+def _fractal_rows(data: np.ndarray, start: int, limit: int, n: int, stride: int) -> np.ndarray:
+    """(n, FRACTAL_BYTES) view of the bytes *data* [start + i * stride * FRACTAL_BYTES, ...): a reshape where the
+    allocation (which ends at *limit*) covers n whole strides, else (stride 0 repeats a fractal) as_strided (~10 us)."""
+    if stride == 1:
+        return data[start:start + n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
+    pitch = stride * FRACTAL_BYTES
+    if stride > 1 and start + n * pitch <= limit:
+        return data[start:start + n * pitch].reshape(n, pitch)[:, :FRACTAL_BYTES]
+    return as_strided(data[start:], (n, FRACTAL_BYTES), (pitch, 1))
+
+
 class LoadData:
     """Ascend C ``LoadData(dst L0A/L0B, src L1, LoadData2DParams)`` on MTE1.
 
@@ -523,22 +587,17 @@ class LoadData:
             _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
                                                        (p.dstGap + 2) * FRACTAL_BYTES)] = data
             return
-        # NOTE: fractals as strided views of the two buffers (no byte index arrays), for performance reasons:
-        # the cube's inner loops load every tile this way (benchmarks/pfa.py); __init__ checked the bounds
+        # NOTE: fractals as strided views of the two buffers' bytes (no byte index arrays, no as_strided where a
+        # reshape of the allocation gives the same view), for performance reasons: the cube's inner loops load
+        # every tile this way (benchmarks/pfa.py, benchmarks/sfag.py); __init__ checked the bounds
         n = p.repeatTimes
-        src = _data(self.src).view(np.uint8)[p.startIndex * FRACTAL_BYTES:]
-        dst = _data(self.dst).view(np.uint8)
-        if p.srcStride == 1:  # contiguous fractals: a plain reshape (as_strided costs ~10 us)
-            data = src[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
-        else:
-            data = as_strided(src, (n, FRACTAL_BYTES), (p.srcStride * FRACTAL_BYTES, 1), writeable=False)
-        if p.dstGap == 0:
-            dst = dst[:n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
-        else:
-            dst = as_strided(dst, (n, FRACTAL_BYTES), ((p.dstGap + 1) * FRACTAL_BYTES, 1))
+        src, dst = self.src, self.dst
+        data = _fractal_rows(src.buffer.data, src.addr + p.startIndex * FRACTAL_BYTES, src.limit, n, p.srcStride)
+        out = _fractal_rows(dst.buffer.data, dst.addr, dst.limit, n, p.dstGap + 1)
         if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
-            data = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3).reshape(n, FRACTAL_BYTES)
-        dst[...] = data
+            out.reshape(n, 16, 16, 2)[...] = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3)
+        else:
+            out[...] = data
 
     def reads(self):
         p = self.params

@@ -130,6 +130,36 @@ def test_mmad_bitexact_vs_fixed_order_golden(dtype, init):
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
+@pytest.mark.parametrize("dtype, scale", [(np.float16, 1.0), (BF16, 1.0), (BF16, 1e-25), (BF16, 1e25)])
+@pytest.mark.parametrize("init", [True, False])
+def test_mmad_signed_zeros_extremes_and_inf_match_the_tree(dtype, scale, init):
+    """Operands full of +-0, subnormals and the largest values, an accumulator holding -0, an Inf operand: the
+    result is the fixed-order golden's bit for bit (the fast path's level-1 matmul must not change a signed
+    zero's effect; bf16 products that underflow or overflow fp32, and Inf operands, must give the tree's bits)."""
+    rng = np.random.default_rng(11)
+    k0 = 16
+    m, n, k = 32, 48, 2 * k0 + 3
+    rows, cols, kp = 32, 48, 3 * k0
+    pool = np.array([0.0, -0.0, 1.0, -1.5, 2.0 ** -24, -(2.0 ** -20), 65504.0, -0.3, 7.0]) * scale
+    a = rng.choice(pool, (rows, kp)).astype(dtype)
+    b = rng.choice(pool, (kp, cols)).astype(dtype)
+    c0 = rng.choice(np.array([0.0, -0.0, 1.0, -2.5], np.float32), (rows, cols)).astype(np.float32)
+    a[:2] = -0.0  # rows whose products are all -0 (b's columns of positive values): the tree's sum is -0 ...
+    b[:, :4] = np.abs(b[:, :4]) + 1
+    c0[:2, :4] = -0.0  # ... and -0 + -0 is the only sum that keeps an accumulator's -0
+    for with_inf in (False, True):
+        if with_inf:
+            a[3, 5] = np.inf
+        out = []
+        run(mmad_kernel, (l0a_layout(a, k0), l0b_layout(b, k0), nd_to_l0c(c0), out, m, n, k, init, dtype,
+                          np.float32))
+        got = l0c_to_nd(out[0], rows, cols)
+        start = np.zeros((rows, cols), np.float32) if init else c0
+        with np.errstate(all="ignore"):
+            expected = mmad_golden(a, b, k, k0, start)
+        assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
 def test_mmad_int8_exact_and_wraps_int32():
     """int8 x int8 accumulates exactly in int32 and wraps around modulo 2**32 on top of L0C."""
     rng = np.random.default_rng(3)

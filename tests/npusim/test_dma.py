@@ -71,10 +71,12 @@ def test_nd2nz_bits_vs_index_loops(dtype):
     assert np.array_equal(got[0].view(np.uint8), nd2nz_expected(src, size, p, dtype).view(np.uint8))
 
 
-def test_nd2nz_into_ub_with_row_stride():
-    """Nd2Nz GM -> UB (vector core) with dstNzNStride = 2 leaves every other row untouched."""
+@pytest.mark.parametrize("n_stride", [2, 0], ids=["every-other-row", "rows-overwrite"])
+def test_nd2nz_into_ub_with_row_stride(n_stride):
+    """Nd2Nz GM -> UB (vector core) with dstNzNStride = 2 leaves every other row untouched; with 0 every row
+    lands on the first (the last row stays, as in the loop)."""
     src = np.arange(10 * 20, dtype=np.float16).reshape(10, 20)
-    p = Nd2NzParams(1, 10, 20, 0, 20, 24, 2, 0)
+    p = Nd2NzParams(1, 10, 20, 0, 20, 24, n_stride, 0)
     got = []
 
     def k(gm):

@@ -509,3 +509,26 @@ def test_quantize_int8_fp32_equals_odd_fp16_chain():
         t = x * scale + np.float32(0.5)
         np.testing.assert_array_equal(got, dt.cast(dt.cast(t, "fp16", "odd"), "int8", mode))
         np.testing.assert_array_equal(got, py_to_int(t.astype(np.float64).tolist(), mode, -128, 127))
+
+
+@pytest.mark.parametrize("src", ["fp16", "bf16", "int8", "uint8", "int16", "fp8_e5m2", "hifloat8"])
+@pytest.mark.parametrize("dst", ["fp16", "bf16", "fp32", "int8", "int32", "fp8_e4m3fn", "hifloat8"])
+def test_table_lookup_path_equals_element_path(src, dst):
+    """Arrays large enough for cast's look-up table (1- and 2-byte sources) give, dtype and bits, what
+    the same values give converted a few at a time (below the table's size threshold): modes of each
+    kind, both overflow rules, a 2-D non-contiguous source."""
+    width = dt.itemsize(src)
+    bits = RNG.integers(0, 1 << (8 * width), (64, 48), dtype=np.int64).astype(dt._UINT_OF[width])
+    x = bits if src == "hifloat8" else bits.view(dt.np_dtype(src))
+    x = x[:, ::2]  # 64 x 24, strided
+    kw = {"src_dtype": "hifloat8"} if src == "hifloat8" else {}
+    floats = dst in ("fp16", "bf16", "fp32", "fp8_e4m3fn", "hifloat8")
+    for mode in ("none", "rint", "floor", "odd"):
+        for sat in ((None, not dt._DEFAULT_SATURATE[dst]) if floats else (None,)):
+            if mode == "none" and src == dst:
+                continue
+            with np.errstate(all="ignore"):
+                whole = dt.cast(x, dst, mode, sat, **kw)
+                parts = np.stack([dt.cast(row, dst, mode, sat, **kw) for row in x])  # 24 < the table's minimum
+            assert whole.dtype == parts.dtype and whole.shape == x.shape
+            assert np.array_equal(whole.view(np.uint8), parts.view(np.uint8)), (mode, sat)

@@ -21,6 +21,7 @@ F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 QNAN = {F16: 0x7E00, BF16: 0x7FC0, F32: 0x7FC00000}
 # (significand bits incl. the hidden one, min normal exponent, max exponent)
+REPEAT_BYTES = 256
 FMT = {F16: (11, -14, 15), BF16: (8, -126, 127), F32: (24, -126, 127)}
 
 
@@ -368,6 +369,39 @@ def test_binary_repeat_form_writes_only_masked_elements(dt, mask, rng):
     assert np.array_equal(bits(z), bits(expect))
 
 
+@pytest.mark.parametrize("dt", [F16, F32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("mask,strides", [
+    (None, (1, 1, 0, 8, 8, 1)),  # whole repeat; src1 one block per repeat, broadcast (a RowBroadcast)
+    (None, (1, 1, 1, 8, 60, 8)),  # whole repeat; src0 rows 60 blocks apart (a row fold)
+    (40, (1, 1, 1, 8, 8, 8)),  # a count ending inside a block, block stride 1
+    (5, (3, 2, 0, 4, 5, 1)),  # a count inside the first block, other block strides
+    (32, (2, 1, 0, 16, 8, 2)),  # whole blocks, destination block stride 2
+    (None, (0, 1, 1, 8, 8, 8)),  # destination block stride 0: blocks written over (the last stays)
+    (16, (1, 1, 1, 1, 1, 1)),  # repeats overlapping each other in every operand
+], ids=["bcast", "fold", "partial", "first-block", "dst-blk2", "dst-blk0", "overlap"])
+def test_repeat_form_strided_views_equal_index_loop(dt, mask, strides, rng):
+    """Sub in repeat form (read through strided views where they exist): in place on src0 and into a
+    separate destination, against a loop that reads every source first, then writes in repeat-major order."""
+    item, rep = dt.itemsize, 4
+    mask = REPEAT_BYTES // item if mask is None else mask
+    n = 8192 // item
+    a, b = rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt)
+    params = V.BinaryRepeatParams(*strides)
+    z, a2 = np.full(n, 9.0, dt), a.copy()
+
+    def body(a, b, z, a2):
+        V.Sub(z, a, b, mask, rep, params)
+        V.Sub(a2, a2, b, mask, rep, params)  # in place: the destination is the first source
+
+    run(body, a=a, b=b, z=z, a2=a2)
+    di, ai, bi = (ref_repeat_index(mask, item, rep, blk, rs) for blk, rs in zip(strides[:3], strides[3:]))
+    for out, start, src0 in ((z, np.full(n, 9.0, dt), a), (a2, a.copy(), a)):
+        values = [src0[i] - b[j] for i, j in zip(ai, bi)]  # numpy scalar ops: the IEEE operation
+        for d, v in zip(di, values):
+            start[d] = v
+        assert np.array_equal(bits(out), bits(start))
+
+
 def test_unary_scalar_duplicate_copy_repeat_forms(rng):
     """Exp, Muls, Duplicate and Copy in repeat form against the same index loop."""
     n = 1024
@@ -636,6 +670,30 @@ def test_whole_reduce_sum_and_max_per_repeat(rng):
         assert outs["i"][2 * r: 2 * r + 2].view(np.uint32)[0] == first
     assert firsts[1] == 7 and float(outs["v"][1]) == 50.0  # the planted max of repeat 1 is lane 7
     assert np.all(outs["s"][[1, 3, 5]] == 3.0) and np.all(outs["v"][3:] == 3.0)
+
+
+@pytest.mark.parametrize("dt", [F16, F32], ids=["fp16", "fp32"])
+def test_whole_reduce_max_zero_signs_and_nan_follow_the_tree(dt, rng):
+    """WholeReduceMax (value only and value + index): a repeat whose maximum is a zero takes the sign the
+    tree's compare-selects give (-0 and +0 compare equal), a repeat with a NaN gives the canonical NaN."""
+    epr = REPEAT_BYTES // dt.itemsize
+    x = -np.abs(rng.standard_normal(epr * 4)).astype(dt) - dt.type(1)
+    x[0:epr:3] = dt.type(-0.0)  # repeat 0: maximum 0, -0 and +0 mixed
+    x[1:epr:7] = dt.type(0.0)
+    x[epr:2 * epr] = dt.type(-0.0)  # repeat 1: all -0 but one +0
+    x[epr + 5] = dt.type(0.0)
+    x[2 * epr + 9] = dt.type(np.nan)  # repeat 2: a NaN
+    v, vi = np.full(8, 3.0, dt), np.full(16, 3.0, dt)
+
+    def body(x, v, vi):
+        V.WholeReduceMax(v, x, epr, 4, 1, 1, 8, V.ReduceOrder.ORDER_ONLY_VALUE)
+        V.WholeReduceMax(vi, x, epr, 4, 1, 1, 8)
+
+    run(body, x=x, v=v, vi=vi)
+    for r in range(4):
+        top = ref_tree(list(x[r * epr:(r + 1) * epr]), _max)
+        want = QNAN[dt] if np.isnan(top) else bits(np.array([top], dt))[0]
+        assert bits(v)[r] == want and bits(vi)[2 * r] == want, r
 
 
 def test_block_reduce_one_result_per_block(rng):

@@ -119,3 +119,25 @@ def test_sfag_estimate_sees_the_l2_spill():
     assert est.extra["bandwidth_bound"] > e.per_core_cycles.max()
     assert abs(est.cycles / timing.cycles - 1) < 0.10  # measured -7.3%: three tokens a core, ramp and tail show
     assert (e.fixed_cycles + e.per_core_cycles.max()) / timing.cycles < 0.7  # measured 0.59
+
+
+def test_sfag_sequence_probe_is_the_launch_when_every_core_is_kept(monkeypatch):
+    """With every core kept the sequence probe is the call's own main loop: its cycles equal a timing launch of
+    the call without zero-fill/post (the emptied rows, counts and sub-tiling change nothing else); uniform widths
+    skip it (the token sum is their steady state)."""
+    import dataclasses
+
+    from ops.sparse_flash_attention_grad import estimate as est_mod
+    from ops.sparse_flash_attention_grad.launch import launch_kernel
+
+    args, kw, prob = make_case(seed=5, B=2, S1=6, S2=300, N1=4, bs=16, max_slots=40, mode=3)
+    spec = chip("Ascend910B2")
+    counts = estimate_counts(prob)
+    til = sfag_tiling(prob, spec, None, counts)
+    work = token_work(prob, counts)
+    monkeypatch.setattr(est_mod, "SEQUENCE_CORES", til.blockDim)
+    got = est_mod.sequence_probe(prob, spec, til, work, np.arange(1, til.blockDim + 1, dtype=float))
+    res, _ = launch_kernel(prob, dataclasses.replace(til, prePost=False), spec, "timing", est_mod._inputs(prob), counts)
+    assert got == float(res.cycles)
+    uniform = dict(work, slots=np.full_like(work["slots"], 7), blocks=np.full_like(work["blocks"], 7))
+    assert est_mod.sequence_probe(prob, spec, til, uniform, np.ones(til.blockDim)) is None

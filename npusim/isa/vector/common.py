@@ -181,6 +181,33 @@ def repeat_index(key, itemsize: int, repeat_times: int, blk_stride: int, rep_str
 
 
 @functools.lru_cache(maxsize=4096)
+def repeat_layout(key, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int):
+    """(shape, byte strides, distinct) of a strided view whose elements, in C order, are those of
+    :func:`repeat_index` (*distinct*: no element twice, so the view can be written), or None where no
+    such view exists (a bit mask; a count mask ending inside a block with a block stride other than 1).
+
+    NOTE: full mode reads and writes repeat-form operands through these views instead of gathering and
+    scattering by index arrays, for performance reasons (benchmarks/pfa.py: softmax row folds).
+    """
+    if key.__class__ is not int or not repeat_times:
+        return None
+    epb = BLOCK_BYTES // itemsize
+    if key % epb == 0:
+        shape, strides = (repeat_times, key // epb, epb), (rep_stride * BLOCK_BYTES, blk_stride * BLOCK_BYTES, itemsize)
+    elif blk_stride == 1 or key < epb:
+        shape, strides = (repeat_times, key), (rep_stride * BLOCK_BYTES, itemsize)
+    else:
+        return None
+    idx = repeat_index(key, itemsize, repeat_times, blk_stride, rep_stride)[0]
+    return shape, strides, bool(np.unique(idx).size == idx.size)
+
+
+def strided_view(tensor, layout) -> np.ndarray:
+    """The view of *tensor*'s buffer (full mode) with *layout*'s shape and byte strides from its start."""
+    return np.ndarray(layout[0], tensor.dtype, tensor.buffer.data, tensor.addr, layout[1])
+
+
+@functools.lru_cache(maxsize=4096)
 def repeat_extent(key, itemsize: int, repeat_times: int, blk_stride: int, rep_stride: int) -> tuple[int, int]:
     """(1 + the largest element index, number of elements) of :func:`repeat_index`, raising as it does.
 

@@ -17,7 +17,8 @@ import numpy as np
 from npusim.isa.base import region
 from npusim.isa.vector.common import (ARITH, DIV, FLOATS, ONE_SRC, REPEAT_BYTES, TRANSCENDENTAL, TWO_SRC, UINT,
                                       BinaryRepeatParams, UnaryRepeatParams, VectorInstruction, check_repeat,
-                                      mask_key, repeat_extent, repeat_index, repeat_operands)
+                                      mask_key, repeat_extent, repeat_index, repeat_layout, repeat_operands,
+                                      strided_view)
 from npusim.isa.vector.numerics import ieee, to_scalar, via_f64, vmax, vmin
 
 
@@ -90,13 +91,31 @@ class Elementwise(VectorInstruction):
     def execute(self) -> None:
         if self.geometry is None:
             n = self.count
-            self.dst.view(n)[:] = self.compute(*(s.view(n) for s in self.srcs))
+            self.dst.view(n)[:] = self._values(*(s.view(n) for s in self.srcs))
         else:
             key, strides = self.geometry
             rep, item = self.repeats, self.dtype.itemsize
+            layouts = [repeat_layout(key, item, rep, int(blk), int(rs)) for blk, rs in strides]
+            if None not in layouts and layouts[0][2]:  # strided views, the destination without repeats
+                ins = [strided_view(s, lay) for s, lay in zip(self.srcs, layouts[1:])]
+                strided_view(self.dst, layouts[0])[...] = self._values(*ins)
+                return
             index = [repeat_index(key, item, rep, int(blk), int(rs))[0] for blk, rs in strides]
             ins = (s.span()[i] for s, i in zip(self.srcs, index[1:]))
-            self.dst.span()[index[0]] = self.compute(*ins)
+            self.dst.span()[index[0]] = self._values(*ins)
+
+    def _values(self, *ins: np.ndarray) -> np.ndarray:
+        """compute(*ins), by look-up in a table of compute() over every 16-bit pattern where the class
+        says its result depends on one source element (and its scalar) only."""
+        if self.tabled and self.dtype.itemsize == 2:
+            table = _table_of(self)
+            if table is not None:
+                return table.take(ins[0].view(np.uint16))
+        return self.compute(*ins)
+
+    #: True when compute() maps each element of its one source on its own (given the scalar): then a
+    #: 2-byte dtype's results can be looked up in a table of all 65536 inputs (:func:`_table_of`)
+    tabled: ClassVar[bool] = False
 
     def reads(self):
         item = self.dtype.itemsize
@@ -107,6 +126,37 @@ class Elementwise(VectorInstruction):
 
     def compute(self, *args: np.ndarray) -> np.ndarray:  # pragma: no cover - every op defines it
         raise NotImplementedError(self.name)
+
+
+_TABLES: dict = {}  # (class, dtype, scalar) -> results for every 16-bit input, or None once seen
+_TABLES_MAX = 64  # tables kept (128 KiB each); the oldest goes first
+
+
+def _table_of(ins: Elementwise) -> np.ndarray | None:
+    """The results of *ins*'s compute() for all 65536 bit patterns of its 2-byte dtype, indexed by the
+    pattern: so identical to computing them (NOTE: a look-up instead of 16-bit numpy arithmetic, which
+    runs a conversion per element, for performance reasons: full mode's softmax tiles, benchmarks/pfa.py).
+    Without a scalar the table is built at once; with one, on the second call with that scalar."""
+    scalar = ins.scalar
+    if scalar is not None and scalar.__class__ not in (int, float):
+        return None
+    key = (ins.__class__, ins.dtype, scalar)
+    table = _TABLES.get(key, _MISSING)
+    if table is _MISSING and scalar is not None:
+        _TABLES[key] = None  # seen once
+        table = None
+    elif table is None or table is _MISSING:
+        every = np.arange(65536, dtype=np.uint16).view(ins.dtype)
+        table = ins.compute(every)
+        table.flags.writeable = False
+        _TABLES.pop(key, None)
+        _TABLES[key] = table
+        if len(_TABLES) > _TABLES_MAX:
+            del _TABLES[next(iter(_TABLES))]
+    return table
+
+
+_MISSING = object()
 
 
 class _Binary(Elementwise):
@@ -218,6 +268,7 @@ class Adds(_WithScalar):
 
     __slots__ = ()
     name = "Adds"
+    tabled = True
 
     def compute(self, a):
         return ieee(np.add, self.dtype, a, np.asarray(to_scalar(self.scalar, self.dtype, self.name)))
@@ -228,6 +279,7 @@ class Muls(_WithScalar):
 
     __slots__ = ()
     name = "Muls"
+    tabled = True
 
     def compute(self, a):
         return ieee(np.multiply, self.dtype, a, np.asarray(to_scalar(self.scalar, self.dtype, self.name)))
@@ -238,6 +290,7 @@ class Maxs(_WithScalar):
 
     __slots__ = ()
     name = "Maxs"
+    tabled = True
 
     def compute(self, a):
         s = np.full_like(a, to_scalar(self.scalar, self.dtype, self.name))
@@ -249,6 +302,7 @@ class Mins(_WithScalar):
 
     __slots__ = ()
     name = "Mins"
+    tabled = True
 
     def compute(self, a):
         s = np.full_like(a, to_scalar(self.scalar, self.dtype, self.name))
@@ -260,6 +314,7 @@ class Exp(_Unary):
 
     __slots__ = ()
     name = "Exp"
+    tabled = True
 
     def compute(self, a):
         return via_f64(np.exp, self.dtype, a)
@@ -270,6 +325,7 @@ class Ln(_Unary):
 
     __slots__ = ()
     name = "Ln"
+    tabled = True
 
     def compute(self, a):
         return via_f64(np.log, self.dtype, a)
@@ -280,6 +336,7 @@ class Sqrt(_Unary):
 
     __slots__ = ()
     name = "Sqrt"
+    tabled = True
 
     def compute(self, a):
         return via_f64(np.sqrt, self.dtype, a)

@@ -17,10 +17,19 @@ def canonical_nan(r: np.ndarray) -> np.ndarray:
     """Rewrite every NaN of the float array *r* (in place) to the dtype's positive quiet NaN."""
     bits = _QNAN.get(r.dtype)
     if bits is not None:
+        if r.dtype.itemsize == 2:  # NOTE: NaN <=> magnitude bits above Inf's, tested on the integers, for
+            # performance reasons: numpy's isnan converts each 16-bit element (benchmarks/pfa.py)
+            mag = r.view(np.uint16) & np.uint16(0x7FFF)
+            if mag.size and mag.max() > _INF16[r.dtype]:
+                r.view(np.uint16)[mag > _INF16[r.dtype]] = bits
+            return r
         nan = np.isnan(r)
         if nan.any():
             r.view(UINT[r.dtype.itemsize])[nan] = bits
     return r
+
+
+_INF16 = {F16: 0x7C00, BF16: 0x7F80}  # the magnitude bits of +Inf
 
 
 def round_f64(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -50,6 +59,17 @@ def ieee(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
     return canonical_nan(r) if dt in FLOATS else r
 
 
+#: float32 value of every fp16 / bf16 bit pattern (exact: float32 holds them all), for :func:`widen16`.
+#: NOTE: Max/Min compare 16-bit floats as these (numpy compares fp16 element by element through a
+#: conversion), for performance reasons (benchmarks/pfa.py: the softmax's row max).
+_WIDE = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in (F16, BF16)}
+
+
+def widen16(a: np.ndarray) -> np.ndarray:
+    """The fp16 or bf16 array *a* as float32 (exact), by table look-up of its bit patterns."""
+    return _WIDE[a.dtype].take(a.view(np.uint16))
+
+
 def via_f64(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
     """*ufunc* computed in float64 from the exact inputs, rounded once to *dt* (Exp, Ln, Sqrt, Div)."""
     with np.errstate(all="ignore"):
@@ -62,18 +82,27 @@ def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     NOTE: not np.maximum, whose choice between -0 and +0 depends on the SIMD path.
     """
-    r = np.where(a >= b, a, b)
+    if a.dtype in _WIDE:  # compared as float32 (exact), the 16-bit values selected as they are
+        wa, wb = widen16(a), widen16(b)
+        return _nan_wins(np.where(wa >= wb, a, b), wa, wb)
+    return _nan_wins(np.where(a >= b, a, b), a, b)
+
+
+def _nan_wins(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """*r* with NaN where *a* or *b* (its operands, or their exact float32 values) is NaN."""
     if r.dtype in FLOATS:
-        r[np.isnan(a) | np.isnan(b)] = np.nan
+        nan = np.isnan(a) | np.isnan(b)
+        if nan.any():
+            r[nan] = np.nan
     return r
 
 
 def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Min: a if a <= b else b; NaN wins."""
-    r = np.where(a <= b, a, b)
-    if r.dtype in FLOATS:
-        r[np.isnan(a) | np.isnan(b)] = np.nan
-    return r
+    if a.dtype in _WIDE:
+        wa, wb = widen16(a), widen16(b)
+        return _nan_wins(np.where(wa <= wb, a, b), wa, wb)
+    return _nan_wins(np.where(a <= b, a, b), a, b)
 
 
 def to_scalar(value, dt: np.dtype, who: str):

@@ -11,7 +11,7 @@ import numpy as np
 from npusim.errors import NpuBufferError
 from npusim.isa.vector.common import (BLOCK_BYTES, BLOCK_REDUCE, F16, F32, REPEAT_BYTES, UINT, WHOLE_REDUCE,
                                       VectorInstruction, check_repeat, lanes, mask_key, repeat_index)
-from npusim.isa.vector.numerics import canonical_nan, tree, vmax
+from npusim.isa.vector.numerics import canonical_nan, tree, vmax, widen16
 from npusim.types import ReduceOrder
 
 
@@ -173,7 +173,18 @@ class _WholeReduce(_RepeatReduce):
     def _results(self):
         """(the source repeats as :meth:`_source_repeats` gives them, the masked lanes, per-repeat results)."""
         vals = self._source_repeats()
-        res = canonical_nan(tree(vals, self.op))
+        if self.op is vmax:
+            # NOTE: each step of the max tree selects one of its inputs, so the tree's result is the row's
+            # largest value (NaN if any), whose bits are unique unless it is a zero (-0 and +0 compare
+            # equal: then the tree decides the sign); numpy's max gives it in one call, here on the exact
+            # float32 values, for performance reasons (benchmarks/pfa.py: the softmax's row max)
+            wide = widen16(vals) if self.dtype.itemsize == 2 else vals
+            res = wide.max(axis=-1)
+            if not res.all():  # a zero maximum somewhere: its sign from the tree
+                res = tree(wide, vmax)
+            res = canonical_nan(res.astype(self.dtype))
+        else:
+            res = canonical_nan(tree(vals, self.op))
         return vals, lanes(self.key, self.dtype.itemsize), res
 
     def execute(self) -> None:
@@ -213,19 +224,20 @@ class WholeReduceMax(_WholeReduce):
         if self.rep == 0:
             return
         vals, ln, res = self._results()
+        slot = self._slot_elems()
+        base = np.arange(self.rep) * self.dst_stride * slot
+        if self.order is ReduceOrder.ORDER_ONLY_VALUE:  # no index is written: none is looked for
+            self.dst.span()[base] = res
+            return
         active = np.zeros(vals.shape[1], bool)
         active[ln] = True
         hit = ((vals == res[:, None]) | (np.isnan(vals) & np.isnan(res)[:, None])) & active
         first = hit.argmax(axis=1)
-        slot = self._slot_elems()
-        base = np.arange(self.rep) * self.dst_stride * slot
         span = self.dst.span()
         u = UINT[self.dtype.itemsize]
         order = self.order
         if order is ReduceOrder.ORDER_ONLY_INDEX:
             span[:(base[-1] + slot)].view(np.uint32)[base // slot] = first
-        elif order is ReduceOrder.ORDER_ONLY_VALUE:
-            span[base] = res
         else:
             v, i = (0, 1) if order is ReduceOrder.ORDER_VALUE_INDEX else (1, 0)
             span[base + v] = res
