@@ -163,7 +163,8 @@ def _rows_performance() -> dict:
         if "full" in r:
             f = r["full"]
             rows["same SparseFlashAttentionGrad case, full mode (bit-exact outputs)"] = \
-                f"{f['wall_s']:.0f} s wall ({f['cpu_s']:.0f} s CPU), {f['peak_mb']:.0f} MB peak"
+                (f"{f['wall_s']:.0f} s wall ({f['cpu_s']:.0f} s CPU, load {f['load_avg']:.1f}), {f['peak_mb']:.0f} MB "
+                 f"peak, {f['instructions']:,} instructions; modeled {f['time_us']:.1f} us")
         elif "full-cut" in r and "full-cut4" in r:
             f, f4 = r["full-cut"], r["full-cut4"]
             t1, t4 = b["full_cut_t1"], b["full_cut4_t1"]
