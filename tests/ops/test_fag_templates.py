@@ -179,6 +179,28 @@ def test_sameab_estimate_runs_its_own_cv_blocks():
     assert est.time_us > 0
 
 
+RECT_CASES = [dict(seq_q=[500, 0, 260], seq_kv=[1400, 0, 300], sparse_mode=3, causal=True),
+              dict(seq_q=[900, 700], seq_kv=[900, 700], sparse_mode=4, causal=True, pre=300, nxt=50),
+              dict(seq_q=[700], seq_kv=[700], sparse_mode=2, causal=True),
+              dict(seq_q=[100, 650], seq_kv=[90, 700], sparse_mode=0, full_mask=True, pre=200, nxt=130),
+              dict(seq_q=[2100, 300], seq_kv=[2100, 300], sparse_mode=6, prefix=[1000, 40])]
+
+
+@pytest.mark.parametrize("case", range(len(RECT_CASES)))
+def test_cv_rectangles_tiling_and_golden_agree(case):
+    """tiling.cv_rectangle and the golden's own _rect (written apart) give the same blocks, widths and mask flags
+    for SameAB's and the generic template's CV shapes; every kept block is in some rectangle."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import sections
+    _, p = make_case(d=16, **RECT_CASES[case])
+    kept = {blk[:4] for sec in block_list(p) for blk in sec}
+    for cv, trim in (((512, 512), SAB_TRIM), ((256, 512), SAB_TRIM), ((128, 512), GENERIC_TRIM),
+                     ((512, 128), GENERIC_TRIM), ((128, 1024), GENERIC_TRIM)):
+        for dtm in (False, True):
+            ours = sab_block_list(p, *cv, dtm, trim)
+            assert ours == sections(p, cv, dtm, False, trim), (cv, trim, dtm)
+            assert kept <= {blk[:4] for sec in ours for blk in sec}
+
+
 def test_cv_rectangles_as_cann_trims_them():
     """SameAB computes a CV block's rows by the columns up to its last row's kept end rounded up to 8 (sab.h
     CalcValidBlock); the generic template from (first row - preLU) down to 64 to (full CV height + nextLU) up to 64
