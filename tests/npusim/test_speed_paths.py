@@ -247,3 +247,41 @@ def test_max_min_compute_equals_ieee_wrapped(op, dtype):
     want = ieee(vmax if op == "Max" else vmin, dt, a, b)
     assert got.dtype == want.dtype
     assert np.array_equal(got.view(uint), want.view(uint))
+
+
+def test_quiet_fp_once_per_full_mode_stream():
+    """Full mode runs each kernel stream inside numerics.quiet_fp (np.errstate(all="ignore") once, not per
+    instruction): overflow and Inf - Inf in fp16/fp32 Add/Sub raise no warning (warnings are errors here),
+    give IEEE results with canonical NaNs, and the flag holds inside the stream only; outside a launch ieee()
+    still silences them itself."""
+    import warnings
+
+    from npusim.isa.vector import numerics
+    from npusim.kernel import Add, PipeBarrier, Pipe, Sub
+    seen = {}
+
+    def kernel(xg: GlobalTensor):
+        pipe = TPipe()
+        src, dst = TBuf(), TBuf()
+        pipe.InitBuffer(src, 256)
+        pipe.InitBuffer(dst, 256)
+        s, d = src.Get(F16), dst.Get(F16)
+        DataCopy(s, xg, 128)
+        SetFlag(HardEvent.MTE2_V)
+        WaitFlag(HardEvent.MTE2_V)
+        seen["quiet"] = numerics._QUIET.get()
+        Add(d, s, s, 64)  # 60000 + 60000 overflows to inf
+        PipeBarrier(Pipe.V)
+        Sub(d[64], d, d, 64)  # inf - inf = NaN
+        PipeBarrier(Pipe.V)
+        seen["out"] = d.view(128).copy()
+
+    x = np.full(128, 60000, F16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        launch(kernel, (GmArg("x", x),), block_dim=1, chip="Ascend910B2", mode="full", kernel_type="vector")
+        assert seen["quiet"] is True and numerics._QUIET.get() is False
+        outside = numerics.ieee(np.add, np.dtype(F16), x, x)
+    out = seen["out"].view(np.uint16)
+    assert (out[:64] == 0x7C00).all() and (out[64:] == 0x7E00).all()  # +inf, then the canonical NaN
+    assert (outside.view(np.uint16) == 0x7C00).all()
