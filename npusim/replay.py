@@ -37,6 +37,7 @@ from npusim.trace import LANE_RANK_OF_PIPE
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
 
+_INF = float("inf")
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
 _RECORDING = object()  # launch-wide entry of a shared key being recorded by some stream
@@ -308,14 +309,14 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
     A transfer on a buffer with a base is kept relative to the base whose region holds it, as (base index,
     offset): a GlobalTensor base covers its whole buffer, a (GlobalTensor, bytes) base that many bytes.
     """
-    regions = []  # (gm, first byte, end byte) per base, in the key's order
+    regions = []  # (gm, base byte, first byte, end byte) per base, in the key's order
     for base in bases:
         g, size = (base, None) if type(base) is not tuple else base
         byte = _base_byte(base)
-        regions.append((g.gm, byte, float("inf") if size is None else byte + size))
+        # a whole-buffer base holds every address of its buffer, before it too
+        regions.append((g.gm, byte, byte, byte + size) if size is not None else (g.gm, byte, -_INF, _INF))
     based = {r[0] for r in regions}
-    if any(size == float("inf") for gm, _, size in regions
-           if sum(r[0] is gm for r in regions) > 1):
+    if any(lo == -_INF and sum(r[0] is gm for r in regions) > 1 for gm, _, lo, _ in regions):
         return None  # a whole-buffer base beside another base of that buffer: ambiguous
     ops = []
     flow_lane = _LANES[FLOWCTRL]
@@ -330,8 +331,8 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
                 ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe], None, 0,
                             False))
             elif gm in based:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
-                where = [(i, gm_byte - start) for i, (bgm, start, end) in enumerate(regions)
-                         if bgm is gm and start <= gm_byte < end]
+                where = [(i, gm_byte - byte) for i, (bgm, byte, lo, end) in enumerate(regions)
+                         if bgm is gm and lo <= gm_byte < end]
                 if not where:
                     return None  # outside every region of its buffer's bases
                 ops.append((_C_GM_REL, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm, where[0],
