@@ -38,7 +38,9 @@ from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
-from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
+                                                                block_dim_override, fag_tiling, run_template, sab_work)
+from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
 SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sampled
@@ -138,6 +140,30 @@ def _prologue_fraction(problem, til) -> float:
     rows = -(-til.t1Size * til.n1Size // (2 * til.blockDim))
     steps = rows / sfmg_rows(c16(problem.D), np.dtype(problem.dtype).itemsize)
     return min(1.0, PROLOGUE_STEPS / steps) if steps else 1.0
+
+
+def estimate_plan(problem, spec, overrides, deterministic: bool) -> tuple:
+    """(tiling, work) of an estimate-mode call: the counted work (work.count_work), or for SameAB and the generic
+    template their own CV blocks and split (tiling.sab_work) up to LISTED_WORK_BLOCKS blocks (beyond the listing
+    budget the basic sections stand in: for 512 x 512 CV blocks the same blocks, in another order; docs/fag.md
+    "Estimate mode"); the tiling lists no blocks."""
+    requested = block_dim_override(overrides, spec)
+    work = count_work(problem, requested, spec.aic_count)
+    if run_template(problem, spec, deterministic)[0] != "basic" and work.blocks <= LISTED_WORK_BLOCKS:
+        work = sab_work(problem, spec, deterministic, requested)
+    return fag_tiling(problem, spec, overrides, deterministic, work=work), work
+
+
+def main_path(til, work) -> str:
+    """Which way _main_cycles estimates the main launch: "whole" (the simulated cores run all their sections;
+    the sample is exact up to the subset's contention) or "sampled" (sections or rounds sampled, extrapolated
+    on a line). The accuracy benchmark's checking set draws both."""
+    if not int(np.count_nonzero(work.core_sections)):
+        return "whole"
+    if til.sabDtm:
+        per_round = work.block_dim * work.blocks / max(work.sections, 1)
+        return "whole" if -(-work.sections // work.block_dim) * per_round <= DTM_BLOCKS else "sampled"
+    return "whole" if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS else "sampled"
 
 
 def _main_cycles(problem, til, work, spec, inputs) -> float:
