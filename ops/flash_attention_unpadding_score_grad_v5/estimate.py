@@ -259,14 +259,14 @@ def _per_aiv(total: int, spec) -> int:
     return -(-total // spec.aiv_count)
 
 
-def _streamed(real_steps: float, work_steps: float, spec, run) -> float:
-    """Cycles of a streaming launch (pre, post) of *real_steps* steps per AIV: simulated whole when its
-    *work_steps* (steps times the workspace copies each reads) are at most STREAM_STEPS; beyond that as two
+def _streamed(real_steps: float, spec, run) -> float:
+    """Cycles of a streaming launch (pre, post) of *real_steps* steps per AIV: simulated whole up to
+    STREAM_STEPS steps; beyond that as two
     miniatures of it, of STREAM_SAMPLE / 2 and STREAM_SAMPLE steps on STREAM_AIVS AIVs at their share of the
     bandwidth, with the L2 shrunk in proportion (so the miniature outgrows L2 at the same point of its run
     as the launch does: writes and first reads miss more as the launch goes on), read off on the line
     through the two at the full size. ``run(steps, chip)`` gives one run's cycles (None: whole)."""
-    if work_steps <= STREAM_STEPS or real_steps <= 2 * STREAM_SAMPLE:
+    if real_steps <= max(STREAM_STEPS, 2 * STREAM_SAMPLE):
         return run(None, spec)
     aivs = min(STREAM_AIVS, spec.aiv_count)
     small = contention_chip(spec.replace(aic_count=max(1, aivs // spec.aiv_per_aic)), spec.aiv_count / aivs)
@@ -279,13 +279,11 @@ def _streamed(real_steps: float, work_steps: float, spec, run) -> float:
 
 
 def _pre_cycles(til, spec) -> float:
-    total = til.copies * til.copyBytes
-
+    """The pre kernel zeroes one dq/dk/dv[+rope] fp32 set (copyBytes) on every AIV."""
     def run(steps, chip):
-        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * chip.aiv_count * 4 // til.copies)
+        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * chip.aiv_count * 4)
         return launch_pre(sub, chip, "timing", _ws(til)).cycles
-    steps = _per_aiv(total // 4, spec) / POST_ELEMS
-    return _streamed(steps, steps, spec, run)
+    return _streamed(_per_aiv(til.copyBytes // 4, spec) / POST_ELEMS, spec, run)
 
 
 def _post_cycles(problem, til, spec) -> float:
@@ -302,7 +300,7 @@ def _post_cycles(problem, til, spec) -> float:
         else:
             outs = {k: TensorSpec((count * POST_ELEMS * chip.aiv_count,), problem.dtype) for k in shapes}
         return launch_post(p_nosink, til, chip, "timing", _ws(til), outs).cycles
-    return _streamed(steps, steps * til.copies, spec, run)
+    return _streamed(steps, spec, run)
 
 
 def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:
