@@ -86,8 +86,8 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
         return [core + j * work.block_dim for j in range(n)]
     probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
     blocks, masked = _counts(work, core + probes * work.block_dim)
-    classes, label = np.unique(np.stack([blocks, masked], axis=1), axis=0, return_inverse=True)
-    label = label.ravel()
+    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
+    classes, label = np.unique(blocks * (int(masked.max()) + 1) + masked, return_inverse=True)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -166,6 +166,23 @@ def main_path(til, work) -> str:
     return "whole" if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS else "sampled"
 
 
+def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
+    """(last end cycle of each of the *k* cores, the prologue's end) of a sample launch's trace, from its columns
+    (a DataFrame of them costs more than the reading): the prologue ends at each AIV's first SyncAll (IS_DTM
+    has one more every round), the latest of those."""
+    c = trace.columns
+    ends = np.zeros(k)
+    np.maximum.at(ends, c["core"], c["end"])
+    if "SyncAll" not in trace.names:
+        return ends, 0.0
+    sync = c["name_id"] == trace.names.index("SyncAll")
+    stream = c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync]
+    first = np.full(8 * k, np.inf)
+    np.minimum.at(first, stream, c["end"][sync])
+    first = first[np.isfinite(first)]
+    return ends, float(first.max()) if len(first) else 0.0
+
+
 def _main_cycles(problem, til, work, spec, inputs) -> float:
     """The main launch's cycles (module docstring): the latest simulated core, extrapolated when sampled."""
     busy = int(np.count_nonzero(work.core_sections))
@@ -181,12 +198,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
-        df = res.trace.df
-        ends = df.groupby("core")["end_cycle"].max()
-        # the prologue ends at each AIV's first SyncAll (IS_DTM has one more every round)
-        sync = df[df["name"] == "SyncAll"].groupby(["core", "sub_core"])["end_cycle"].min()
-        return ([float(ends.get(i, 0.0)) for i in range(len(cores))], simulated,
-                float(sync.max()) if len(sync) else 0.0, res.cycles - float(ends.max()))
+        ends, prologue_end = _trace_ends(res.trace, len(cores))
+        return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
         return _rounds_cycles(problem, til, work, run)
