@@ -12,10 +12,15 @@
    n_busy / SUBSET_CORES cores, so the chip's HBM/L2 bandwidth is cut by that factor. The estimate is
    the subset's latest end. (Two copies of the busiest core were run before: in-phase copies burst
    together and over-estimated an L2-bound launch by 6.7%; a subset of only heavy cores, and a cold L2,
-   under-estimated.) A larger core is sampled next to COMPANIONS copies of itself, bandwidth cut to
-   their share of the launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a
-   causal band), are simulated at two sizes per axis and the core's time is extrapolated with the
-   fitted ``fixed + a * items + b * tiles``.
+   under-estimated.) In the vector split with the tiling's worker lists, larger cores still run whole in
+   that subset while it holds at most WHOLE_SUBSET_TILES tiles. A larger core is sampled next to copies
+   of itself (PAIR_COMPANIONS, each with its item lists rotated: out of phase, in the vector split with
+   the tiling's worker lists; COMPANIONS identical ones elsewhere), bandwidth cut to their share of the
+   launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a causal band), are
+   simulated at two sizes per axis and the core's time is extrapolated with the fitted
+   ``fixed + a * items + b * tiles``. (Two in-phase copies burst together: on session 6's checking draw,
+   now in the tuning set, the sample over-estimated D=256/512 launches by 6-16%; four rotated copies,
+   and whole subsets up to 640 tiles, bring those to -5.3%..+7.5%.)
 4. Every run starts with the L2 in the launch's steady state (_kv_warm): the mask resident, a fraction
    1 - 1/R of K and V resident, R being how often the launch reads each key row.
 Error bound and its measurement: docs/estimate.md, benchmarks/estimate_accuracy_pfa.py.
