@@ -22,8 +22,7 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
-from halves import save_halves, summary
-from results import load
+from halves import save_halves, summary, with_saved_other
 from npusim import TensorSpec
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 
@@ -235,10 +234,8 @@ def main() -> None:
     stats, saved = accuracy(rows[:6] if args.quick else rows)
     which = args.half
     if args.half != "all" and not args.quick:  # one set run: keep the other set's rows of a saved run of this seed
-        old = load("estimate_accuracy_fa") or {}
-        other = [r for r in old.get("rows", []) if r[0] == ("check" if args.half == "tune" else "tune")]
-        if old.get("seed") == CHECK_SEED and other:
-            saved = sorted(saved + other, key=lambda r: r[0] != "tune")
+        saved, old = with_saved_other("estimate_accuracy_fa", {args.half}, saved, CHECK_SEED)
+        if old is not None:
             stats, which = summary([(r[0], r[4]) for r in saved]), "all"
     if not args.quick:
         save_halves("estimate_accuracy_fa", stats, saved, which, seed=CHECK_SEED)

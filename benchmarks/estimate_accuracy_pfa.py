@@ -25,8 +25,7 @@ import numpy as np
 
 from npusim import TensorSpec
 from ops import prompt_flash_attention_v2
-from halves import save_halves, summary
-from results import load
+from halves import save_halves, summary, with_saved_other
 from ops.common.masks import compressed_causal_mask
 
 BF16 = ml_dtypes.bfloat16
@@ -183,10 +182,8 @@ def main() -> None:
               f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}", flush=True)
     which = args.half
     if args.half != "all" and not args.quick:  # one set run: keep the other set's rows of a saved run of this seed
-        old = load("estimate_accuracy_pfa") or {}
-        other = [r for r in old.get("rows", []) if r[0] == ("check" if args.half == "tune" else "tune")]
-        if old.get("seed") == CHECK_SEED and other:
-            saved = sorted(saved + other, key=lambda r: r[0] != "tune")
+        saved, old = with_saved_other("estimate_accuracy_pfa", {args.half}, saved, CHECK_SEED)
+        if old is not None:
             errors = [(r[0], r[4]) for r in saved]
             which = "all" if "skip" not in old.get("halves_run", "") else old["halves_run"]
     stats = summary(errors)

@@ -31,10 +31,9 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
-from halves import save_halves, summary
+from halves import save_halves, summary, with_saved_other
 from npusim.memory.gm import TensorSpec
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
-from results import load
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "int8": np.int8}
 CHIPS = ("Ascend910B2", "Ascend910B2", "Ascend910B2", "Ascend910B4", "Ascend910_9391")
@@ -273,11 +272,10 @@ def main(words: list[str]) -> None:
     stats = summary(errors)
     if not words or set(words) <= {"tune", "check"}:  # a whole set (or both): the README rows render from it
         which = "all" if not words else "+".join(words)
-        old = load("estimate_accuracy_spkc") or {}
-        other = [r for r in old.get("rows", []) if r[0] not in words]
-        if which != "all" and old.get("seed") == CHECK_SEED and other:  # the other set of a run of this seed
-            saved = sorted(saved + other, key=lambda r: r[0] != "tune")
-            stats, which = summary([(r[0], r[4]) for r in saved]), "all"
+        if which != "all":  # the other set of a saved run of this seed
+            saved, old = with_saved_other("estimate_accuracy_spkc", set(words), saved, CHECK_SEED)
+            if old is not None:
+                stats, which = summary([(r[0], r[4]) for r in saved]), "all"
         save_halves("estimate_accuracy_spkc", stats, saved, which, seed=CHECK_SEED)
     for name, (build, args) in HUGE.items():
         if words and not any(w in name for w in words):
