@@ -353,8 +353,8 @@ def _fia_floor_rows(c: dict) -> list:
             "|---|---|", f"| board | {sl['board']:.1f} |",
             f"| vector: the scores at npusim's price per element (CANN's PFA slice, above), {2 * g['cores']} vector cores "
             f"| {g['vector_us']:.1f} |",
-            f"| L2: fp32 scores and fp16 P written and read once, K and V once per 512-row block, 2550 B/cycle "
-            f"| {g['l2_us']:.1f} |",
+            (f"| L2: its workspace round trips (fp32 scores, fp16 P, fp32 PV and running output) and K/V/Q reads, "
+             f"{g['l2_bytes_per_score']:.1f} B per score, at the shared 2550 B/cycle | {g['l2_us']:.1f} |"),
             f"| cube: mm1 + mm2, {g['blocks_per_core']:.0f} blocks per AI Core at 4096 fp16 MAC/cycle | {g['cube_us']:.1f} |",
             f"| npusim's model of the call (PFA x910 kernel, one vector core per 128-row block on 24 AI Cores) "
             f"| {sl['model']:.1f} |"]
