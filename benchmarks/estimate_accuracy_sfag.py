@@ -1,13 +1,15 @@
 """SparseFlashAttentionGrad estimate mode against timing mode, and the estimate's cost on the largest shape.
 
-The tuning set is the fixed GRID of 26 configurations: every one of them was looked at while the model was
+The tuning set is the fixed GRID of 36 configurations: every one of them was looked at while the model was
 built (an earlier split of the first 16 into halves, benchmarks/halves.py seed 13, had its checking half looked
-at too, docs/sfag.md; the last 10 are session 5's checking half, drawn with seed 20261124, looked at while the
-sequence probe was built in session 6), so all 26 count as tuning. The checking half is drawn fresh: CHECK_COUNT
-configurations from CHECK_SEED (printed) over the same kinds of shapes (fresh_checking_cases); the model was
-frozen before they were drawn, no model change was chosen on them, and the README quotes them. The probe path
-is forced (``force_probes``; small launches otherwise run whole, exactly). Then the estimate of S1 = S2 = 128K,
-N1 = 128 (32 blocks of 64 per token) is timed in CPU seconds (target < 1 s) with the load average beside it.
+at too, docs/sfag.md; then session 5's checking half, seed 20261124, looked at while the sequence probe was built
+in session 6, and session 6's, seed 20261126, looked at while its budget and bandwidth were changed in session 7),
+so all 36 count as tuning. The checking half is drawn fresh: CHECK_COUNT configurations from CHECK_SEED (printed)
+over the same kinds of shapes, plus the first CHECK_OVER later draws over the sequence probe's budget
+(fresh_checking_cases); the model was frozen before they were drawn, no model change was chosen on them, and the
+README quotes them. The probe path is forced (``force_probes``; small launches otherwise run whole, exactly).
+Then the estimate of S1 = S2 = 128K, N1 = 128 (32 blocks of 64 per token) is timed in CPU seconds (target < 1 s)
+in a fresh process, with the load average beside it.
 Results: benchmarks/results/estimate_accuracy_sfag.json (README performance rows, ``python -m studies``).
 
     python benchmarks/estimate_accuracy_sfag.py [--half tune|check|all] [--no-save]
@@ -177,8 +179,8 @@ print(json.dumps(first))
 
 def huge_estimate_fresh() -> dict:
     """huge_estimate in a fresh Python process (its first call, as a user's, and its own peak memory; a second call
-    in the same process gives cpu_s_warm). Run inside this benchmark's long process after the accuracy cases, the
-    same call took 20-30% more CPU time (session 6: 0.82-1.02 s)."""
+    in the same process gives cpu_s_warm). Session 6 timed it inside this benchmark's long process, after the
+    accuracy cases."""
     return run_child(_HUGE_CHILD, [os.path.dirname(os.path.abspath(__file__))])
 
 
