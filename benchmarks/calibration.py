@@ -132,6 +132,39 @@ def pfa_floor(chip_name: str, board_slope_us: float) -> dict:
             "peak_rate": slice_cycles(chip_name, lambda cls: 1.0)}
 
 
+# ---- the kernel the board's call runs on CANN 8.5.0: FusedInferAttentionScore's non-quant GQA kernel ----------
+# docs/calibration.md "Which kernel the board ran". [C] = cannmirror/ops-transformer @ tag v8.5.0 (6ead121). For an
+# fp16 BSH call with D = 128 and no pse/prefix/padding/quant inputs, TilingFusedInferAttentionScore hands the call to
+# TilingFusedInferAttentionScoreV3 (RouteToFia, op_host/arch32/fused_infer_attention_score_tiling_v3.cpp:818-868,
+# CheckGqaConstrain), whose 910B template is FiaTilingNonQuant ([C] attention/common/op_host/arch32/
+# fia_tiling_nonquant.cpp): base blocks of mBase = 512 query rows x sInner = 512 keys for S1 > 16 (CalcInnerSize,
+# CalcMBaseSize), split by SplitCore (attention/common/op_host/split_core.cpp) over the AI Cores by a cost per block,
+# cutting a row of blocks between cores where needed (flash decode, combined afterwards), every AI Core's two vector
+# cores each on half of every block's rows; score tiles go through the workspace in fp32, P in fp16
+# (CalcNormalWorkspaceSize: MM1_RES 4 B, V1_RES 2 B). npusim does not model this kernel; these are its floors.
+FIA_M_BASE, FIA_S2_BASE = 512, 512
+FIA_L2_BYTES_PER_SCORE = 4 + 4 + 2 + 2  # fp32 score written (FixPipe) and read (AIV), fp16 P written (AIV) and read (AIC)
+
+
+def fia_floor(chip_name: str, sq: int, d: int, slice_cycles_model: float) -> dict:
+    """Per 8192 more keys (B = 1, one head, no mask), FiaTilingNonQuant's split and the floors of its steady state:
+    the vector time per vector core at npusim's price per score element (CANN's PFA high-precision 8 x 512 slice,
+    slice_cycles_model, as a stand-in for FIA's own 16 x 512 slices, not read), the chip L2 time of its score, P and
+    K/V traffic at the one shared budget, and the cube time per AI Core (mm1 + mm2 at the fp16 MAC rate)."""
+    spec = get_chip(chip_name)
+    row_blocks = -(-sq // FIA_M_BASE)
+    blocks = row_blocks * (8192 // FIA_S2_BASE)  # all blocks cost the same here: SplitCore gives each core an equal share
+    cores = min(spec.aic_count, blocks)
+    elements = sq * 8192
+    vec_cycles = elements / (cores * spec.aiv_per_aic) / (8 * 512) * slice_cycles_model
+    kv_bytes = row_blocks * 8192 * d * 2 * 2  # K and V tiles, fp16, once per 512-row block
+    l2_cycles = (elements * FIA_L2_BYTES_PER_SCORE + kv_bytes) / (spec.l2_bw_bytes_per_s / spec.clock_hz)
+    cube_cycles = blocks / cores * 2 * FIA_M_BASE * FIA_S2_BASE * d / spec.macs_per_cycle("float16")
+    to_us = spec.cycles_to_us
+    return {"cores": cores, "blocks": blocks, "blocks_per_core": blocks / cores, "row_split": cores // row_blocks,
+            "vector_us": to_us(vec_cycles), "l2_us": to_us(l2_cycles), "cube_us": to_us(cube_cycles)}
+
+
 #: what-if variants of shared constants, far beyond their sources, to show whether any moves the PFA step to the
 #: board: every vector cost class at twice its rate (two-source ops, Exp and Cast at the msprof lane peak of hardware.md
 #: §4, tensor-scalar ops beyond it), twice the chip's L2 budget (an upper bound of separate read and write
@@ -234,6 +267,11 @@ def main() -> None:
           f"high-precision slice ({floor['instructions']} vector instructions, {floor['repeats']} repeats, "
           f"{floor['barriers']} PipeBarriers) takes {floor['model_rates']:.0f} cycles at npusim's rates, "
           f"{floor['peak_rate']:.0f} at one repeat per cycle for every class, {floor['repeats']} with no latency")
+    fia = fia_floor("Ascend910B2", 3072, 128, floor["model_rates"])
+    print(f"CANN 8.5.0's fused-infer GQA kernel (not modelled), per 8192 more keys: {fia['blocks']} blocks of 512 x 512 "
+          f"on {fia['cores']} AI Cores ({fia['blocks_per_core']:.0f} each, each row cut in {fia['row_split']}), both "
+          f"vector cores per block: vector {fia['vector_us']:.1f} us, L2 {fia['l2_us']:.1f} us, cube "
+          f"{fia['cube_us']:.1f} us (board {slopes['board']:.1f} us)")
     whatif = whatif_points("Ascend910B2", rows)
     for label, w in whatif.items():
         errs_w = ", ".join(f"{f} {skv}: {100 * ((u + w['launch_us']) / m - 1):+.1f}%" for f, _, skv, m, u in w["points"])
@@ -243,7 +281,7 @@ def main() -> None:
               for f, k, sq, skv, m, b, o in rows if b is not None]
     save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch},
                          "pfa_inner_precise": BOARD_PFA_INNER_PRECISE, "pfa_slope_us_per_8k": slopes,
-                         "files": per_file, "points": points, "pfa_floor": floor, "whatif": whatif})
+                         "files": per_file, "points": points, "pfa_floor": floor, "fia_floor": fia, "whatif": whatif})
 
 
 if __name__ == "__main__":

@@ -343,6 +343,24 @@ def calibration(body: str, stale: list) -> str:
     return "\n".join(out) + "\n\n" + _machine_line(["calibration"]) + "\n"
 
 
+def _fia_floor_rows(c: dict) -> list:
+    """The floors of the kernel the board's call runs on CANN 8.5.0 (benchmarks/calibration.py fia_floor)."""
+    g = c.get("fia_floor")
+    if not g:
+        return []
+    sl = c["pfa_slope_us_per_8k"]
+    return ["", ("| PFA file, 8192 more keys: CANN 8.5.0's fused-infer GQA kernel (not modelled), "
+                 f"{g['blocks']} blocks of 512 x 512 on {g['cores']} AI Cores, both vector cores per block | us |"),
+            "|---|---|", f"| board | {sl['board']:.1f} |",
+            f"| vector: the scores at npusim's price per element (CANN's PFA slice, above), {2 * g['cores']} vector cores "
+            f"| {g['vector_us']:.1f} |",
+            f"| L2: fp32 scores and fp16 P written and read once, K and V once per 512-row block, 2550 B/cycle "
+            f"| {g['l2_us']:.1f} |",
+            f"| cube: mm1 + mm2, {g['blocks_per_core']:.0f} blocks per AI Core at 4096 fp16 MAC/cycle | {g['cube_us']:.1f} |",
+            f"| npusim's model of the call (PFA x910 kernel, one vector core per 128-row block on 24 AI Cores) "
+            f"| {sl['model']:.1f} |"]
+
+
 def calibration_floor(body: str, stale: list) -> str:
     """docs/calibration.md: the PFA board step per slice against CANN's slice floor, and the what-if variants."""
     c = load("calibration")
@@ -357,6 +375,7 @@ def calibration_floor(body: str, stale: list) -> str:
             f"(pto-isa 910B3 fits where measured) | {f['model_rates']:.0f} |"),
            f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
            f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
+           *_fia_floor_rows(c),
            "", ("| what-if: shared constants, each with the launch overhead its FA file fit gives | launch, us | "
                 f"FA S = 1024 / 4096 / 16384 | PFA Skv = 8192 / 16384 | PFA, 8192 more keys, us (board "
                 f"{c['pfa_slope_us_per_8k']['board']:.1f}) |"),

@@ -55,11 +55,12 @@ def _to_input(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.asarray(cast(x, dt, "round")).astype(_F32)
 
 
-def _kept(p, b: int, s1o: int, s2o: int):
-    """(b, s1o, s2o, rows, cols, masked) of a 128 x 128 block of batch b, or None when the mask drops all of it."""
+def _kept(p, b: int, s1o: int, s2o: int, width: int = _BASE):
+    """(rows, cols, masked) of the block of batch b at s1 block s1o, s2 block s2o (at most *width* columns), or None
+    when the mask drops all of it."""
     sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
     nxt, pre = int(p.next_tokens_lu[b]), int(p.pre_tokens_lu[b])
-    rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, skv - s2o * _BASE)
+    rows, cols = min(_BASE, sq - s1o * _BASE), min(width, skv - s2o * _BASE)
     d_lo = s2o * _BASE - (s1o * _BASE + rows - 1)  # smallest j - i
     d_hi = s2o * _BASE + cols - 1 - s1o * _BASE  # largest j - i
     if p.mask_form == "prefix_3072":  # dropped iff j - i > Skv - Sq and j >= prefix
@@ -83,7 +84,38 @@ def _group(p, b: int, n: int, r_lo: int, r_hi: int, c_lo: int, c_hi: int) -> lis
     return out
 
 
-def sections(problem, cv=None, dtm: bool = False, regions: bool = False) -> list:
+def _rect(p, b: int, n: int, r: int, c: int, cv, trim: int) -> list:
+    """The blocks of CV block (r, c) that CANN's kernel computes (docs/fag.md "Tiling"): all its rows by the
+    columns up to the trimmed edge (SameAB: last row's end + next_lu, at least prefix, up to a multiple of 8;
+    generic: the CV block's full height + next_lu up to a multiple of 64, from (first row - pre_lu) down to a
+    multiple of 64, taken from the 128-column block holding it), each block flagged masked unless every element
+    is kept."""
+    sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
+    h1, w2 = cv
+    d = skv - sq if p.mask_form == "prefix_3072" else int(p.next_tokens_lu[b])
+    c_lo, c_hi = c * w2, min(skv, c * w2 + w2)
+    if trim == 8:
+        edge = r * h1 + min(h1, sq - r * h1) + d
+        if p.mask_form == "prefix_3072":
+            edge = max(edge, int(p.prefix_n[b]))
+        c_hi = min(c_hi, -(-max(edge, 0) // 8) * 8)
+    else:
+        full = h1 if p.max_sq >= _BASE else -(-p.max_sq // 16) * 16
+        if p.mask_form == "prefix_3072":
+            c_hi = min(c_hi, max((r + 1) * full + d, int(p.prefix_n[b])))
+        else:
+            c_hi = min(c_hi, max(0, -(-((r + 1) * full + d) // 64) * 64))
+            c_lo = max(c_lo, max(0, r * full - int(p.pre_tokens_lu[b])) // 64 * 64)
+    out = []
+    for s1o in range(r * h1 // _BASE, min(-(-sq // _BASE), (r + 1) * h1 // _BASE)):
+        for s2o in range(c_lo // _BASE, -(-c_hi // _BASE)):
+            k = _kept(p, b, s1o, s2o, min(_BASE, c_hi - s2o * _BASE))
+            rows, cols = min(_BASE, sq - s1o * _BASE), min(_BASE, c_hi - s2o * _BASE)
+            out.append((b, n, s1o, s2o, rows, cols, k is None or k[2]))
+    return out
+
+
+def sections(problem, cv=None, dtm: bool = False, regions: bool = False, trim: int = 0) -> list:
     """Blocks per section, in run order: [(b, n, s1o, s2o, rows, cols, masked), ...] per section.
 
     Basic (*cv* None): per (b, n) row groups of 4 x column groups of 4 blocks; *regions* (basic_det's 512 x 512
@@ -116,6 +148,8 @@ def sections(problem, cv=None, dtm: bool = False, regions: bool = False) -> list
             for g, c in order:
                 for r in range(-(-nb1 // rg)):
                     sec = _group(p, b, n2 * p.G + g, r * rg, min(r * rg + rg, nb1), c * cg, min(c * cg + cg, nb2))
+                    if sec and trim:
+                        sec = _rect(p, b, n2 * p.G + g, r, c, cv, trim)
                     if sec:
                         out.append(sec)
     return out
@@ -287,7 +321,7 @@ def _cv_block(problem, ctx: dict, sec) -> list:
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
-               contiguous=None, core_starts=None, regions: bool = False) -> dict:
+               contiguous=None, core_starts=None, regions: bool = False, trim: int = 0) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -304,6 +338,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     grouping's 4 x 4 regions with their blocks column by column (``sections``), and a round's per-strip sum
     starts from the first core's partial instead of +0 (the workspace then adds it, as for SameAB; a strip one
     core alone wrote is that partial added, whether the cube or the AIVs add it).
+    *trim*: 8 (SameAB) or 64 (generic): each CV block is the rectangle its kernel computes (``_rect``), fully
+    masked blocks included; 0: its kept blocks.
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -319,7 +355,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
-    secs = sections(p, None if regions else cv, dtm, regions)
+    secs = sections(p, None if regions else cv, dtm, regions, trim)
     fifo = {c: deque() for c in range(block_dim)}
     owner = lambda k: k % block_dim  # noqa: E731
     if contiguous is not None:

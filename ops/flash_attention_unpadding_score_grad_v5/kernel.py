@@ -486,25 +486,30 @@ class KernelFagBasic:
         return q, kv
 
     def Cube1(self, task: int):
-        t, D, Dr = self.t, self.D, self.Dr
+        t = self.t
         s = self.secs[task]
-        n1p, n2p = t.n1Size * D, t.n2Size * D
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-            b, n, s1o, s2o, rows, cols, _ = self._blk(i)
-            qo, kvo = self._rows(b, n, s1o, s2o)
-            # D in L1 blocks of l1w columns (all of D up to 256); the k range accumulates in one L0C
-            parts = [self._part("a", "b", self.qGm[qo + c0], self.kGm[kvo + c0], rows, cols, min(self.l1w, D - c0),
-                                n1p, n2p) for c0 in range(0, D, self.l1w)]
-            if Dr:  # S = [Q | Q_rope] [K | K_rope]^T: the rope part continues the same accumulation
-                qro, kro = qo // D * Dr, kvo // D * Dr
-                parts += [self._part("a", "b", self.qrGm[qro + c0], self.krGm[kro + c0], rows, cols,
-                                     min(self.l1w, Dr - c0), t.n1Size * Dr, t.n2Size * Dr)
-                          for c0 in range(0, Dr, self.l1w)]
-            self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
-            self._mm_abt(self._slot(self.mm1, task, j, F32),
-                         [self._part("c", "d", self.dyGm[qo + c0], self.vGm[kvo + c0], rows, cols,
-                                     min(self.l1w, D - c0), n1p, n2p) for c0 in range(0, D, self.l1w)],
-                         rows, cols, BASE)
+            self.Cube1Block(task, j, i)
+
+    def Cube1Block(self, task: int, j: int, i: int):
+        """S = Q K^T (rope: + Q_rope K_rope^T) and dP = dY V^T of block i into slot j of the task's buffers."""
+        t, D, Dr = self.t, self.D, self.Dr
+        n1p, n2p = t.n1Size * D, t.n2Size * D
+        b, n, s1o, s2o, rows, cols, _ = self._blk(i)
+        qo, kvo = self._rows(b, n, s1o, s2o)
+        # D in L1 blocks of l1w columns (all of D up to 256); the k range accumulates in one L0C
+        parts = [self._part("a", "b", self.qGm[qo + c0], self.kGm[kvo + c0], rows, cols, min(self.l1w, D - c0),
+                            n1p, n2p) for c0 in range(0, D, self.l1w)]
+        if Dr:  # S = [Q | Q_rope] [K | K_rope]^T: the rope part continues the same accumulation
+            qro, kro = qo // D * Dr, kvo // D * Dr
+            parts += [self._part("a", "b", self.qrGm[qro + c0], self.krGm[kro + c0], rows, cols,
+                                 min(self.l1w, Dr - c0), t.n1Size * Dr, t.n2Size * Dr)
+                      for c0 in range(0, Dr, self.l1w)]
+        self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
+        self._mm_abt(self._slot(self.mm1, task, j, F32),
+                     [self._part("c", "d", self.dyGm[qo + c0], self.vGm[kvo + c0], rows, cols,
+                                 min(self.l1w, D - c0), n1p, n2p) for c0 in range(0, D, self.l1w)],
+                     rows, cols, BASE)
 
     def _part(self, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
         """One k range of an A B^T accumulation: loaders of A (rows x k) and B^T (cols x k) into L1 queues qa, qb."""
@@ -914,16 +919,32 @@ class KernelFagBasic:
             DataCopy(dst, gm[(a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8], rows * 8)
 
     def VecBlock(self, task: int, j: int, i: int):
-        a, t, dt = self.a, self.t, self.inDt
-        b, n, s1o, s2o, rows, cols, masked = self._blk(i)
+        """This AIV's rows of block j of the task: SubGrapA (P), the sfmg rows, SubGrapB (dS)."""
+        a, t = self.a, self.t
+        b, n, s1o, _, rows, _, _ = self._blk(i)
         lo, mine = self._my_rows(rows)
         if not mine:
             return
-        pitch = -(-cols // 64) * 64  # UB row pitch: whole fp32 repeats (mask bytes, Select bits line up)
-        cnt = mine * pitch
+        self.SubGrapA(task, j, i)
+        SetFlag(HardEvent.MTE3_MTE2, 0)
+        WaitFlag(HardEvent.MTE3_MTE2, 0)
         row0 = s1o * BASE + lo
+        DataCopy(self.ub["sfmg8"].Get(F32), self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
+                 DataCopyParams(mine, 1, t.n1Size - 1, 0))
+        self.SubGrapB(task, j, i)
+
+    def _geometry(self, i: int):
+        """(b, n, s2o, cols, masked, lo, mine, pitch, count, row0) of this AIV's rows of block i."""
+        b, n, s1o, s2o, rows, cols, masked = self._blk(i)
+        lo, mine = self._my_rows(rows)
+        pitch = -(-cols // 64) * 64  # UB row pitch: whole fp32 repeats (mask bytes, Select bits line up)
+        return b, n, s2o, cols, masked, lo, mine, pitch, mine * pitch, s1o * BASE + lo
+
+    def SubGrapA(self, task: int, j: int, i: int):
+        """P = exp(S * scale [masked] - max) / sum, cast over the S slot (dropout: the dropped P)."""
+        a, t, dt = self.a, self.t, self.inDt
+        b, n, s2o, cols, masked, lo, mine, pitch, cnt, row0 = self._geometry(i)
         ub = self.ub
-        # SubGrapA: P = exp(S * scale [masked] - max) / sum
         S, max8, sum8 = ub["s"].Get(F32), ub["max8"].Get(F32), ub["sum8"].Get(F32)
         self._stat_in(sum8, self.sumGm, b, n, row0, mine)
         self._stat_in(max8, self.maxGm, b, n, row0, mine)
@@ -956,11 +977,13 @@ class KernelFagBasic:
             self.CopyOutT(pv, ub["dp"].Get(F32), self._slot(self.mmT[0], task, j, F32), lo, mine, cols, pitch)
         else:
             self.CastOut(out, pv, self._slot(self.mm2, task, j, dt), 0, lo, mine, cols, pitch)
-        SetFlag(HardEvent.MTE3_MTE2, 0)
-        WaitFlag(HardEvent.MTE3_MTE2, 0)
-        # SubGrapB: dS = (dP - sfmg) * P
-        dP, sf8 = ub["dp"].Get(F32), ub["sfmg8"].Get(F32)
-        DataCopy(sf8, self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8], DataCopyParams(mine, 1, t.n1Size - 1, 0))
+
+    def SubGrapB(self, task: int, j: int, i: int):
+        """dS = (dP - sfmg) * P (sfmg rows already in UB), cast over the dP slot (dropout, sink partial first)."""
+        a, dt = self.a, self.inDt
+        b, n, s2o, cols, _, lo, mine, pitch, cnt, row0 = self._geometry(i)
+        ub = self.ub
+        S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), ub["sfmg8"].Get(F32)
         CopyRowsIn(dP, self._slot(self.mm1, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
         SetFlag(HardEvent.MTE2_V, 1)
         WaitFlag(HardEvent.MTE2_V, 1)
@@ -1197,3 +1220,68 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
     op.Init(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMask, sinkIn, queryRope, keyRope,
             pseShift, dropMask, workspace, tiling, args)
     op.Process()
+
+
+# -------------------------------------------------------------------------------- replay keys (timing mode)
+# What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the same
+# key and stream state is replayed from its recording instead of interpreted. The block's mm1/mm2 slots of the
+# core's section buffers are one base (mm1 lies a fixed distance before mm2), and the inputs a step reads move
+# with the block, so the key is the block's shape. Steps with pse, dropout, a sink, the prefix mask or fp32 inputs
+# run as written (their streams depend on more than the block's shape). Declared below the kernel, so that the
+# kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
+from npusim.replay import replayable  # noqa: E402
+
+
+def _cube1_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """Cube1Block: the block's shape; its mm2 slot (mm1 at a fixed distance), Q, K, dY, V (and the rope inputs)
+    move with the block."""
+    b, n, s1o, s2o, rows, cols, _ = k._blk(i)
+    qo, kvo = k._rows(b, n, s1o, s2o)
+    bases = (k._slot(k.mm2, task, j, F32), k.qGm[qo], k.kGm[kvo], k.dyGm[qo], k.vGm[kvo])
+    if k.Dr:
+        bases += (k.qrGm[qo // k.D * k.Dr], k.krGm[kvo // k.D * k.Dr])
+    return (rows, cols), bases
+
+
+def _plain(k: KernelFagBasic) -> bool:
+    a = k.a
+    return not (k.b32 or a.pseForm != "none" or a.dropout or a.sink or a.maskForm == "prefix_3072")
+
+
+def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
+    """Element offset of _stat_in's first softmax_max / softmax_sum row."""
+    a, n1 = k.a, k.t.n1Size
+    return ((a.cuQ[b] + row0) * n1 + n) * 8 if a.softmaxTnd else (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
+
+
+def _suba_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """SubGrapA: this AIV's rows and the block's columns; the S slot and the statistics rows move with the block,
+    and so do a full mask's rows; the compressed mask is read at offsets fixed by the tile's diagonal (in the key)."""
+    if not _plain(k):
+        return None
+    b, n, s2o, cols, masked, lo, mine, _, _, row0 = k._geometry(i)
+    off = _stat_offset(k, b, n, row0)
+    bases = (k._slot(k.mm2, task, j, F32), k.sumGm[off], k.maxGm[off])
+    mask = None
+    if masked and k.a.maskForm == "full":
+        bases += (k.maskGm[row0 * k.a.maskCols + s2o * BASE],)
+        mask = "full"
+    elif masked:
+        delta = row0 - s2o * BASE + k.a.nextLU[b]
+        dpre = row0 - s2o * BASE - k.a.preLU[b] - 1
+        mask = (causal_tile_offset(delta, BASE, BASE) if delta < cols else None,
+                causal_tile_offset(dpre, BASE, BASE) if dpre + mine >= 0 else None)
+    return (lo, mine, cols, mask), bases
+
+
+def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """SubGrapB: this AIV's rows and the block's columns (sfmg is already in UB); the dP slot moves."""
+    if not _plain(k):
+        return None
+    _, _, _, cols, _, lo, mine, _, _, _ = k._geometry(i)
+    return (lo, mine, cols), (k._slot(k.mm1, task, j, F32),)
+
+
+KernelFagBasic.Cube1Block = replayable(_cube1_key)(KernelFagBasic.Cube1Block)
+KernelFagBasic.SubGrapA = replayable(_suba_key)(KernelFagBasic.SubGrapA)
+KernelFagBasic.SubGrapB = replayable(_subb_key)(KernelFagBasic.SubGrapB)

@@ -106,6 +106,7 @@ class FagTilingData:
     secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
     splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
     aivPerCore: int = 2  # AIVs per AI Core of the chip (the generic split gives an AI Core its AIVs' runs)
+    cvTrim: int = 0  # SameAB 8 / generic 64: a CV block is the rectangle CANN computes (cv_rectangle); 0: kept blocks
     dtmBasic: bool = False  # basic_det: one partial slot per core, reduction from the first partial (16-AIV
     # groups for dq, dk, dv), dk/dv strips with one writer in the round added by the cube itself
 
@@ -179,11 +180,60 @@ def block_list(problem) -> list:
     return sections
 
 
-def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool) -> list:
+SAB_TRIM, GENERIC_TRIM = 8, 64  # column granularity of a CV block's computed rectangle (SameAB, generic template)
+
+
+def cv_columns(problem, b: int, s1o: int, s2o: int, s1_cv: int, s2_cv: int, trim: int) -> tuple[int, int]:
+    """The columns [lo, hi) of batch b the kernel computes for CV block (s1o, s2o) of s1_cv x s2_cv: the whole
+    rectangle of its rows by these columns, masked elements included. SameAB (*trim* SAB_TRIM; ..._sab.h
+    CalcValidBlock): from the CV block's first column to its last row's kept end (row end + nextLU; at least
+    prefix[b] in sparse 6) rounded up to 8. Generic (*trim* GENERIC_TRIM; ..._s1s2_bn2gs1s2.h
+    IsCubeBlockNeedCompute): from (s1o h - preLU) rounded down to 64 to (h (s1o + 1) + nextLU) rounded up to 64,
+    h = CANN's s1CvInner (the full CV height even for the last rows); sparse 6 (CheckIsValidBlock): from the CV
+    block's first column to max(h (s1o + 1) + Skv - Sq, prefix[b]). Both are clipped to the CV block and the sequence."""
+    p = problem
+    sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
+    lo, hi = s2o * s2_cv, min(skv, (s2o + 1) * s2_cv)
+    prefix = p.mask_form == "prefix_3072"
+    nxt = skv - sq if prefix else int(p.next_tokens_lu[b])
+    if trim == SAB_TRIM:
+        right = max(0, s1o * s1_cv + min(s1_cv, sq - s1o * s1_cv) + nxt)
+        if prefix:
+            right = max(right, int(p.prefix_n[b]))
+        return lo, min(hi, -(-right // trim) * trim)
+    # CANN's s1CvInner: npusim's 128-row CV side unless the longest query is shorter (s1CvRatio is 1 there)
+    h = s1_cv if p.max_sq >= BASE else -(-p.max_sq // 16) * 16
+    if prefix:
+        return lo, min(hi, max(h * (s1o + 1) + nxt, int(p.prefix_n[b])))
+    left = max(0, s1o * h - int(p.pre_tokens_lu[b])) // trim * trim
+    right = max(0, -(-(h * (s1o + 1) + nxt) // trim) * trim)
+    return max(lo, left), min(hi, right)
+
+
+def cv_rectangle(problem, b: int, n: int, s1o: int, s2o: int, s1_cv: int, s2_cv: int, trim: int) -> list:
+    """The 128 x 128 blocks the kernel computes for CV block (s1o, s2o) of head n of batch b (row-major): every s1
+    block of the CV block by the s2 blocks that cover cv_columns, the last one cut to the trimmed edge; a block
+    that holds a masked element (or that the mask drops whole) is flagged masked. npusim's blocks start at
+    multiples of 128, so a generic rectangle that starts 64 columns into a block computes that block whole."""
+    sq = int(problem.seq_q[b])
+    lo, hi = cv_columns(problem, b, s1o, s2o, s1_cv, s2_cv, trim)
+    out = []
+    for s1b in range(s1o * s1_cv // BASE, min(-(-sq // BASE), (s1o + 1) * s1_cv // BASE)):
+        rows = min(BASE, sq - s1b * BASE)
+        i0, i1 = s1b * BASE, s1b * BASE + rows - 1
+        for s2b in range(lo // BASE, -(-hi // BASE)):
+            cols = min(BASE, hi - s2b * BASE)
+            skipped, masked = _block_state(problem, b, i0, i1, s2b * BASE, s2b * BASE + cols - 1)
+            out.append((b, n, s1b, s2b, rows, cols, skipped or masked))
+    return out
+
+
+def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool, trim: int = 0) -> list:
     """SameAB CV blocks in the order the cores take them (CalcValidBlock / UpdateIndex of the SameAB kernel):
     per batch and key/value head, then (non-deterministic) query head of the group, S2 CV block, S1 CV block
-    (fastest); deterministic (IS_DTM): S2 CV block before the group's query head. Each CV block is the list of
-    its kept 128 x 128 blocks (row-major); CV blocks with none are left out."""
+    (fastest); deterministic (IS_DTM): S2 CV block before the group's query head. CV blocks without a kept
+    128 x 128 block are left out; each other one is the list of its kept blocks (row-major), or with *trim*
+    (SAB_TRIM, GENERIC_TRIM) the blocks of its computed rectangle (cv_rectangle)."""
     rg_n, cg_n = s1_cv // BASE, s2_cv // BASE
     out = []
     for b in range(problem.B):
@@ -197,6 +247,8 @@ def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool) -> list:
             for g, s2o in pairs:
                 for s1o in range(s1_outer):
                     sec = section_blocks(problem, b, n2 * problem.G + g, s1o, s2o, rg_n, cg_n)
+                    if sec and trim:
+                        sec = cv_rectangle(problem, b, n2 * problem.G + g, s1o, s2o, s1_cv, s2_cv, trim)
                     if sec:
                         out.append(sec)
     return out
@@ -213,13 +265,18 @@ def det_block_list(problem) -> list:
     return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in block_list(problem)]
 
 
+def _trim(template: str) -> int:
+    """The column granularity of the template's CV rectangles (0: the basic templates' kept blocks)."""
+    return GENERIC_TRIM if template == "generic" else SAB_TRIM if template.startswith("sameab") else 0
+
+
 def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list:
     """The sections (CV blocks / regions / basic sections) of a template, in run order."""
     if template == "basic_det":
         return det_block_list(problem)
     if template in ("basic", "basic_bn2"):
         return block_list(problem)
-    return sab_block_list(problem, s1cv, s2cv, dtm)
+    return sab_block_list(problem, s1cv, s2cv, dtm, _trim(template))
 
 
 BN2_WEIGHT_ALIGN = 64  # BASE_LEN_64: S1s2Bn2's (batch, key/value head) weight ceil(Sq / 64) ceil(Skv / 64)
@@ -480,7 +537,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
-        dtmBasic=template == "basic_det", aivPerCore=chip.aiv_count // chip.aic_count,
+        dtmBasic=template == "basic_det", cvTrim=_trim(template), aivPerCore=chip.aiv_count // chip.aic_count,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),

@@ -307,7 +307,7 @@ class KernelPromptFlashAttention:
         self.pipe.InitBuffer(self.inS, BUFFER_NUM, sm * sInner * self.T.itemsize)
         self.castP = self.P != self.T
         self.outPending = set()  # inS slots copied out to GM by MTE3 whose next CopyIn must wait (MTE3_MTE2)
-        if self.castP:
+        if self.P == np.int8:  # quantised P goes through its own queue; fp16/bf16 P is cast in place (CopyOutP)
             self.outP = TQue(TPosition.VECOUT, BUFFER_NUM)
             self.pipe.InitBuffer(self.outP, BUFFER_NUM, sm * sInner * self.P.itemsize)
         if a.maskKind != "none":
@@ -407,15 +407,11 @@ class KernelPromptFlashAttention:
         wsS, wsP = self.wsS[t % 2], self.wsP[t % 2]
         mAll, lAll = self.mBuf.Get(F32)[par * self._vec():], self.lBuf.Get(F32)[par * self._vec():]
         alphaAll = self.alphaBuf.Get(F32)[(t % 2) * self._vec():]
+        if mine:
+            self.CopyInScores(wsS, 0, min(self.sm, mine), cols)
         for r in range(0, mine, self.sm):
             sr = min(self.sm, mine - r)
             gRow = row0 + lo + r  # first query row of the slice
-            sLocal = self.inS.AllocTensor(T)
-            if sLocal.slot.index in self.outPending:  # its P copy-out (CopyOutP) must have read it
-                self.outPending.discard(sLocal.slot.index)
-                WaitFlag(HardEvent.MTE3_MTE2, sLocal.slot.index)
-            CopyRowsIn(sLocal, wsS[(self.wsRow + r) * sInner], sr, cols, sInner, sInner)
-            self.inS.EnQue(sLocal)
             sLocal = self.inS.DeQue(T)
             Muls(sLocal, sLocal, self.t.scaleValue, sr * sInner)
             PipeBarrier(Pipe.V)
@@ -468,7 +464,21 @@ class KernelPromptFlashAttention:
                 Mul(ll, ll, alphaAll[r:], sr)
                 PipeBarrier(Pipe.V)
                 Add(ll, ll, rs, sr)
+            if r + self.sm < mine:  # the next slice's copy-in goes out before this slice's P (Res1VecCompute,
+                # x910.h:633-666, Bmm1GmResCopyInUb into mmResUb[ubPingpong^1], then SoftmaxResCopyOut)
+                self.CopyInScores(wsS, r + self.sm, min(self.sm, mine - r - self.sm), cols)
             self.CopyOutP(sLocal, wsP[(self.wsRow + r) * sInner], sr, cols)
+
+    def CopyInScores(self, wsS: GlobalTensor, r: int, sr: int, cols: int):
+        """Rows r .. r + sr of this vector core's score tile into the next ping-pong score buffer; a buffer
+        whose P copy-out is still reading it waits for that first (Bmm1GmResCopyInUb, x910.h:470-487)."""
+        sInner = self.sInner
+        sLocal = self.inS.AllocTensor(self.T)
+        if sLocal.slot.index in self.outPending:  # its P copy-out (CopyOutP) must have read it
+            self.outPending.discard(sLocal.slot.index)
+            WaitFlag(HardEvent.MTE3_MTE2, sLocal.slot.index)
+        CopyRowsIn(sLocal, wsS[(self.wsRow + r) * sInner], sr, cols, sInner, sInner)
+        self.inS.EnQue(sLocal)
 
     def _vec(self) -> int:
         return -(-self.sOuter * 4 // 32) * 8
@@ -477,24 +487,30 @@ class KernelPromptFlashAttention:
         return -(-self.sm * 4 // 32) * 8
 
     def CopyOutP(self, sLocal, dst: GlobalTensor, sr: int, cols: int):
-        """P = P_dtype(E) to the workspace (or, int8, the quantised probabilities)."""
+        """P = P_dtype(E) to the workspace (or, int8, the quantised probabilities).
+
+        fp16/bf16 P from fp32 scores is cast in place, into the first half of the score buffer's own bytes,
+        and goes out from there like an uncast P (SoftmaxResCopyOut, x910.h:489-527: "The same ub buffer is
+        used before and after cast"), so the vector unit never waits for a free output buffer."""
         a, sInner = self.a, self.sInner
-        if not self.castP:  # the score buffer itself goes out; the CopyIn that reuses it waits (SoftmaxResCopyOut:
+        if self.P != np.int8:  # the score buffer itself goes out; the CopyIn that reuses it waits (SoftmaxResCopyOut:
             # SetFlag<MTE3_MTE2>(bmm1ResCopyOutEvent[ubPingpong]), x910.h:489-527), the vector unit does not
+            src = sLocal
+            if self.castP:
+                src = sLocal.ReinterpretCast(self.P)
+                PipeBarrier(Pipe.V)
+                Cast(src, sLocal, RoundMode.CAST_RINT, sr * sInner)
             SetFlag(HardEvent.V_MTE3, 0)
             WaitFlag(HardEvent.V_MTE3, 0)
-            CopyRowsOut(dst, sLocal, sr, cols, sInner, sInner)
+            CopyRowsOut(dst, src, sr, cols, sInner, sInner)
             SetFlag(HardEvent.MTE3_MTE2, sLocal.slot.index)
             self.outPending.add(sLocal.slot.index)
             self.inS.FreeTensor(sLocal)
             return
         pLocal = self.outP.AllocTensor(self.P)
-        if self.P == np.int8:
-            Muls(sLocal, sLocal, a.quantScale1, sr * sInner)
-            PipeBarrier(Pipe.V)
-            Cast(pLocal, sLocal, RoundMode.CAST_RINT, sr * sInner)
-        else:
-            Cast(pLocal, sLocal, RoundMode.CAST_RINT, sr * sInner)
+        Muls(sLocal, sLocal, a.quantScale1, sr * sInner)
+        PipeBarrier(Pipe.V)
+        Cast(pLocal, sLocal, RoundMode.CAST_RINT, sr * sInner)
         self.inS.FreeTensor(sLocal)
         self.outP.EnQue(pLocal)
         pLocal = self.outP.DeQue(self.P)

@@ -127,8 +127,8 @@ def ub_bytes(problem, s_outer: int, s_inner: int, sm: int) -> int:
     d = problem.head_dim_padded
     pv = pv_type_bytes(problem)
     total = 2 * sm * s_inner * t  # score slices, ping-pong
-    if p != t:
-        total += 2 * sm * s_inner * p  # probabilities out
+    if problem.dtype == np.int8:
+        total += 2 * sm * s_inner * p  # quantised probabilities out (fp16/bf16 P is cast in place)
     if problem.mask_kind != MaskKind.NONE:
         total += sm * s_inner + 2 * CMP_CHUNK * 2  # mask bytes, fp16 chunk and zeros
     total += _ceil(max(sm * s_inner, s_outer) // 8, BLOCK)  # compare bits

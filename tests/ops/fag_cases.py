@@ -96,7 +96,7 @@ def golden_of(a, p, res, **over):
     t = res.tiling
     kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"), deterministic=t.copies > 1,
               cv=None if t.template in ("basic", "basic_bn2") else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
-              regions=t.dtmBasic,
+              regions=t.dtmBasic, trim=t.cvTrim,
               contiguous=(t.splitAivs, t.aivPerCore) if t.template == "generic" and not balance_applies(p) else None,
               core_starts=t.secCoreStart if (t.template == "generic" and balance_applies(p))
               or t.template == "basic_bn2" else None,

@@ -12,8 +12,9 @@ from npusim import TensorSpec
 from ops import flash_attention_unpadding_score_grad_v5 as fag
 from npusim.chip import chip as get_chip
 from ops.flash_attention_unpadding_score_grad_v5.templates import cann_template, generic_cv_inner, sab_cv_inner, sab_hit
-from ops.flash_attention_unpadding_score_grad_v5.tiling import (balance_applies, balanced_split, block_list,
-                                                                fag_tiling, generic_split, sab_block_list)
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (GENERIC_TRIM, SAB_TRIM, balance_applies, balanced_split,
+                                                                block_list, cv_columns, cv_rectangle, fag_tiling,
+                                                                generic_split, sab_block_list)
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 from tests.ops.fag_cases import DTYPES, check_golden_and_accuracy, golden_of, make_case
 from tests.ops.helpers import bits
@@ -172,7 +173,57 @@ def test_sameab_estimate_runs_its_own_cv_blocks():
     t = est.tiling
     assert (t.template, t.s1CvInner, t.s2CvInner) == ("sameab", 256, 512)
     assert t.sections == len(sab_block_list(p, 256, 512, False)) != len(block_list(p))
-    assert t.blockCount == sum(len(s) for s in block_list(p)) and est.time_us > 0
+    # the CV rectangles hold fully masked 128 x 128 blocks, which the basic template skips
+    assert t.blockCount == sum(len(s) for s in sab_block_list(p, 256, 512, False, SAB_TRIM)) > \
+        sum(len(s) for s in block_list(p))
+    assert est.time_us > 0
+
+
+RECT_CASES = [dict(seq_q=[500, 0, 260], seq_kv=[1400, 0, 300], sparse_mode=3, causal=True),
+              dict(seq_q=[900, 700], seq_kv=[900, 700], sparse_mode=4, causal=True, pre=300, nxt=50),
+              dict(seq_q=[700], seq_kv=[700], sparse_mode=2, causal=True),
+              dict(seq_q=[100, 650], seq_kv=[90, 700], sparse_mode=0, full_mask=True, pre=200, nxt=130),
+              dict(seq_q=[2100, 300], seq_kv=[2100, 300], sparse_mode=6, prefix=[1000, 40])]
+
+
+@pytest.mark.parametrize("case", range(len(RECT_CASES)))
+def test_cv_rectangles_tiling_and_golden_agree(case):
+    """tiling.cv_rectangle and the golden's own _rect (written apart) give the same blocks, widths and mask flags
+    for SameAB's and the generic template's CV shapes; every kept block is in some rectangle."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import sections
+    _, p = make_case(d=16, **RECT_CASES[case])
+    kept = {blk[:4] for sec in block_list(p) for blk in sec}
+    for cv, trim in (((512, 512), SAB_TRIM), ((256, 512), SAB_TRIM), ((128, 512), GENERIC_TRIM),
+                     ((512, 128), GENERIC_TRIM), ((128, 1024), GENERIC_TRIM)):
+        for dtm in (False, True):
+            ours = sab_block_list(p, *cv, dtm, trim)
+            assert ours == sections(p, cv, dtm, False, trim), (cv, trim, dtm)
+            assert kept <= {blk[:4] for sec in ours for blk in sec}
+
+
+def test_cv_rectangles_as_cann_trims_them():
+    """SameAB computes a CV block's rows by the columns up to its last row's kept end rounded up to 8 (sab.h
+    CalcValidBlock); the generic template from (first row - preLU) down to 64 to (full CV height + nextLU) up to 64
+    (IsCubeBlockNeedCompute). Hand-worked on left-up causal (sparse 2, nextLU 0) and a band (sparse 4)."""
+    p = _problem([500], [1400], sparse_mode=2, causal=True)
+    # SameAB 256 x 512: rows 256..499 keep columns up to 499, so 0..503 are computed (4 blocks, the last 120 wide)
+    assert cv_columns(p, 0, 1, 0, 256, 512, SAB_TRIM) == (0, 504)
+    assert cv_columns(p, 0, 0, 0, 256, 512, SAB_TRIM) == (0, 256)
+    rect = cv_rectangle(p, 0, 1, 1, 0, 256, 512, SAB_TRIM)
+    assert [(b[2], b[3], b[5], b[6]) for b in rect[:4]] == [(2, 0, 128, False), (2, 1, 128, False),
+                                                            (2, 2, 128, True), (2, 3, 120, True)]
+    assert len(rect) == 8 and rect[4][2:] == (3, 0, 116, 128, False)  # every s1 block of the CV block
+    # generic 128 x 512, rows 128..255: up to 256 + 0 (a multiple of 64 already)
+    assert cv_columns(p, 0, 1, 0, 128, 512, GENERIC_TRIM) == (0, 256)
+    band = _problem([1000], [1000], sparse_mode=4, causal=True)
+    nxt, pre = int(band.next_tokens_lu[0]), int(band.pre_tokens_lu[0])
+    lo = max(0, 3 * 128 - pre) // 64 * 64
+    hi = -(-(4 * 128 + nxt) // 64) * 64
+    assert cv_columns(band, 0, 3, 0, 128, 512, GENERIC_TRIM) == (max(0, lo), min(512, hi))
+    # a query shorter than 128: CANN's s1CvInner is the 16-aligned length (here 80), not npusim's 128 rows
+    short = _problem([70], [300], sparse_mode=2, causal=True)
+    assert cv_columns(short, 0, 0, 0, 128, 512, GENERIC_TRIM) == (0, 128)  # 80 + 0 up to 64
+    assert cv_columns(short, 0, 0, 0, 128, 512, SAB_TRIM) == (0, 72)  # 70 + 0 up to 8
 
 
 def test_sameab_orders_are_visible_in_the_bits():

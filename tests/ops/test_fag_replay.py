@@ -1,0 +1,54 @@
+"""FlashAttentionUnpaddingScoreGradV5: replayed kernel steps (timing mode) give the interpreted run's trace.
+
+Cube1Block, SubGrapA and SubGrapB are replayable (kernel.py, npusim/replay.py): a step whose block shape and
+stream state were seen before hands its recorded calls to the core's scheduler. The trace (every column, flag
+arrow, name and source line) and the cycles must equal those of the run with every step interpreted, on the
+paths the keys distinguish: the compressed causal mask (diagonal tiles), a full mask (its rows are a base), the
+[N, T, 8] softmax layout, several templates. Unsanitized: the sanitizer switches replay off.
+"""
+import numpy as np
+import pytest
+
+import npusim.replay as replay
+from ops import flash_attention_unpadding_score_grad_v5 as fag
+from tests.npusim.test_replay import assert_same_trace
+from tests.ops.fag_cases import make_case
+
+CASES = {  # name: (make_case keywords, deterministic, tiling override, the template it must run)
+    "basic_causal": (dict(seq_q=[700, 300], seq_kv=[700, 300], n1=2, d=64, sparse_mode=3, causal=True), False,
+                     {"blockDim": 2}, "basic"),
+    "basic_nt8_layout": (dict(seq_q=[520, 260], seq_kv=[520, 260], n1=2, d=32, layout=""), False,
+                         {"blockDim": 2}, "basic"),
+    "basic_det_full_mask": (dict(seq_q=[600], seq_kv=[600], n1=2, d=32, sparse_mode=1, full_mask=True), True,
+                            {"blockDim": 2}, "basic_det"),
+    "sameab_causal": (dict(seq_q=[1100], seq_kv=[1100], n1=2, d=32, sparse_mode=2, causal=True), True,
+                      {"blockDim": 2}, "sameab_det"),
+}
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    counts = {"steps": 0}
+    real = replay._replay
+
+    def counting(unit, ops, bases):
+        counts["steps"] += 1
+        return real(unit, ops, bases)
+    monkeypatch.setattr(replay, "_replay", counting)
+    return counts
+
+
+@pytest.mark.unsanitized
+@pytest.mark.parametrize("name", CASES)
+def test_fag_replayed_steps_give_the_interpreted_trace(counted, name):
+    kw, det, til, template = CASES[name]
+    a, _ = make_case(**kw)
+    on = fag(**a, deterministic=det, tiling=til, mode="timing", trace="full")
+    steps = counted["steps"]
+    with replay.disabled():
+        off = fag(**a, deterministic=det, tiling=til, mode="timing", trace="full")
+    assert on.tiling.template == template
+    assert steps > 20 and counted["steps"] == steps  # replayed in the first run only
+    assert_same_trace(on, off)
+    launches = lambda res: {k: r.cycles for k, r in res.extra["launches"].items()}  # noqa: E731
+    assert launches(on) == launches(off) and on.cycles == off.cycles
