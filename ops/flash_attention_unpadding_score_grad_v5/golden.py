@@ -134,6 +134,11 @@ def sections(problem, cv=None, dtm: bool = False, regions: bool = False, trim: i
                 for r0 in range(0, nb1, _GROUP):
                     for c0 in range(0, nb2, _GROUP):
                         sec = _group(p, b, n, r0, min(r0 + _GROUP, nb1), c0, min(c0 + _GROUP, nb2))
+                        if regions and sec and p.sparse_mode == 3 and (np.asarray(p.seq_q) != p.seq_kv).any():
+                            # no enableCausalOpt: the region's every block, those the mask drops whole as masked
+                            sec = [(b, n, r, c) + ((min(_BASE, sq - r * _BASE), min(_BASE, skv - c * _BASE), True)
+                                                   if _kept(p, b, r, c) is None else _kept(p, b, r, c))
+                                   for r in range(r0, min(r0 + _GROUP, nb1)) for c in range(c0, min(c0 + _GROUP, nb2))]
                         if regions:
                             sec = [blk for c in range(c0, c0 + _GROUP) for blk in sec if blk[3] == c]
                         if sec:

@@ -257,12 +257,39 @@ def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool, trim: int = 0) ->
 DET_REGION = ROW_GROUP * BASE  # basic_det: a task is a 512 x 512 region (GetRecoderS, addr_compute_det.h)
 
 
+def det_causal_opt(problem) -> bool:
+    """enableCausalOpt of basic_det (AddrComputeDet::Init): sparse 3 with Sq == Skv in every batch; then the cube
+    and the AIVs skip the 128 x 128 blocks the mask drops whole (IsFullMaskBlock), otherwise they compute them."""
+    return problem.sparse_mode != 3 or bool((np.asarray(problem.seq_q) == np.asarray(problem.seq_kv)).all())
+
+
 def det_block_list(problem) -> list:
     """basic_det's tasks in the order CANN's AddrComputeDet hands them out (task k to core k % cores): per batch
     (with Sq, Skv > 0), query head, 512-row range, 512-column range (fastest), the regions with a kept block;
-    each region's kept 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner). These are the basic
-    template's 4 x 4 sections, reordered inside."""
-    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in block_list(problem)]
+    each region's 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner): its kept blocks (the basic
+    template's 4 x 4 sections, reordered inside), or all of them, those the mask drops whole flagged masked, for
+    sparse 3 with some Sq != Skv (no enableCausalOpt, det_causal_opt; the sparse 0 and 1 calls basic_det takes
+    drop no block). CANN's AIVs mark such blocks isFullMask; npusim runs them as any masked block."""
+    sections = block_list(problem)
+    if not det_causal_opt(problem):
+        sections = [_region(problem, sec[0][0], sec[0][1], sec[0][2] // ROW_GROUP, sec[0][3] // COL_GROUP)
+                    for sec in sections]
+    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in sections]
+
+
+def _region(problem, b: int, n: int, rg: int, cg: int) -> list:
+    """Every 128 x 128 block of row group rg x column group cg of (b, n) inside the sequence, row-major, with the
+    masked flag set on those that hold a masked element or that the mask drops whole."""
+    sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
+    out = []
+    for s1o in range(rg * ROW_GROUP, min((rg + 1) * ROW_GROUP, -(-sq // BASE))):
+        rows = min(BASE, sq - s1o * BASE)
+        for s2o in range(cg * COL_GROUP, min((cg + 1) * COL_GROUP, -(-skv // BASE))):
+            cols = min(BASE, skv - s2o * BASE)
+            skipped, masked = _block_state(problem, b, s1o * BASE, s1o * BASE + rows - 1, s2o * BASE,
+                                           s2o * BASE + cols - 1)
+            out.append((b, n, s1o, s2o, rows, cols, skipped or masked))
+    return out
 
 
 def _trim(template: str) -> int:

@@ -146,3 +146,21 @@ def test_bn2_split_on_hand_worked_weights():
     batches = [{t.blkB[i] for k in t.core_sections(c) for i in range(t.secStart[k], t.secStart[k + 1])}
                for c in range(2)]
     assert batches == [{0}, {1, 2}]
+
+
+def test_det_regions_compute_dropped_blocks_without_causal_opt():
+    """basic_det computes every 128 x 128 block of a region unless enableCausalOpt (sparse 3 with Sq == Skv in
+    every batch), as AddrComputeDet / the det cube do: with unequal lengths the regions hold the blocks the mask
+    drops whole (flagged masked), with equal ones only the kept blocks; the golden's own regions agree."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import sections
+    from ops.flash_attention_unpadding_score_grad_v5.tiling import block_list, det_block_list
+    for seq_q, seq_kv, opt in (([300, 520], [700, 520], False), ([700, 300], [700, 300], True)):
+        _, p = make_case(seq_q=seq_q, seq_kv=seq_kv, d=16, sparse_mode=3, causal=True)
+        regions, kept = det_block_list(p), block_list(p)
+        assert regions == sections(p, None, True, True)
+        assert len(regions) == len(kept)  # the same regions, visited in the same order
+        n_regions, n_kept = sum(map(len, regions)), sum(map(len, kept))
+        assert (n_regions == n_kept) == opt
+        if not opt:  # batch 0, rows 0..127, columns 512..639 lie past the causal edge (j - i > 400)
+            blk = next(x for sec in regions for x in sec if x[:4] == (0, 0, 0, 4))
+            assert blk[4:] == (128, 128, True)
