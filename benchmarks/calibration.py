@@ -142,26 +142,37 @@ def pfa_floor(chip_name: str, board_slope_us: float) -> dict:
 # cutting a row of blocks between cores where needed (flash decode, combined afterwards), every AI Core's two vector
 # cores each on half of every block's rows; score tiles go through the workspace in fp32, P in fp16
 # (CalcNormalWorkspaceSize: MM1_RES 4 B, V1_RES 2 B). npusim does not model this kernel; these are its floors.
+# The workspace round trips of one block (fia_block_vec_nonquant.h): the fp32 score tile written by FixPipe and read
+# by the vector cores (DealBmm1ResBaseBlock :426-446), fp16 P written by them and read by the cube; the fp32 PV tile
+# written and read (DealBmm2ResBaseBlock :599-612); the fp32 running output read back unless the block is the first of
+# its core's run of a row and written unless it is the last (:617-673), whose partial goes to the flash-decode
+# workspace and is read once by the combine.
 FIA_M_BASE, FIA_S2_BASE = 512, 512
-FIA_L2_BYTES_PER_SCORE = 4 + 4 + 2 + 2  # fp32 score written (FixPipe) and read (AIV), fp16 P written (AIV) and read (AIC)
+FIA_L2_BYTES_PER_SCORE = 4 + 4 + 2 + 2
 
 
 def fia_floor(chip_name: str, sq: int, d: int, slice_cycles_model: float) -> dict:
     """Per 8192 more keys (B = 1, one head, no mask), FiaTilingNonQuant's split and the floors of its steady state:
     the vector time per vector core at npusim's price per score element (CANN's PFA high-precision 8 x 512 slice,
-    slice_cycles_model, as a stand-in for FIA's own 16 x 512 slices, not read), the chip L2 time of its score, P and
-    K/V traffic at the one shared budget, and the cube time per AI Core (mm1 + mm2 at the fp16 MAC rate)."""
+    slice_cycles_model, as a stand-in for FIA's own 16 x 512 slices, not priced), the chip L2 time of its workspace
+    round trips and K/V/Q reads at the one shared budget, and the cube time per AI Core (mm1 + mm2 at the fp16 MAC
+    rate). Each core's share here is one run of `blocks / cores` blocks of one row (all blocks cost the same)."""
     spec = get_chip(chip_name)
     row_blocks = -(-sq // FIA_M_BASE)
     blocks = row_blocks * (8192 // FIA_S2_BASE)  # all blocks cost the same here: SplitCore gives each core an equal share
     cores = min(spec.aic_count, blocks)
     elements = sq * 8192
     vec_cycles = elements / (cores * spec.aiv_per_aic) / (8 * 512) * slice_cycles_model
-    kv_bytes = row_blocks * 8192 * d * 2 * 2  # K and V tiles, fp16, once per 512-row block
-    l2_cycles = (elements * FIA_L2_BYTES_PER_SCORE + kv_bytes) / (spec.l2_bw_bytes_per_s / spec.clock_hz)
+    run = max(blocks / cores, 1.0)  # blocks per core's run of one row
+    m, s2 = FIA_M_BASE, FIA_S2_BASE
+    per_block = (m * s2 * FIA_L2_BYTES_PER_SCORE + 2 * m * d * 4 + 2 * m * d * 4 * (run - 1) / run
+                 + 2 * s2 * d * 2  # K and V tiles, fp16
+                 + (m * d * 2 + 2 * m * d * 4) / run)  # Q once per run; the run's fp32 partial written and read
+    l2_cycles = blocks * per_block / (spec.l2_bw_bytes_per_s / spec.clock_hz)
     cube_cycles = blocks / cores * 2 * FIA_M_BASE * FIA_S2_BASE * d / spec.macs_per_cycle("float16")
     to_us = spec.cycles_to_us
     return {"cores": cores, "blocks": blocks, "blocks_per_core": blocks / cores, "row_split": cores // row_blocks,
+            "l2_bytes_per_score": per_block / (m * s2),
             "vector_us": to_us(vec_cycles), "l2_us": to_us(l2_cycles), "cube_us": to_us(cube_cycles)}
 
 
@@ -270,7 +281,8 @@ def main() -> None:
     fia = fia_floor("Ascend910B2", 3072, 128, floor["model_rates"])
     print(f"CANN 8.5.0's fused-infer GQA kernel (not modelled), per 8192 more keys: {fia['blocks']} blocks of 512 x 512 "
           f"on {fia['cores']} AI Cores ({fia['blocks_per_core']:.0f} each, each row cut in {fia['row_split']}), both "
-          f"vector cores per block: vector {fia['vector_us']:.1f} us, L2 {fia['l2_us']:.1f} us, cube "
+          f"vector cores per block: vector {fia['vector_us']:.1f} us, L2 {fia['l2_us']:.1f} us "
+          f"({fia['l2_bytes_per_score']:.1f} B per score), cube "
           f"{fia['cube_us']:.1f} us (board {slopes['board']:.1f} us)")
     whatif = whatif_points("Ascend910B2", rows)
     for label, w in whatif.items():

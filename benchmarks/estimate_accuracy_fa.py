@@ -1,14 +1,17 @@
 """Estimate mode vs timing mode for FlashAttentionVarLenScore over a grid of configurations.
 
-The grid is split into a tuning half and a checking half (benchmarks/halves.py, seeded); the
-calibration file's shapes (fa_forward_910B2.csv) always join the checking half. Prints, per
+Tuning set: GRID (37 configurations). It was split into seed-13 halves (benchmarks/halves.py) until
+session 7; that checking half had been looked at, so all of GRID tunes now. Checking set: CHECK_CONFIGS
+configurations drawn at random (fresh_check, seed CHECK_SEED, printed), plus the calibration file's
+shapes (fa_forward_910B2.csv), which always check. --half tune and --half check may run as two
+processes (the second to finish saves both sets). Timing runs keep a summary trace. Prints, per
 configuration, its half, the estimate, the timing-mode time, the error and the wall time of each;
 then the max and mean absolute error per half (target: every configuration within 3%); then the estimate's
 wall time and peak traced memory on the largest legal shapes (target: <= 1 s and <= 200 MB).
 ``--proxy`` re-measures the marginal tile costs behind estimate.PROXY_FIT / PROXY_EXTRA (single core,
 1/20 bandwidth share, 3 vs 7 one-tile items) and prints them next to the proxy's values.
 
-    python benchmarks/estimate_accuracy_fa.py [--half tune|check|all] [--quick] [--proxy]
+    python benchmarks/estimate_accuracy_fa.py [--half tune|check|all] [--quick] [--proxy] [--no-huge]
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
-from halves import SEED, plan, save_halves, split_halves, summary
+from halves import save_halves, summary, with_saved_other
 from npusim import TensorSpec
 from ops.flash_attention_var_len_score.api import flash_attention_var_len_score as fa
 
@@ -92,12 +95,60 @@ def call(sq, skv, n1, n2, d, dt, mode, opt, run_mode):
         kw["real_shift"] = TensorSpec((n1 * ss,), dt)
     if opt.get("drop"):
         kw.update(drop_mask=TensorSpec((-(-n1 * ss // 8),), np.uint8), keep_prob=opt["drop"])
+    if run_mode == "timing":
+        kw["trace"] = "summary"  # the same cycles, less memory and time
     t0 = time.perf_counter()
     res = fa(q, kv, kv, **kw)
     return res, time.perf_counter() - t0
 
 
 CHECK_ALWAYS = [([s], [s], 1, 1, 128, F16, None, {}) for s in (1024, 4096, 16384)]  # fa_forward_910B2.csv
+CHECK_SEED = 2026112472  # session 7's checking draw, fixed before the set was drawn or run
+CHECK_CONFIGS = 14
+MAX_CHECK_WORK = 1 << 27  # score elements per configuration at most (N1 x sum Sq x Skv, halved by a causal mask)
+CHIPS = ("Ascend910B2", "Ascend910B2", "Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend910_9391")
+
+
+def fresh_check(seed: int = CHECK_SEED, count: int = CHECK_CONFIGS) -> list:
+    """*count* configurations drawn at random: B in {1, 2, 4} with each batch's Sq in [128, 6144] (one batch)
+    or [128, 4096]; N1 in {1, 2, 4, 8, 16}, a GQA group of 1, 2 or 4 where it divides N1; D in {64, 128, 256}
+    (fp32: 64 or 128); fp16 or bf16, fp32 one time in five; no mask (Skv per batch drawn like Sq) / sparse 2
+    (Skv = Sq) / sparse 3 (Skv in [Sq, Sq + 2048]) / sparse 4 (Skv = Sq, pre in [128, 2048], next in [0, 512]);
+    pse one time in eight, dropout (keep 0.9) one time in eight; the chip from CHIPS. Redrawn while over
+    MAX_CHECK_WORK score elements."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        b = int(rng.choice([1, 2, 4]))
+        sq = [int(x) for x in rng.integers(128, (6145 if b == 1 else 4097), b)]
+        n1 = int(rng.choice([1, 2, 4, 8, 16]))
+        g = int(rng.choice([g for g in (1, 2, 4) if n1 % g == 0]))
+        dt = F32 if rng.random() < 0.2 else [F16, BF16][int(rng.integers(0, 2))]
+        d = int(rng.choice([64, 128] if dt is F32 else [64, 128, 256]))
+        mode = [None, 2, 3, 4][int(rng.integers(0, 4))]
+        skv = ([int(x) for x in rng.integers(128, (6145 if b == 1 else 4097), b)] if mode is None else
+               [q + int(rng.integers(0, 2049)) for q in sq] if mode == 3 else list(sq))
+        opt = {}
+        if mode == 4:
+            opt.update(pre=int(rng.integers(128, 2049)), next=int(rng.integers(0, 513)))
+        if rng.random() < 1 / 8:
+            opt["pse"] = "full"
+        if rng.random() < 1 / 8:
+            opt["drop"] = 0.9
+        chip = CHIPS[int(rng.integers(0, len(CHIPS)))]
+        if chip != "Ascend910B2":
+            opt["chip"] = chip
+        work = n1 * sum(q * k for q, k in zip(sq, skv)) // (2 if mode in (2, 3) else 1)
+        if work <= MAX_CHECK_WORK:
+            out.append((sq, skv, n1, n1 // g, d, dt, mode, opt))
+    return out
+
+
+def plan_sets(which: str) -> list:
+    """[(set, configuration)]: "tune" (all of GRID: its seed-13 checking half was looked at), "check" (the
+    CHECK_SEED draw and CHECK_ALWAYS) or "all"."""
+    rows = [("tune", c) for c in GRID] if which in ("tune", "all") else []
+    return rows + ([("check", c) for c in fresh_check() + CHECK_ALWAYS] if which in ("check", "all") else [])
 
 
 def describe(cfg) -> str:
@@ -172,17 +223,24 @@ def main() -> None:
     ap.add_argument("--half", choices=("tune", "check", "all"), default="all")
     ap.add_argument("--quick", action="store_true", help="the first 6 configurations of the plan only")
     ap.add_argument("--proxy", action="store_true", help="re-measure the proxy's marginal tile costs")
+    ap.add_argument("--no-huge", action="store_true", help="skip the estimate-speed runs on the largest shapes")
     args = ap.parse_args()
     if args.proxy:
         proxy()
         return
-    tune, check = split_halves(len(GRID))
-    print(f"halves (seed {SEED}): tuning {tune}, checking {check} + {len(CHECK_ALWAYS)} fixed shapes")
-    rows = plan(GRID, CHECK_ALWAYS, args.half)
+    print(f"tuning set: GRID ({len(GRID)}; its seed-13 halves were both looked at); checking set: {CHECK_CONFIGS} "
+          f"drawn with seed {CHECK_SEED} + {len(CHECK_ALWAYS)} fixed shapes")
+    rows = plan_sets(args.half)
     stats, saved = accuracy(rows[:6] if args.quick else rows)
+    which = args.half
+    if args.half != "all" and not args.quick:  # one set run: keep the other set's rows of a saved run of this seed
+        saved, old = with_saved_other("estimate_accuracy_fa", {args.half}, saved, CHECK_SEED)
+        if old is not None:
+            stats, which = summary([(r[0], r[4]) for r in saved]), "all"
     if not args.quick:
-        save_halves("estimate_accuracy_fa", stats, saved, args.half)
-    huge()
+        save_halves("estimate_accuracy_fa", stats, saved, which, seed=CHECK_SEED)
+    if not args.no_huge:
+        huge()
 
 
 if __name__ == "__main__":

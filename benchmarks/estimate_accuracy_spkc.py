@@ -12,10 +12,12 @@ wall time and peak Python memory (tracemalloc, in a second run: tracing slows nu
 
     python benchmarks/estimate_accuracy_spkc.py            # the whole grid (about 5 minutes)
     python benchmarks/estimate_accuracy_spkc.py norm nz    # only the cases whose name contains a word
-    python benchmarks/estimate_accuracy_spkc.py check      # only the checking half (benchmarks/halves.py)
+    python benchmarks/estimate_accuracy_spkc.py check      # only the checking set (tune / check may run as
+                                                           # two processes: the second to finish saves both)
 
-The grid is split into a tuning half and a checking half (seeded, benchmarks/halves.py); tune only on
-the first, quote the second.
+Tuning set: GRID. Until session 7 it was split into seed-13 halves (benchmarks/halves.py); that checking
+half had been looked at, so all of GRID tunes now. Checking set: CHECK_CONFIGS calls drawn at random
+(fresh_check, seed CHECK_SEED), drawn with no model change since the seed was fixed; quote it.
 """
 from __future__ import annotations
 
@@ -29,11 +31,12 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 
-from halves import SEED, save_halves, split_halves, summary
+from halves import save_halves, summary, with_saved_other
 from npusim.memory.gm import TensorSpec
 from ops.scatter_pa_kv_cache.api import scatter_pa_kv_cache
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "int8": np.int8}
+CHIPS = ("Ascend910B2", "Ascend910B2", "Ascend910B2", "Ascend910B4", "Ascend910_9391")
 
 
 def token_call(tokens, heads=8, head=128, v_head=None, block=128, cache_mode="Norm", dtype="fp16", negative=0.0,
@@ -150,6 +153,58 @@ GRID = {
     "alibi_b4_long": (compress_call, {"mode": "Alibi", "batch": 4, "seq": 100_000, "window": 0.8}),
 }
 
+CHECK_SEED = 2026112473  # session 7's checking draw, fixed before the set was drawn or run
+CHECK_CONFIGS = 14
+
+
+def fresh_check(seed: int = CHECK_SEED, count: int = CHECK_CONFIGS) -> dict:
+    """name -> (builder, arguments): *count* calls drawn at random, half token templates, half compress.
+    Token: 2k-100k tokens; heads in {1, 4, 8, 16, 32}; head in {64, 128, 256} (value head the same, or 128
+    one time in six); Norm / PA_NZ / Nct; key only one time in six; fp16, bf16 or int8 (not PA_NZ);
+    int32 or int64 slots; random slots, sequential one time in four; negative slots (up to 40%) one time in
+    four, trailing padding (up to 40%) one time in six; the chip from CHIPS. Compress: Alibi / Rope / Omni;
+    batch in {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, seq lengths around 128-8192 (spread up to 0.9 one
+    time in two), heads in {1, 4, 8, 16}, window 0.01-0.8 of the length, offset 0.1-0.6; negative tasks (up
+    to 20%) one time in four. Redrawn while over 600k copied rows (token count x heads / 8, or the compress
+    tasks' sequence rows / 8)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    while len(out) < count:
+        chip = CHIPS[int(rng.integers(0, len(CHIPS)))]
+        if len(out) % 2 == 0:
+            mode = ["Norm", "PA_NZ", "Nct"][int(rng.integers(0, 3))]
+            heads = int(rng.choice([1, 4, 8, 16, 32]))
+            head = int(rng.choice([64, 128, 256]))
+            a = {"tokens": int(rng.integers(2000, 100_001)), "heads": heads, "head": head, "chip": chip,
+                 "v_head": 128 if rng.random() < 1 / 6 else head, "key_only": bool(rng.random() < 1 / 6),
+                 "dtype": ["fp16", "bf16"][int(rng.integers(0, 2))] if mode == "PA_NZ" or rng.random() < 0.75 else "int8",
+                 "slot_dtype": ["int32", "int64"][int(rng.integers(0, 2))],
+                 "order": "sequential" if rng.random() < 0.25 else "random",
+                 "negative": float(rng.uniform(0, 0.4)) if rng.random() < 0.25 else 0.0,
+                 "padding": float(rng.uniform(0, 0.4)) if rng.random() < 1 / 6 else 0.0, "seed": int(rng.integers(1 << 30))}
+            if a["key_only"]:
+                a["v_head"] = head
+            if mode == "PA_NZ":
+                a["cache_mode"] = "PA_NZ"
+            elif mode == "Nct":
+                a["nct"] = True
+            rows = a["tokens"] * heads / 8
+            name, build = f"draw{len(out)}_{mode.lower()}_{a['tokens'] // 1000}k_h{heads}_d{head}", token_call
+        else:
+            mode = ["Alibi", "Rope", "Omni"][int(rng.integers(0, 3))]
+            a = {"mode": mode, "batch": int(rng.choice([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])),
+                 "heads": int(rng.choice([1, 4, 8, 16])), "seq": int(rng.integers(128, 8193)),
+                 "spread": float(rng.uniform(0, 0.9)) if rng.random() < 0.5 else 0.0,
+                 "window": float(rng.uniform(0.01, 0.8)), "offset": float(rng.uniform(0.1, 0.6)),
+                 "negative": float(rng.uniform(0, 0.2)) if rng.random() < 0.25 else 0.0, "chip": chip,
+                 "seed": int(rng.integers(1 << 30))}
+            rows = a["batch"] * a["heads"] * a["seq"] / 8
+            name, build = f"draw{len(out)}_{mode.lower()}_b{a['batch']}_h{a['heads']}_s{a['seq']}", compress_call
+        if rows <= 600_000:
+            out[name] = (build, a)
+    return out
+
+
 #: Calls timing mode would take minutes to hours on: the estimate's own cost.
 HUGE = {"norm_4M_neg10": (token_call, {"tokens": 4_000_000, "negative": 0.1}),
         "nz_4M_h32": (token_call, {"tokens": 4_000_000, "heads": 32, "cache_mode": "PA_NZ"}),
@@ -200,12 +255,12 @@ def main(words: list[str]) -> None:
           f"{platform.python_version()}, numpy {np.__version__}")
     print(f"{'case':24s} {'template':9s} {'timing':>10s} {'estimate':>10s} {'error':>8s} {'timing s':>8s} "
           f"{'est. s':>6s}  sample")
-    names = list(GRID)
-    tune, check = split_halves(len(names))
-    print(f"halves (seed {SEED}): tuning {tune}, checking {check}")
-    half_of = {names[i]: "tune" for i in tune} | {names[i]: "check" for i in check}
+    drawn = fresh_check()
+    print(f"tuning set: GRID ({len(GRID)}; its seed-13 halves were both looked at); checking set: {len(drawn)} "
+          f"drawn with seed {CHECK_SEED}")
+    half_of = {name: "tune" for name in GRID} | {name: "check" for name in drawn}
     errors, saved = [], []
-    for name, (build, args) in GRID.items():
+    for name, (build, args) in (GRID | drawn).items():
         if words and not any(w in name or w == half_of[name] for w in words):
             continue
         r = run_case(build, args)
@@ -215,8 +270,13 @@ def main(words: list[str]) -> None:
               f"{r['wall_timing_s']:8.1f} {r['wall_estimate_s']:6.2f}  {r['sample']}",
               flush=True)
     stats = summary(errors)
-    if not words or set(words) <= {"tune", "check"}:  # a whole half (or both): the README rows render from it
-        save_halves("estimate_accuracy_spkc", stats, saved, "all" if not words else "+".join(words))
+    if not words or set(words) <= {"tune", "check"}:  # a whole set (or both): the README rows render from it
+        which = "all" if not words else "+".join(words)
+        if which != "all":  # the other set of a saved run of this seed
+            saved, old = with_saved_other("estimate_accuracy_spkc", set(words), saved, CHECK_SEED)
+            if old is not None:
+                stats, which = summary([(r[0], r[4]) for r in saved]), "all"
+        save_halves("estimate_accuracy_spkc", stats, saved, which, seed=CHECK_SEED)
     for name, (build, args) in HUGE.items():
         if words and not any(w in name for w in words):
             continue

@@ -45,3 +45,15 @@ def save_halves(name: str, stats: dict, rows: list, which: str, seed: int = SEED
     from results import save
 
     save(name, {"seed": seed, "halves_run": which, "halves": stats, "rows": rows})
+
+
+def with_saved_other(name: str, ran: set, rows: list, seed: int) -> tuple[list, dict | None]:
+    """A run of one set keeps the other: *rows* plus the rows of the sets not in *ran* from the saved run
+    NAME, if it was a run of this *seed*; and that saved run (None when nothing was added)."""
+    from results import load
+
+    old = load(name) or {}
+    other = [r for r in old.get("rows", []) if r[0] not in ran]
+    if old.get("seed") != seed or not other:
+        return rows, None
+    return sorted(rows + other, key=lambda r: r[0] != "tune"), old

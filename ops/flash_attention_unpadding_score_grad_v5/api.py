@@ -23,11 +23,9 @@ from ops.common.guard import check_full_bytes, check_work, tensor_bytes
 from ops.common.inputs import normalized
 from ops.common.result import OpResult, check_mode, resolve_chip, run_checked, run_with_options
 from ops.flash_attention_unpadding_score_grad_v5.contract import DEFAULTS, INPUTS, OP_NAME
-from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, split_advice
+from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_fag, estimate_plan, split_advice
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, run_launches  # noqa: F401
-from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, block_dim_override, fag_tiling,
-                                                                run_template, sab_work)
-from ops.flash_attention_unpadding_score_grad_v5.work import count_work
+from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
 from ops.flash_attention_unpadding_score_grad_v5.validate import validate
 
 
@@ -53,12 +51,7 @@ def prepare(query, query_rope, key_in, key_in_rope, value, dy, pse_shift=None, d
         from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"deterministic: must be a bool, got {deterministic!r}")
     if mode == "estimate":
-        work = count_work(problem, block_dim_override(tiling, spec), spec.aic_count)
-        if run_template(problem, spec, deterministic)[0] != "basic" and work.blocks <= LISTED_WORK_BLOCKS:
-            # SameAB: its own CV blocks and split (beyond the listing budget the basic sections stand in:
-            # for 512 x 512 CV blocks the same blocks, in another order; docs/fag.md "Estimate mode")
-            work = sab_work(problem, spec, deterministic, block_dim_override(tiling, spec))
-        til = fag_tiling(problem, spec, tiling, deterministic, work=work)
+        til, work = estimate_plan(problem, spec, tiling, deterministic)
         return (lambda: _estimate(problem, til, spec, work)), til.workspaceSize
     til = fag_tiling(problem, spec, tiling, deterministic)
     inputs = dict(query=query, key_in=key_in, value=value, dy=dy, attention_in=attention_in, softmax_max=softmax_max,

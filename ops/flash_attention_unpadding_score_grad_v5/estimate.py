@@ -14,8 +14,9 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K and K/2 sections), and the most loaded core's time is read off the line through the
-  two runs at its real block count; the prologue before SyncAll (sfmg rows, fp32 transposes, drop-mask
+  block), twice (K sections, then every other one of them), and the most loaded core's K-section time is
+  extended to its real block count at the cost per block of the sections the two runs differ by, pooled
+  over the simulated cores; the prologue before SyncAll (sfmg rows, fp32 transposes, drop-mask
   adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is extrapolated on its own
   line.
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
@@ -38,7 +39,9 @@ from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
-from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
+                                                                block_dim_override, fag_tiling, run_template, sab_work)
+from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
 SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sampled
@@ -84,8 +87,8 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
         return [core + j * work.block_dim for j in range(n)]
     probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
     blocks, masked = _counts(work, core + probes * work.block_dim)
-    classes, label = np.unique(np.stack([blocks, masked], axis=1), axis=0, return_inverse=True)
-    label = label.ravel()
+    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
+    classes, label = np.unique(blocks * (int(masked.max()) + 1) + masked, return_inverse=True)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -140,6 +143,47 @@ def _prologue_fraction(problem, til) -> float:
     return min(1.0, PROLOGUE_STEPS / steps) if steps else 1.0
 
 
+def estimate_plan(problem, spec, overrides, deterministic: bool) -> tuple:
+    """(tiling, work) of an estimate-mode call: the counted work (work.count_work), or for SameAB and the generic
+    template their own CV blocks and split (tiling.sab_work) up to LISTED_WORK_BLOCKS blocks (beyond the listing
+    budget the basic sections stand in: for 512 x 512 CV blocks the same blocks, in another order; docs/fag.md
+    "Estimate mode"); the tiling lists no blocks."""
+    requested = block_dim_override(overrides, spec)
+    work = count_work(problem, requested, spec.aic_count)
+    if run_template(problem, spec, deterministic)[0] != "basic" and work.blocks <= LISTED_WORK_BLOCKS:
+        work = sab_work(problem, spec, deterministic, requested)
+    return fag_tiling(problem, spec, overrides, deterministic, work=work), work
+
+
+def main_path(til, work) -> str:
+    """Which way _main_cycles estimates the main launch: "whole" (the simulated cores run all their sections;
+    the sample is exact up to the subset's contention) or "sampled" (sections or rounds sampled, extrapolated
+    on a line). The accuracy benchmark's checking set draws both."""
+    if not int(np.count_nonzero(work.core_sections)):
+        return "whole"
+    if til.sabDtm:
+        per_round = work.block_dim * work.blocks / max(work.sections, 1)
+        return "whole" if -(-work.sections // work.block_dim) * per_round <= DTM_BLOCKS else "sampled"
+    return "whole" if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS else "sampled"
+
+
+def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
+    """(last end cycle of each of the *k* cores, the prologue's end) of a sample launch's trace, from its columns
+    (a DataFrame of them costs more than the reading): the prologue ends at each AIV's first SyncAll (IS_DTM
+    has one more every round), the latest of those."""
+    c = trace.columns
+    ends = np.zeros(k)
+    np.maximum.at(ends, c["core"], c["end"])
+    if "SyncAll" not in trace.names:
+        return ends, 0.0
+    sync = c["name_id"] == trace.names.index("SyncAll")
+    stream = c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync]
+    first = np.full(8 * k, np.inf)
+    np.minimum.at(first, stream, c["end"][sync])
+    first = first[np.isfinite(first)]
+    return ends, float(first.max()) if len(first) else 0.0
+
+
 def _main_cycles(problem, til, work, spec, inputs) -> float:
     """The main launch's cycles (module docstring): the latest simulated core, extrapolated when sampled."""
     busy = int(np.count_nonzero(work.core_sections))
@@ -155,12 +199,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
-        df = res.trace.df
-        ends = df.groupby("core")["end_cycle"].max()
-        # the prologue ends at each AIV's first SyncAll (IS_DTM has one more every round)
-        sync = df[df["name"] == "SyncAll"].groupby(["core", "sub_core"])["end_cycle"].min()
-        return ([float(ends.get(i, 0.0)) for i in range(len(cores))], simulated,
-                float(sync.max()) if len(sync) else 0.0, res.cycles - float(ends.max()))
+        ends, prologue_end = _trace_ends(res.trace, len(cores))
+        return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
         return _rounds_cycles(problem, til, work, run)
@@ -172,15 +212,21 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
     big = max(MIN_SAMPLE_SECTIONS, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
+    big_pos = {c: _core_positions(work, c, big) for c in cores}
+    # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
+    small_pos = {c: v[::2] for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
-        run({c: _core_positions(work, c, n) for c in cores}, frac) for n, frac in ((big // 2, f / 2), (big, f)))
-    # a long core's section order averages out: the most loaded core's line is the estimate (the latest of
-    # several extrapolated lines would pick up their sampling noise); the prologue (before SyncAll) is on
-    # its own line over the fraction of it simulated, the sections on the line over blocks after it
-    i = max(range(len(cores)), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
+        run(pos, frac) for pos, frac in ((small_pos, f / 2), (big_pos, f)))
+    # the prologue (before SyncAll) is on its own line over the fraction of it simulated; the sections' cost per
+    # block is pooled over the simulated cores (one core's two runs differ by a few sections, and their classes
+    # made its own line up to 11% off on the tuning set), and the most loaded core's time is its larger run
+    # extended at that cost to its real block count
+    k = len(cores)
+    i = max(range(k), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
     prologue = _line(f / 2, p_small, f, p_big, 1.0)
-    sections = _line(w_small[i], e_small[i] - p_small, w_big[i], e_big[i] - p_big, float(work.core_blocks[cores[i]]))
-    return prologue + sections + overhead
+    grown = sum(w_big) - sum(w_small)
+    per_block = (sum(e_big) - sum(e_small) - k * (p_big - p_small)) / grown if grown else 0.0
+    return prologue + e_big[i] - p_big + per_block * (float(work.core_blocks[cores[i]]) - w_big[i]) + overhead
 
 
 def _round_positions(work, k: int, rounds) -> dict:
@@ -233,14 +279,14 @@ def _per_aiv(total: int, spec) -> int:
     return -(-total // spec.aiv_count)
 
 
-def _streamed(real_steps: float, work_steps: float, spec, run) -> float:
-    """Cycles of a streaming launch (pre, post) of *real_steps* steps per AIV: simulated whole when its
-    *work_steps* (steps times the workspace copies each reads) are at most STREAM_STEPS; beyond that as two
+def _streamed(real_steps: float, spec, run) -> float:
+    """Cycles of a streaming launch (pre, post) of *real_steps* steps per AIV: simulated whole up to
+    STREAM_STEPS steps; beyond that as two
     miniatures of it, of STREAM_SAMPLE / 2 and STREAM_SAMPLE steps on STREAM_AIVS AIVs at their share of the
     bandwidth, with the L2 shrunk in proportion (so the miniature outgrows L2 at the same point of its run
     as the launch does: writes and first reads miss more as the launch goes on), read off on the line
     through the two at the full size. ``run(steps, chip)`` gives one run's cycles (None: whole)."""
-    if work_steps <= STREAM_STEPS or real_steps <= 2 * STREAM_SAMPLE:
+    if real_steps <= max(STREAM_STEPS, 2 * STREAM_SAMPLE):
         return run(None, spec)
     aivs = min(STREAM_AIVS, spec.aiv_count)
     small = contention_chip(spec.replace(aic_count=max(1, aivs // spec.aiv_per_aic)), spec.aiv_count / aivs)
@@ -253,13 +299,11 @@ def _streamed(real_steps: float, work_steps: float, spec, run) -> float:
 
 
 def _pre_cycles(til, spec) -> float:
-    total = til.copies * til.copyBytes
-
+    """The pre kernel zeroes one dq/dk/dv[+rope] fp32 set (copyBytes) on every AIV."""
     def run(steps, chip):
-        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * chip.aiv_count * 4 // til.copies)
+        sub = til if steps is None else replace(til, copyBytes=steps * POST_ELEMS * chip.aiv_count * 4)
         return launch_pre(sub, chip, "timing", _ws(til)).cycles
-    steps = _per_aiv(total // 4, spec) / POST_ELEMS
-    return _streamed(steps, steps, spec, run)
+    return _streamed(_per_aiv(til.copyBytes // 4, spec) / POST_ELEMS, spec, run)
 
 
 def _post_cycles(problem, til, spec) -> float:
@@ -276,7 +320,7 @@ def _post_cycles(problem, til, spec) -> float:
         else:
             outs = {k: TensorSpec((count * POST_ELEMS * chip.aiv_count,), problem.dtype) for k in shapes}
         return launch_post(p_nosink, til, chip, "timing", _ws(til), outs).cycles
-    return _streamed(steps, steps * til.copies, spec, run)
+    return _streamed(steps, spec, run)
 
 
 def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:

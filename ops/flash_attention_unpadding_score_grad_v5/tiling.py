@@ -5,7 +5,7 @@ S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "ba
 head) core split (bn2_core_split) over the basic template's sections (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
-slots instead of per-core copies. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
+slots. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
 one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
 (generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
 core's first section. The rest of this docstring is the basic template.
@@ -17,8 +17,7 @@ groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k 
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
 [T1, N1, D], dk and dv fp32 [T2, N2, D] (with rope, dq_rope and dk_rope after them), sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
-``copies`` / ``copyBytes``: the pre and post kernels and the golden can take one dq/dk/dv copy per core summed
-in core order (the former deterministic stand-in); no template uses more than one copy now.
+``copyBytes``: the one set of dq/dk/dv (and rope) fp32 workspaces the pre kernel zeroes and the post kernel reads.
 
 docs/fag.md states where this differs from CANN (the templates run in place of others, block reuse).
 """
@@ -77,12 +76,11 @@ class FagTilingData:
     mmSectionBytes: int
     workspaceSize: int
     deterministic: bool = False
-    copies: int = 1
-    copyBytes: int = 0
+    copyBytes: int = 0  # dq, dk, dv (dq_rope, dk_rope) fp32 workspaces: what pre zeroes and post reads
     dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
     ropeD: int = 0
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
-    dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
+    dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope]
     dkRopeOffset: int = 0
     blockCount: int = 0  # blocks of the call (estimate mode's tiling counts them and leaves blk* empty)
     maskedCount: int = 0
@@ -257,12 +255,39 @@ def sab_block_list(problem, s1_cv: int, s2_cv: int, dtm: bool, trim: int = 0) ->
 DET_REGION = ROW_GROUP * BASE  # basic_det: a task is a 512 x 512 region (GetRecoderS, addr_compute_det.h)
 
 
+def det_causal_opt(problem) -> bool:
+    """enableCausalOpt of basic_det (AddrComputeDet::Init): sparse 3 with Sq == Skv in every batch; then the cube
+    and the AIVs skip the 128 x 128 blocks the mask drops whole (IsFullMaskBlock), otherwise they compute them."""
+    return problem.sparse_mode != 3 or bool((np.asarray(problem.seq_q) == np.asarray(problem.seq_kv)).all())
+
+
 def det_block_list(problem) -> list:
     """basic_det's tasks in the order CANN's AddrComputeDet hands them out (task k to core k % cores): per batch
     (with Sq, Skv > 0), query head, 512-row range, 512-column range (fastest), the regions with a kept block;
-    each region's kept 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner). These are the basic
-    template's 4 x 4 sections, reordered inside."""
-    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in block_list(problem)]
+    each region's 128 x 128 blocks column by column (VecRecord: s2 outer, s1 inner): its kept blocks (the basic
+    template's 4 x 4 sections, reordered inside), or all of them, those the mask drops whole flagged masked, for
+    sparse 3 with some Sq != Skv (no enableCausalOpt, det_causal_opt; the sparse 0 and 1 calls basic_det takes
+    drop no block). CANN's AIVs mark such blocks isFullMask; npusim runs them as any masked block."""
+    sections = block_list(problem)
+    if not det_causal_opt(problem):
+        sections = [_region(problem, sec[0][0], sec[0][1], sec[0][2] // ROW_GROUP, sec[0][3] // COL_GROUP)
+                    for sec in sections]
+    return [sorted(sec, key=lambda blk: (blk[3], blk[2])) for sec in sections]
+
+
+def _region(problem, b: int, n: int, rg: int, cg: int) -> list:
+    """Every 128 x 128 block of row group rg x column group cg of (b, n) inside the sequence, row-major, with the
+    masked flag set on those that hold a masked element or that the mask drops whole."""
+    sq, skv = int(problem.seq_q[b]), int(problem.seq_kv[b])
+    out = []
+    for s1o in range(rg * ROW_GROUP, min((rg + 1) * ROW_GROUP, -(-sq // BASE))):
+        rows = min(BASE, sq - s1o * BASE)
+        for s2o in range(cg * COL_GROUP, min((cg + 1) * COL_GROUP, -(-skv // BASE))):
+            cols = min(BASE, skv - s2o * BASE)
+            skipped, masked = _block_state(problem, b, s1o * BASE, s1o * BASE + rows - 1, s2o * BASE,
+                                           s2o * BASE + cols - 1)
+            out.append((b, n, s1o, s2o, rows, cols, skipped or masked))
+    return out
 
 
 def _trim(template: str) -> int:
@@ -505,10 +530,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     dk = _a(p.T2 * p.N2 * p.D * 4)
     sfmg = _a(p.T1 * p.N1 * 8 * 4)
     mm_section = SECTION_BLOCKS * BASE * BASE * 4
-    copies = block_dim if deterministic and template == "basic" else 1
     dqr, dkr = _a(p.T1 * p.N1 * p.rope_d * 4), _a(p.T2 * p.N2 * p.rope_d * 4)
     copy_bytes = dq + 2 * dk + dqr + dkr
-    offsets = [0, dq, dq + dk, copies * copy_bytes]
+    offsets = [0, dq, dq + dk, copy_bytes]
     off = offsets[3] + sfmg
     dsink_off = off
     if problem.sink:
@@ -545,7 +569,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
-        deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
+        deterministic=bool(deterministic), copyBytes=copy_bytes, dsinkOffset=dsink_off,
         ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
         blockCount=len(flat) if work is None else work.blocks,
         maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,

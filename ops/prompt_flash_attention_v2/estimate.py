@@ -12,10 +12,15 @@
    n_busy / SUBSET_CORES cores, so the chip's HBM/L2 bandwidth is cut by that factor. The estimate is
    the subset's latest end. (Two copies of the busiest core were run before: in-phase copies burst
    together and over-estimated an L2-bound launch by 6.7%; a subset of only heavy cores, and a cold L2,
-   under-estimated.) A larger core is sampled next to COMPANIONS copies of itself, bandwidth cut to
-   their share of the launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a
-   causal band), are simulated at two sizes per axis and the core's time is extrapolated with the
-   fitted ``fixed + a * items + b * tiles``.
+   under-estimated.) In the vector split with the tiling's worker lists, larger cores still run whole in
+   that subset while it holds at most WHOLE_SUBSET_TILES tiles. A larger core is sampled next to copies
+   of itself (PAIR_COMPANIONS, each with its item lists rotated: out of phase, in the vector split with
+   the tiling's worker lists; COMPANIONS identical ones elsewhere), bandwidth cut to their share of the
+   launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a causal band), are
+   simulated at two sizes per axis and the core's time is extrapolated with the fitted
+   ``fixed + a * items + b * tiles``. (Two in-phase copies burst together: on session 6's checking draw,
+   now in the tuning set, the sample over-estimated D=256/512 launches by 6-16%; four rotated copies,
+   and whole subsets up to 640 tiles, bring those to -5.3%..+7.5%.)
 4. Every run starts with the L2 in the launch's steady state (_kv_warm): the mask resident, a fraction
    1 - 1/R of K and V resident, R being how often the launch reads each key row.
 Error bound and its measurement: docs/estimate.md, benchmarks/estimate_accuracy_pfa.py.
@@ -34,6 +39,9 @@ from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, b
 
 MATERIALISE_LIMIT = 2_000_000  # items of one head above which one batch is the period (uniform batches)
 COMPANIONS = 2  # AI Cores simulated side by side in a sample of a large core; bandwidth is their share
+PAIR_COMPANIONS = 4  # the same in the vector split with the tiling's worker lists (_estimate_exact_pairs)
+WHOLE_SUBSET_TILES = 640  # larger cores still run whole in the subset of SUBSET_CORES cores up to this many
+# tiles in all (about 2 s of CPU on a quiet machine, 4.5 s at a load of 11)
 SUBSET_CORES = 6  # real AI Cores of the launch run whole together when the busiest core is small
 SAMPLE_TASKS = 32  # a core with at most this many tiles and SAMPLE_WHOLE_ITEMS items is simulated whole
 SAMPLE_WHOLE_ITEMS = 16
@@ -383,7 +391,7 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
     tiles = np.asarray(til.itemTile1, np.int64) - np.asarray(til.itemTile0, np.int64)
     pairs = [(til.workerItems[2 * c], til.workerItems[2 * c + 1]) for c in range(til.blockDim)]
     proxy = np.array([sum(float(tiles[i]) + 0.5 for i in a + b) for a, b in pairs])
-    micro = min(COMPANIONS, til.blockDim)
+    micro = min(PAIR_COMPANIONS, til.blockDim)
     active = float(proxy.sum() / proxy.max()) if proxy.max() > 0 else 1.0
     share = contention_chip(spec, active / micro)
     working_set = sum(x.array.nbytes for x in (inputs.q, inputs.k, inputs.v, inputs.mask, inputs.out) if x is not None)
@@ -398,7 +406,8 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
     def simulate_cut(pair, keep: int) -> tuple[int, int, int]:
         """Cycles, items and tiles of the pair's picked items cut to their last *keep* tiles."""
         cut = [[_cut(item(i), keep) for i in sub] for sub in pair]
-        t = _sample_tiling(base, (cut[0], cut[1]), micro, True)
+        rot = lambda sub, j: sub[j * len(sub) // micro:] + sub[:j * len(sub) // micro]  # noqa: E731
+        t = _subset_tiling(base, [(rot(cut[0], j), rot(cut[1], j)) for j in range(micro)])  # copies out of phase
         t = dataclasses.replace(t, workspaceSize=SYSTEM_WORKSPACE + micro * per_core_ws)
         cyc = launch_kernel(inputs, t, share, "timing", _kv_warm(problem, key_reads, working_set)).cycles
         return cyc, sum(map(len, cut)), sum(it[5] - it[4] for sub in cut for it in sub)
@@ -419,13 +428,17 @@ def _estimate_exact_pairs(problem, spec, overrides, inputs, base: dict, classes:
 
     picked = _candidates(proxy, lambda c: tuple(tuple(item(i)[3:] for i in sub[:8]) for sub in pairs[c]))
     a, b = pairs[picked[0]]
-    if len(a) + len(b) <= 2 * SAMPLE_WHOLE_ITEMS and int(tiles[list(a + b)].sum()) <= 2 * SAMPLE_TASKS:
+    subset_tiles = sum(int(tiles[list(pairs[c][0] + pairs[c][1])].sum()) for c in _subset(proxy, picked))
+    if (len(a) + len(b) <= 2 * SAMPLE_WHOLE_ITEMS and int(tiles[list(a + b)].sum()) <= 2 * SAMPLE_TASKS) \
+            or subset_tiles <= WHOLE_SUBSET_TILES:
         chosen = _subset(proxy, picked)  # small cores: real cores of the launch run whole together
         cycles = _run_subset(inputs, base, spec, per_core_ws, int((proxy > 0).sum()),
                              [tuple([item(i) for i in sub] for sub in pairs[c]) for c in chosen],
                              _kv_warm(problem, key_reads, working_set))
         return _slowest({picked[0]: (float(cycles), 0.0, True)}, proxy, spec, classes)
     return _slowest({c: core_cycles(c) for c in picked}, proxy, spec, classes)
+
+
 
 
 def _snake_split(work, n_heads: int, workers: int):

@@ -19,9 +19,9 @@ fp32 accumulators: they are timed on all used cores at two scaled sizes and extr
 bytes. A launch that outgrows the L2 turns HBM bound, which a probe of a few cores cannot show: the
 main loop is the larger of the slowest core's token sum and the GM bytes of every token over the chip's
 HBM and L2 bandwidths at the L2 model's hit scale (bandwidth_bound; zero_post_bound likewise). The
-estimate is zero-fill/post + the main loop. Where the slowest-ranked cores' work is small and token widths
-differ, a second probe runs those cores' real token sequences inside the call itself (sequence_probe) and
-replaces the token sum: a token's cost depends on its neighbours' gathers, which the sum cannot see.
+estimate is zero-fill/post + the main loop. Where token widths differ, a second probe runs the real token
+sequences of the slowest-ranked cores (as many as fit a work budget) inside the call itself (sequence_probe)
+and replaces the token sum: a token's cost depends on its neighbours' gathers, which the sum cannot see.
 Measured error against timing mode, and the cost of an estimate at S1 = S2 = 128K:
 benchmarks/estimate_accuracy_sfag.py; docs/sfag.md "Estimate mode".
 """
@@ -49,8 +49,8 @@ PROBE_BLOCKS = 64  # bs = 1: the narrow probe width is 64 slots, the wide 128 (3
 DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
 ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post probe
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
-SEQUENCE_CORES = 8  # cores whose real token sequences the sequence probe runs
-SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores for the sequence probe
+SEQUENCE_CORES = 8  # most cores whose real token sequences the sequence probe runs
+SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores (a cost, not fitted)
 GM_PIPES = (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX))  # the pipes that move this kernel's GM bytes
 
 
@@ -365,16 +365,21 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
 
 def sequence_probe(problem, spec, til, work: dict, per_core: np.ndarray):
     """The main loop's cycles (launch overhead included) from one timing launch of the call itself in which only
-    the SEQUENCE_CORES cores the token sum ranks slowest keep their tokens (every other token's index row is
-    emptied; HBM/L2 bandwidth cut to their share of the used cores, npusim.estimate.contention_chip), or None
-    when those cores' work exceeds SEQUENCE_BLOCKS (gathered blocks + 16 per chunk) or every token has the same
-    width (the token sum is then the steady state itself).
+    the cores the token sum ranks slowest keep their tokens (sequence_cores: at most SEQUENCE_CORES, as many as
+    fit in SEQUENCE_BLOCKS of work; every other token's index row is emptied), or None when not even the slowest
+    core fits or every token has the same width (the token sum is then the steady state itself).
 
     Why: a token's cost depends on its neighbours. The gather of the next chunk overlaps the cube of this one
     and a token boundary drains the pipeline, so a narrow token after a wide one costs less than alone; the
-    token sum of steady costs measured on repeated identical tokens misses that by up to 8% per core on mixed
-    widths (docs/sfag.md "Estimate mode"). Running the real sequences keeps the call's batches, causal
-    thresholds and masks as they are."""
+    token sum of steady costs measured on repeated identical tokens misses that by up to 15% per core on mixed
+    widths with few tokens a core (docs/sfag.md "Estimate mode"). Running the real sequences keeps the call's
+    batches, causal thresholds and masks as they are.
+
+    The kept cores get the chip's whole HBM/L2 bandwidth: npusim books every transfer on the chip-wide budgets,
+    so a core only waits where the launch's whole demand exceeds them, and that case is the bandwidth bound's
+    (bandwidth_bound, which the estimate takes when larger). Cutting the bandwidth to the kept cores' share of
+    the used cores, as session 6 did, charged every transfer as if all cores moved data at every moment: a probe
+    of one or two cores came out 3-10% slow (docs/sfag.md)."""
     used = til.blockDim
     if problem.T1 == 0 or til.deterministic:
         return None
@@ -382,19 +387,28 @@ def sequence_probe(problem, spec, til, work: dict, per_core: np.ndarray):
     if not has.any() or (np.all(work["slots"][has] == work["slots"][has][0])
                          and np.all(work["blocks"][has] == work["blocks"][has][0])):
         return None
-    order = np.argsort(-per_core, kind="stable")
-    cores = order[:min(SEQUENCE_CORES, int(np.count_nonzero(per_core > 0)))]
-    keep = np.isin(np.arange(problem.T1) % used, cores)
-    if float(np.sum((work["blocks"] + 16 * work["chunks"])[keep])) > SEQUENCE_BLOCKS:
+    cores = sequence_cores(problem, work, per_core, used)
+    if cores.size == 0:
         return None
+    keep = np.isin(np.arange(problem.T1) % used, cores)
     idx = np.array(problem.indices, copy=True)
     idx[~keep] = -1
     p = dataclasses.replace(problem, indices=idx)
     counts = np.where(keep, work["slots"], 0)
     sub = dataclasses.replace(til, prePost=False)
-    chip = contention_chip(spec, used / len(cores))
+    chip = contention_chip(spec, 1.0)  # the chip's whole bandwidth (and no timeout): see the docstring
     res, _ = launch_kernel(p, sub, chip, "timing", _inputs(problem), counts, trace="none")
     return float(res.cycles)
+
+
+def sequence_cores(problem, work: dict, per_core: np.ndarray, used: int) -> np.ndarray:
+    """The cores the sequence probe runs: the slowest-ranked by the token sum, in rank order, as many as fit
+    in SEQUENCE_BLOCKS of work (gathered blocks + 16 per chunk), at most SEQUENCE_CORES; none when the slowest
+    alone does not fit."""
+    order = np.argsort(-per_core, kind="stable")[:min(SEQUENCE_CORES, int(np.count_nonzero(per_core > 0)))]
+    load = np.bincount(np.arange(problem.T1) % used, weights=work["blocks"] + 16 * work["chunks"], minlength=used)
+    fits = np.cumsum(load[order]) <= SEQUENCE_BLOCKS
+    return order[:int(np.argmin(fits)) if not fits.all() else order.size]
 
 
 def split_advice(problem, cost: np.ndarray, fixed: float, spec, seconds: float, used: int):

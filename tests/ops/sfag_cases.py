@@ -44,8 +44,9 @@ def make_indices(rng, seq_q, seq_kv, bs, mode, kind="random", max_slots=12):
 
 
 def make_case(seed=0, layout="BSND", dtype="fp16", B=1, S1=3, S2=40, N1=2, rope=True, bs=8, mode=0, kind="random",
-              seq_q=None, seq_kv=None, index_dtype=np.int64, deterministic=False, max_slots=12):
-    """(args tuple, kwargs) of one call, plus the validated problem."""
+              seq_q=None, seq_kv=None, index_dtype=np.int64, deterministic=False, max_slots=12, forward=True):
+    """(args tuple, kwargs) of one call, plus the validated problem (*forward* False: out, softmax_max and
+    softmax_sum are left as placeholders, for callers that only read the shapes and indices)."""
     rng = np.random.default_rng(seed)
     dt = DTYPES[dtype]
     if layout == "TND":
@@ -73,5 +74,7 @@ def make_case(seed=0, layout="BSND", dtype="fp16", B=1, S1=3, S2=40, N1=2, rope=
     kw.update(query_rope=qr, key_rope=kr)
     problem = validate(q, k, v, idx, do, do, placeholder, placeholder, kw.get("actual_seq_lengths_query"),
                        kw.get("actual_seq_lengths_kv"), qr, kr, kw["scale_value"], bs, layout, mode)
+    if not forward:
+        return (q, k, v, idx, do, do, placeholder, placeholder), kw, problem
     out, smax, ssum = sfag_forward(problem, q, k, v, qr, kr)
     return (q, k, v, idx, do, out, smax, ssum), kw, problem

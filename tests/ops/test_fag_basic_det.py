@@ -56,7 +56,7 @@ def test_basic_det_bit_exact_and_accurate(name):
     a, p, res, t = _det_run(CASES, name)
     til = CASES[name][1]
     assert (t.template, t.cannTemplate) == ("basic_det", "basic_det") and t.sabDtm and t.dtmBasic
-    assert t.copies == 1 and (t.s1CvInner, t.s2CvInner) == (512, 512)
+    assert (t.s1CvInner, t.s2CvInner) == (512, 512)
     assert t.blockDim == (til or {}).get("blockDim", 24)  # every AI Core of the 910B2 unless overridden
     check_golden_and_accuracy(a, p, res)
     assert len(res.extra["atomics"]) == _lone_strips(t)  # D <= 128: one Fixpipe per strip
@@ -64,14 +64,14 @@ def test_basic_det_bit_exact_and_accurate(name):
 
 def test_basic_det_orders_are_visible_in_the_bits():
     """The test above can fail: on this run a golden without rounds (the cores' partials summed in plain core
-    order), one with SameAB's walk and +0 start, one with four cores' rounds, and the per-core-copies stand-in
-    of the basic template each differ from the run in some element; timing mode gives the full run's cycles and
+    order), one with SameAB's walk and +0 start, one with four cores' rounds, and the basic template's blocks
+    in plain core order each differ from the run in some element; timing mode gives the full run's cycles and
     costs more than the atomic run."""
     kw, til = CASES["fp16_gqa_causal_rounds"]
     a, p = make_case(**kw)
     res = fag(**a, deterministic=True, tiling=til)
     wrong = {"no rounds": dict(dtm=False), "SameAB walk": dict(regions=False), "4 cores": dict(block_dim=4),
-             "basic copies": dict(cv=None, dtm=False, regions=False, deterministic=True)}
+             "basic blocks": dict(cv=None, dtm=False, regions=False)}
     for what, over in wrong.items():
         gold = golden_of(a, p, res, **over, atomics=None)
         assert any(not np.array_equal(bits(res.outputs[k]), bits(gold[k])) for k in gold), what
@@ -118,7 +118,7 @@ BN2 = {
 def test_bn2_det_bit_exact_and_one_writer_per_row(name):
     a, p, res, t = _det_run(BN2, name)
     til = BN2[name][1]
-    assert (t.template, t.cannTemplate, t.copies, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", 1, False)
+    assert (t.template, t.cannTemplate, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", False)
     check_golden_and_accuracy(a, p, res)
     owner = {}
     for c in range(t.blockDim):
@@ -146,3 +146,21 @@ def test_bn2_split_on_hand_worked_weights():
     batches = [{t.blkB[i] for k in t.core_sections(c) for i in range(t.secStart[k], t.secStart[k + 1])}
                for c in range(2)]
     assert batches == [{0}, {1, 2}]
+
+
+def test_det_regions_compute_dropped_blocks_without_causal_opt():
+    """basic_det computes every 128 x 128 block of a region unless enableCausalOpt (sparse 3 with Sq == Skv in
+    every batch), as AddrComputeDet / the det cube do: with unequal lengths the regions hold the blocks the mask
+    drops whole (flagged masked), with equal ones only the kept blocks; the golden's own regions agree."""
+    from ops.flash_attention_unpadding_score_grad_v5.golden import sections
+    from ops.flash_attention_unpadding_score_grad_v5.tiling import block_list, det_block_list
+    for seq_q, seq_kv, opt in (([300, 520], [700, 520], False), ([700, 300], [700, 300], True)):
+        _, p = make_case(seq_q=seq_q, seq_kv=seq_kv, d=16, sparse_mode=3, causal=True)
+        regions, kept = det_block_list(p), block_list(p)
+        assert regions == sections(p, None, True, True)
+        assert len(regions) == len(kept)  # the same regions, visited in the same order
+        n_regions, n_kept = sum(map(len, regions)), sum(map(len, kept))
+        assert (n_regions == n_kept) == opt
+        if not opt:  # batch 0, rows 0..127, columns 512..639 lie past the causal edge (j - i > 400)
+            blk = next(x for sec in regions for x in sec if x[:4] == (0, 0, 0, 4))
+            assert blk[4:] == (128, 128, True)

@@ -12,18 +12,20 @@ from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 SPEC = get_chip("Ascend910B2")
 
 
-def problem(seq_q, seq_kv, n1=2, sparse_mode=0, pre=2147483647, nxt=2147483647, full_mask=False):
+def problem(seq_q, seq_kv, n1=2, sparse_mode=0, pre=2147483647, nxt=2147483647, full_mask=False, prefix=None):
     t1, t2, d = int(sum(seq_q)), int(sum(seq_kv)), 16
     f16 = lambda *s: TensorSpec(s, np.float16)  # noqa: E731
     stats = TensorSpec((t1, n1, 8), np.float32)
     if full_mask:
         mask = TensorSpec((max(seq_q), max(seq_kv)), np.bool_)
+    elif sparse_mode == 6:  # the 3072 x 2048 prefix mask
+        mask = TensorSpec((3072, 2048), np.bool_)
     elif sparse_mode in (2, 3, 4, 7, 8):
         mask = compressed_causal_mask().astype(bool)
     else:
         mask = None
     return validate(f16(t1, n1, d), None, f16(t2, 1, d), None, f16(t2, 1, d), f16(t1, n1, d), None, None, None, mask,
-                    stats, stats, None, f16(t1, n1, d), None, None, np.cumsum(seq_q).tolist(),
+                    stats, stats, None, f16(t1, n1, d), None, prefix, np.cumsum(seq_q).tolist(),
                     np.cumsum(seq_kv).tolist(), None, None, 0.25, 1.0, pre, nxt, n1, "TND", 0, sparse_mode, 1,
                     "same_as_input", chip_spec=SPEC)
 
@@ -37,6 +39,7 @@ CASES = [
     dict(seq_q=[1000, 1000], seq_kv=[1500, 1000], sparse_mode=7, nxt=0),
     dict(seq_q=[1000, 1000, 300], seq_kv=[1200, 1000, 300], sparse_mode=8, nxt=100),
     dict(seq_q=[384] * 5, seq_kv=[384] * 5, n1=3, sparse_mode=2),
+    dict(seq_q=[700, 300, 900], seq_kv=[1000, 300, 1300], sparse_mode=6, prefix=[700, 10, 529]),
 ]
 
 

@@ -141,3 +141,50 @@ def test_sfag_sequence_probe_is_the_launch_when_every_core_is_kept(monkeypatch):
     assert got == float(res.cycles)
     uniform = dict(work, slots=np.full_like(work["slots"], 7), blocks=np.full_like(work["blocks"], 7))
     assert est_mod.sequence_probe(prob, spec, til, uniform, np.ones(til.blockDim)) is None
+
+
+def test_sfag_sequence_cores_take_the_slowest_that_fit_the_budget(monkeypatch):
+    """The sequence probe keeps the cores the token sum ranks slowest, in rank order, while their work (gathered
+    blocks + 16 per chunk) fits SEQUENCE_BLOCKS; none when the slowest alone does not fit."""
+    from ops.sparse_flash_attention_grad import estimate as est_mod
+
+    _, _, prob = make_case(seed=3, B=1, S1=8, S2=300, N1=2, bs=16, max_slots=4)
+    used = 4
+    work = {"blocks": np.array([100, 10, 50, 20, 0, 0, 0, 0]), "chunks": np.array([1, 1, 1, 1, 0, 0, 0, 0])}
+    load = [116, 26, 66, 36]  # per core c: tokens c and c + 4
+    per_core = np.array([4.0, 1.0, 3.0, 2.0])
+    monkeypatch.setattr(est_mod, "SEQUENCE_BLOCKS", load[0] + load[2])
+    assert est_mod.sequence_cores(prob, work, per_core, used).tolist() == [0, 2]
+    monkeypatch.setattr(est_mod, "SEQUENCE_BLOCKS", sum(load))
+    assert est_mod.sequence_cores(prob, work, per_core, used).tolist() == [0, 2, 3, 1]
+    monkeypatch.setattr(est_mod, "SEQUENCE_CORES", 3)
+    assert est_mod.sequence_cores(prob, work, per_core, used).tolist() == [0, 2, 3]
+    monkeypatch.setattr(est_mod, "SEQUENCE_BLOCKS", load[0] - 1)
+    assert est_mod.sequence_cores(prob, work, per_core, used).size == 0
+
+
+def test_sfag_sequence_probe_of_one_core_is_its_end_in_the_launch(monkeypatch):
+    """A probe of the slowest core alone (the chip's whole bandwidth) ends where that core's main loop ends in the
+    whole launch (mixed widths, one or two tokens a core): the other cores' traffic does not slow it down."""
+    import dataclasses
+
+    from ops.sparse_flash_attention_grad import estimate as est_mod
+    from ops.sparse_flash_attention_grad.launch import launch_kernel
+
+    _, _, prob = make_case(seed=8, B=1, S1=30, S2=1200, N1=16, bs=1, max_slots=300)
+    spec = chip("Ascend910B2")
+    counts = estimate_counts(prob)
+    til = sfag_tiling(prob, spec, None, counts)
+    work = token_work(prob, counts)
+    res, _ = launch_kernel(prob, dataclasses.replace(til, prePost=False), spec, "timing", est_mod._inputs(prob), counts,
+                           trace="full")
+    col = res.trace.columns
+    ends = np.zeros(til.blockDim)
+    np.maximum.at(ends, col["core"].astype(np.int64), col["end"].astype(np.float64))
+    slowest = int(np.argmax(ends))
+    per_core = np.ones(til.blockDim)
+    per_core[slowest] = 2.0  # rank it first
+    monkeypatch.setattr(est_mod, "SEQUENCE_CORES", 1)
+    got = est_mod.sequence_probe(prob, spec, til, work, per_core)
+    overhead = float(res.cycles) - ends.max()
+    assert abs((got - overhead) / ends[slowest] - 1) < 0.01  # measured 0.0; with the session-6 bandwidth cut +6.2%
