@@ -51,7 +51,7 @@ ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post pr
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
 SEQUENCE_CORES = 8  # most cores whose real token sequences the sequence probe runs
 SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores (a cost, not fitted)
-SEQUENCE_ONE_BLOCKS = 8192  # ... but the slowest core alone runs up to this much work (a cost: about 2 s CPU)
+SEQUENCE_ONE_BLOCKS = 8192  # ... but the slowest core alone runs up to this much (a cost: ~3 s CPU)
 GM_PIPES = (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX))  # the pipes that move this kernel's GM bytes
 
 
