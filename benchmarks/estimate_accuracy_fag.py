@@ -4,7 +4,8 @@ Tuning set: GRID, every configuration looked at while the estimate model was cha
 (an earlier split of it into halves with benchmarks/halves.py's seed 13 had its checking half inspected),
 the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
-IS_DTM, which the first grid did not. Checking set: configurations drawn at random (fresh_check, seed
+IS_DTM, which the first grid did not, and the two SameAB calls session 6's checking set (seed 620261125)
+missed on the sampled path. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -77,8 +78,13 @@ GRID = [
     ([4096, 4096], [200, 100], 4, 4, 128, F16, None, {}),
     ([3000], [3000], 4, 4, 192, F16, 2, {"deterministic": True}),
     ([800, 600], [800, 600], 4, 2, 128, F16, 2, {"deterministic": True, "layout": ""}),  # basic_bn2
+    # session 6's checking set (seed 620261125): its two SameAB misses on the sampled path, studied in sessions 7-8
+    ([5145, 170], [5145, 170], 16, 8, 128, F16, 4, {"pre": 274, "next": 412}),
+    ([1598, 4072, 3419], [1598, 4072, 3419], 2, 1, 192, F16, 2, {"blockDim": 12}),
 ]
-CHECK_SEED = 620261125  # session 6's second draw (the first, 620261124, was looked at before the IS_DTM change); run once
+#: session 8's draw, made after the last model change (pooled cost per block; B's last FAG schedule change
+#: 6f660c3 already on main) and run once; earlier draws 620261124 and 620261125 were looked at
+CHECK_SEED = 820261124
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata

@@ -7,7 +7,8 @@ tunes too. Checking set: CHECK_CONFIGS configurations drawn at random (fresh_che
 printed) from the space of fresh_check's docstring, drawn only after the model of estimate.py was frozen,
 plus the README quick-tour shape and the calibration file's shapes (CHECK_ALWAYS), which always check.
 Timing-mode runs keep a summary trace (the same cycles, less memory and time). Prints,
-per configuration, its set, the estimate, the timing-mode time, the error and the wall time of each;
+per configuration, its set, the estimate, the timing-mode time, the error, the wall time of each and the
+estimate's CPU time;
 then the max and mean absolute error per set (target: every checking configuration within 3%), and
 the estimate's wall time and peak memory on the largest legal shapes (target: <= 1 s and <= 200 MB).
 
@@ -148,9 +149,9 @@ def call(cfg, mode):
         kw["actual_seq_lengths"] = list(act)
     if mode == "timing":
         kw["trace"] = "summary"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = prompt_flash_attention_v2(q, kv, kv, **kw)
-    return res, time.perf_counter() - t0
+    return res, time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -169,17 +170,17 @@ def main() -> None:
         rows = [r for r in rows if r[1] != CHECK_ALWAYS[0]]
     errors, saved = [], []
     print(f"{'half':5s} {'B':>2} {'N':>3} {'Nkv':>3} {'S1':>5} {'S2':>5} {'D':>3} {'dtype':8s} {'sp':>2} {'chip':15s} "
-          f"{'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'timing s':>8}")
+          f"{'est us':>9} {'timing us':>10} {'err':>7} {'est s':>6} {'est cpu':>7} {'timing s':>8}")
     for half, cfg in rows[:6] if args.quick else rows:
-        est, te = call(cfg, "estimate")
-        tim, tt = call(cfg, "timing")
+        est, te, ce = call(cfg, "estimate")
+        tim, tt, _ = call(cfg, "timing")
         err = est.time_us / tim.time_us - 1
         errors.append((half, 100 * err))
         b, n, nkv, s1, s2, d, dt, sparse, *_ = cfg
         saved.append((half, f"B={b} N={n} Nkv={nkv} S1={s1} S2={s2} D={d} {np.dtype(dt).name} sparse {sparse} {cfg[10]}",
                       est.time_us, tim.time_us, 100 * err))
         print(f"{half:5s} {b:2d} {n:3d} {nkv:3d} {s1:5d} {s2:5d} {d:3d} {np.dtype(dt).name:8s} {sparse:2d} {cfg[10]:15s} "
-              f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {tt:8.1f}", flush=True)
+              f"{est.time_us:9.1f} {tim.time_us:10.1f} {100 * err:+6.2f}% {te:6.2f} {ce:7.2f} {tt:8.1f}", flush=True)
     which = args.half
     if args.half != "all" and not args.quick:  # one set run: keep the other set's rows of a saved run of this seed
         saved, old = with_saved_other("estimate_accuracy_pfa", {args.half}, saved, CHECK_SEED)

@@ -324,15 +324,15 @@ def _cv_block(problem, ctx: dict, sec) -> list:
 
 
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
-               atomics=None, deterministic: bool = False, sink_in=None, atten_mask=None,
+               atomics=None, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
                contiguous=None, core_starts=None, regions: bool = False, trim: int = 0) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
     atomic log (``res.extra["atomics"]``: (buffer, core, sub-core, the core's add number) in the order
-    the adds reached GM); without a log the cores' adds are applied core after core. *deterministic*: each core adds into its own
-    zeroed copy in its program order, and the copies are summed in core order (the log is not needed).
+    the adds reached GM); without a log the cores' adds are applied core after core (the order of any run in
+    which every output row has one writer core, as the deterministic S1s2Bn2 split gives).
     *cv*: (s1CvInner, s2CvInner) of a SameAB run (None: the basic template); *dtm*: its IS_DTM mode, where
     the CV blocks of round r (sections r * block_dim ...) give per-strip partials that are summed in core
     order from +0 and then added to the accumulator, round after round. *contiguous*: (AIVs, AIVs per AI Core) of
@@ -378,19 +378,13 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         else:
             for kind, r0, h, val in _cv_block(p, ctx, sec):
                 fifo[owner(k)].extend(_chunks(kind, r0, h, val))
-    deterministic = deterministic and cv is None  # SameAB has no per-core copies
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
     if p.rope_d:
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
-    zeros = lambda: {k: np.zeros(v, _F32) for k, v in shapes.items()}  # noqa: E731
-    if deterministic:
-        copies = [zeros() for _ in range(block_dim)]
-        log = [(None, c) for c in range(block_dim) for _ in fifo[c]]
-    else:
-        copies = [zeros()]
-        log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for _ in fifo[c]]
-        if dtm:  # no atomic adds but basic_det's lone dk/dv strips, which the rounds below add in their place
-            log = []
+    acc = {k: np.zeros(v, _F32) for k, v in shapes.items()}
+    log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for _ in fifo[c]]
+    if dtm:  # no atomic adds but basic_det's lone dk/dv strips, which the rounds below add in their place
+        log = []
     taken = {c: 0 for c in fifo}
     for entry in log:
         core = entry[1]
@@ -400,10 +394,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         taken[core] += 1
         if len(entry) == 4 and entry[3] != taken[core]:  # (buffer, core, sub-core, the core's add number)
             raise ValueError(f"atomic log entry {entry} is not add {taken[core]} of core {core}")
-        acc = copies[core if deterministic else 0][kind]
+        dst = acc[kind]
         with np.errstate(all="ignore"):
-            acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = \
-                (acc[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] + val).astype(_F32)
+            dst[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = \
+                (dst[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] + val).astype(_F32)
     if any(fifo[c] for c in fifo):
         raise ValueError("the atomic log misses scheduled writes")
     for r0k in range(0, len(strips), block_dim):  # IS_DTM rounds: ordered per-strip sums, then one add each
@@ -417,12 +411,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
                     else:
                         group[key] = ((group[key] if key in group else np.zeros_like(val)) + val).astype(_F32)
             for (kind, r0, h), val in group.items():
-                acc = copies[0][kind]
-                acc[r0:r0 + val.shape[0], h] = (acc[r0:r0 + val.shape[0], h] + val).astype(_F32)
-    acc = copies[0]
-    with np.errstate(all="ignore"):
-        for other in copies[1:]:  # the ordered reduction of the deterministic mode
-            acc = {k: (acc[k] + other[k]).astype(_F32) for k in acc}
+                dst = acc[kind]
+                dst[r0:r0 + val.shape[0], h] = (dst[r0:r0 + val.shape[0], h] + val).astype(_F32)
     scale = np.float32(p.scale)
     out = {}
     if sink_in is not None:

@@ -202,8 +202,8 @@ class FagKernelArgs:
 
 # ------------------------------------------------------------------------------------------- pre / post
 def fag_pre(workspace, tiling: FagTilingData):
-    """Zero-fill the dq/dk/dv fp32 workspaces (every copy; 512-byte aligned regions), split over the AIVs."""
-    total = tiling.copies * tiling.copyBytes // 4
+    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), split over the AIVs."""
+    total = tiling.copyBytes // 4
     pipe = TPipe()
     zeros = TBuf()
     pipe.InitBuffer(zeros, POST_ELEMS * 4)
@@ -221,17 +221,15 @@ def fag_pre(workspace, tiling: FagTilingData):
 
 def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData, args: FagKernelArgs):
     """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
-    Deterministic runs first sum the cores' copies in core order (fp32 Add). With a sink, AIV 0 also
+    With a sink, AIV 0 also
     sums the dsink partials of each head in block order and writes dsink = -sum."""
     if args.sink and GetBlockIdx() == 0:
         PostDsink(workspace, dsink, tiling)
     dt = np.dtype(args.inDtype)
     pipe = TPipe()
-    inQ, outQ, addQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2), TQue(TPosition.VECIN, 2)
+    inQ, outQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
     pipe.InitBuffer(inQ, 2, POST_ELEMS * 4)
     pipe.InitBuffer(outQ, 2, POST_ELEMS * dt.itemsize)
-    if tiling.copies > 1:
-        pipe.InitBuffer(addQ, 2, POST_ELEMS * 4)
     outs = [(dq, tiling.dqOffset, True), (dk, tiling.dkOffset, True), (dv, tiling.dvOffset, False)]
     if tiling.ropeD:
         outs += [(dqRope, tiling.dqRopeOffset, True), (dkRope, tiling.dkRopeOffset, True)]
@@ -245,15 +243,6 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
             CopyRowsIn(x, workspace[off].ReinterpretCast(F32)[e0], 1, n, n, -(-n // 8) * 8)
             inQ.EnQue(x)
             x = inQ.DeQue(F32)
-            for c in range(1, tiling.copies):  # the ordered reduction of the deterministic mode
-                y = addQ.AllocTensor(F32)
-                CopyRowsIn(y, workspace[off + c * tiling.copyBytes].ReinterpretCast(F32)[e0], 1, n, n,
-                           -(-n // 8) * 8)
-                addQ.EnQue(y)
-                y = addQ.DeQue(F32)
-                Add(x, x, y, n)
-                PipeBarrier(Pipe.V)
-                addQ.FreeTensor(y)
             if scaled:
                 Muls(x, x, tiling.scaleValue, n)
                 PipeBarrier(Pipe.V)
@@ -335,12 +324,11 @@ class KernelFagBasic:
         self.D = tiling.dSize
         self.core = GetBlockIdx() if ASCEND_IS_AIC() else GetBlockIdx() // 2
         self.ws = workspace
-        own = self.core * tiling.copyBytes if tiling.copies > 1 else 0  # deterministic basic: this core's copy
-        self.dqWs = workspace[tiling.dqOffset + own].ReinterpretCast(F32)
-        self.dkWs = workspace[tiling.dkOffset + own].ReinterpretCast(F32)
-        self.dvWs = workspace[tiling.dvOffset + own].ReinterpretCast(F32)
-        self.dqrWs = workspace[tiling.dqRopeOffset + own].ReinterpretCast(F32)
-        self.dkrWs = workspace[tiling.dkRopeOffset + own].ReinterpretCast(F32)
+        self.dqWs = workspace[tiling.dqOffset].ReinterpretCast(F32)
+        self.dkWs = workspace[tiling.dkOffset].ReinterpretCast(F32)
+        self.dvWs = workspace[tiling.dvOffset].ReinterpretCast(F32)
+        self.dqrWs = workspace[tiling.dqRopeOffset].ReinterpretCast(F32)
+        self.dkrWs = workspace[tiling.dkRopeOffset].ReinterpretCast(F32)
         self.sfmgWs = workspace[tiling.sfmgOffset].ReinterpretCast(F32)
         sec = tiling.mmSectionBytes
         base = tiling.mmOffset + self.core * 4 * sec

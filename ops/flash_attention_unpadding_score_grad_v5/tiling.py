@@ -5,7 +5,7 @@ S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "ba
 head) core split (bn2_core_split) over the basic template's sections (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
-slots instead of per-core copies. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
+slots. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
 one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
 (generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
 core's first section. The rest of this docstring is the basic template.
@@ -17,8 +17,7 @@ groups of 4 s1 blocks x column groups of 4 s2 blocks of one (b, n1)); section k 
 k % blockDim. Workspace (each region 512-byte aligned, after the 16 MiB system reserve): dq fp32
 [T1, N1, D], dk and dv fp32 [T2, N2, D] (with rope, dq_rope and dk_rope after them), sfmg fp32 [T1, N1, 8], then per core two section buffers
 (taskId % 2) of mm1 (dP, then dS) and mm2 (S, then P), 16 blocks of 128 x 128 fp32 each.
-``copies`` / ``copyBytes``: the pre and post kernels and the golden can take one dq/dk/dv copy per core summed
-in core order (the former deterministic stand-in); no template uses more than one copy now.
+``copyBytes``: the one set of dq/dk/dv (and rope) fp32 workspaces the pre kernel zeroes and the post kernel reads.
 
 docs/fag.md states where this differs from CANN (the templates run in place of others, block reuse).
 """
@@ -77,12 +76,11 @@ class FagTilingData:
     mmSectionBytes: int
     workspaceSize: int
     deterministic: bool = False
-    copies: int = 1
-    copyBytes: int = 0
+    copyBytes: int = 0  # dq, dk, dv (dq_rope, dk_rope) fp32 workspaces: what pre zeroes and post reads
     dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
     ropeD: int = 0
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
-    dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope] in each copy
+    dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope]
     dkRopeOffset: int = 0
     blockCount: int = 0  # blocks of the call (estimate mode's tiling counts them and leaves blk* empty)
     maskedCount: int = 0
@@ -532,10 +530,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     dk = _a(p.T2 * p.N2 * p.D * 4)
     sfmg = _a(p.T1 * p.N1 * 8 * 4)
     mm_section = SECTION_BLOCKS * BASE * BASE * 4
-    copies = block_dim if deterministic and template == "basic" else 1
     dqr, dkr = _a(p.T1 * p.N1 * p.rope_d * 4), _a(p.T2 * p.N2 * p.rope_d * 4)
     copy_bytes = dq + 2 * dk + dqr + dkr
-    offsets = [0, dq, dq + dk, copies * copy_bytes]
+    offsets = [0, dq, dq + dk, copy_bytes]
     off = offsets[3] + sfmg
     dsink_off = off
     if problem.sink:
@@ -572,7 +569,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         blkRows=tuple(cols[4]), blkCols=tuple(cols[5]), blkMasked=tuple(bool(x) for x in cols[6]),
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
-        deterministic=bool(deterministic), copies=copies, copyBytes=copy_bytes, dsinkOffset=dsink_off,
+        deterministic=bool(deterministic), copyBytes=copy_bytes, dsinkOffset=dsink_off,
         ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
         blockCount=len(flat) if work is None else work.blocks,
         maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,

@@ -102,11 +102,14 @@ def _group_counts(lo, hi, n2b: int, hull) -> np.ndarray:
     whole_lo = -(-lo // COL_GROUP)  # the first group that starts at or after lo
     whole_hi = np.where(hi >= n2b - 1, _ceil(n2b, COL_GROUP) - 1, (hi + 1) // COL_GROUP - 1)  # the last ending by hi
     has = whole_lo <= whole_hi
-    steps = np.bincount(np.concatenate((base[has] + whole_lo[has], base[has] + whole_hi[has] + 1)),
-                        np.repeat([1.0, -1.0], int(has.sum())), minlength=total + 1)
-    g = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1] - first, np.diff(offsets))
-    width = np.minimum(g * COL_GROUP + COL_GROUP, n2b) - g * COL_GROUP
-    count = width * np.cumsum(steps[:total]).round().astype(np.int64)
+    steps = (np.bincount(base[has] + whole_lo[has], minlength=total + 1)
+             - np.bincount(base[has] + whole_hi[has] + 1, minlength=total + 1))
+    count = np.cumsum(steps[:total])
+    count *= COL_GROUP
+    ncg = _ceil(n2b, COL_GROUP)
+    if n2b % COL_GROUP:  # the last column group is narrower
+        ends = np.flatnonzero((first + np.diff(offsets) == ncg) & (np.diff(offsets) > 0))
+        count[offsets[ends + 1] - 1] = count[offsets[ends + 1] - 1] // COL_GROUP * (n2b % COL_GROUP)
     lo_edge, hi_edge = lo // COL_GROUP, hi // COL_GROUP
     for edge, also in ((lo_edge, True), (hi_edge, hi_edge != lo_edge)):  # each row's partly covered edge groups
         part = also & ~((whole_lo <= edge) & (edge <= whole_hi))
@@ -129,10 +132,13 @@ def batch_sections(problem, b: int) -> BatchSections:
     plain = _group_counts(ulo, uhi, n2b, hull)
     first, offsets = hull
     ncg = _ceil(n2b, COL_GROUP)
-    nz = np.flatnonzero(kept)
-    row_group = np.repeat(np.arange(len(first), dtype=np.int64), np.diff(offsets))[nz]
-    index = row_group * ncg + first[row_group] + nz - offsets[row_group]
-    return BatchSections(index, kept[nz], kept[nz] - plain[nz], ncg)
+    index = np.repeat(np.arange(len(first), dtype=np.int64) * ncg + first - offsets[:-1], np.diff(offsets))
+    index += np.arange(len(index))
+    masked = kept - plain
+    if not kept.all():  # a hull with an empty column group inside
+        nz = np.flatnonzero(kept)
+        index, kept, masked = index[nz], kept[nz], masked[nz]
+    return BatchSections(index, kept, masked, ncg)
 
 
 def _signature(problem, b: int) -> tuple:

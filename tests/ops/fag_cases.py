@@ -89,12 +89,12 @@ def ref_args(a):
 
 def golden_of(a, p, res, **over):
     """The golden of an operator call (args dict *a*, FagProblem *p*, its OpResult *res*) with the run's
-    template, block count and atomic order (the per-core copies of the basic stand-in when it ran them);
-    *over* overrides golden keywords (block_dim, atomics, deterministic, ...)."""
+    template, block count and atomic order;
+    *over* overrides golden keywords (block_dim, atomics, ...)."""
     from ops.flash_attention_unpadding_score_grad_v5.golden import fag_golden
     from ops.flash_attention_unpadding_score_grad_v5.tiling import balance_applies
     t = res.tiling
-    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"), deterministic=t.copies > 1,
+    kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
               cv=None if t.template in ("basic", "basic_bn2") else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
               regions=t.dtmBasic, trim=t.cvTrim,
               contiguous=(t.splitAivs, t.aivPerCore) if t.template == "generic" and not balance_applies(p) else None,

@@ -56,7 +56,7 @@ def test_basic_det_bit_exact_and_accurate(name):
     a, p, res, t = _det_run(CASES, name)
     til = CASES[name][1]
     assert (t.template, t.cannTemplate) == ("basic_det", "basic_det") and t.sabDtm and t.dtmBasic
-    assert t.copies == 1 and (t.s1CvInner, t.s2CvInner) == (512, 512)
+    assert (t.s1CvInner, t.s2CvInner) == (512, 512)
     assert t.blockDim == (til or {}).get("blockDim", 24)  # every AI Core of the 910B2 unless overridden
     check_golden_and_accuracy(a, p, res)
     assert len(res.extra["atomics"]) == _lone_strips(t)  # D <= 128: one Fixpipe per strip
@@ -64,14 +64,14 @@ def test_basic_det_bit_exact_and_accurate(name):
 
 def test_basic_det_orders_are_visible_in_the_bits():
     """The test above can fail: on this run a golden without rounds (the cores' partials summed in plain core
-    order), one with SameAB's walk and +0 start, one with four cores' rounds, and the per-core-copies stand-in
-    of the basic template each differ from the run in some element; timing mode gives the full run's cycles and
+    order), one with SameAB's walk and +0 start, one with four cores' rounds, and the basic template's blocks
+    in plain core order each differ from the run in some element; timing mode gives the full run's cycles and
     costs more than the atomic run."""
     kw, til = CASES["fp16_gqa_causal_rounds"]
     a, p = make_case(**kw)
     res = fag(**a, deterministic=True, tiling=til)
     wrong = {"no rounds": dict(dtm=False), "SameAB walk": dict(regions=False), "4 cores": dict(block_dim=4),
-             "basic copies": dict(cv=None, dtm=False, regions=False, deterministic=True)}
+             "basic blocks": dict(cv=None, dtm=False, regions=False)}
     for what, over in wrong.items():
         gold = golden_of(a, p, res, **over, atomics=None)
         assert any(not np.array_equal(bits(res.outputs[k]), bits(gold[k])) for k in gold), what
@@ -118,7 +118,7 @@ BN2 = {
 def test_bn2_det_bit_exact_and_one_writer_per_row(name):
     a, p, res, t = _det_run(BN2, name)
     til = BN2[name][1]
-    assert (t.template, t.cannTemplate, t.copies, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", 1, False)
+    assert (t.template, t.cannTemplate, t.sabDtm) == ("basic_bn2", "deterministic_s1s2bn2", False)
     check_golden_and_accuracy(a, p, res)
     owner = {}
     for c in range(t.blockDim):
