@@ -154,3 +154,35 @@ def test_full_mode_and_sanitized_runs_interpret_every_step(counted):
         launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 20, "none"), block_dim=1, chip="Ascend910B2",
                kernel_type="mix", progress=False, **kwargs)
     assert counted["steps"] == 0
+
+
+def test_vector_add_tiles_replay_to_the_interpreted_trace(counted):
+    """The vector-add sample's tiles (CopyIn, Compute, CopyOut) are replayed, the tail tile too once seen."""
+    from npusim.examples.vector_add import add_custom, add_tiling
+    n = 1024 * 300 + 512
+    x = TensorSpec((n,), np.float16)
+
+    def run():
+        return launch(add_custom, (GmArg("x", x), GmArg("y", x), GmArg("z", x), add_tiling(n, 2, 1024, 2)),
+                      block_dim=2, chip="Ascend910B2", mode="timing", kernel_type="vector", progress=False)
+    on, off = _both(run)
+    assert counted["steps"] > 250
+    assert_same_trace(on, off)
+
+
+@pytest.mark.parametrize("seq_q, seq_kv, heads", [([2048], [2048], 8), ([316, 1700], [900, 1700], 4)])
+def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, seq_q, seq_kv,
+                                                                            heads):
+    """FA varlen's steps are shared: a recording made in one stream is replayed in the others with their own
+    queues' flags and workspace slots (regions of one GM buffer); the trace is the interpreted one."""
+    from ops import flash_attention_var_len_score
+    relocated = []
+    real = replay._Shared.relocated
+    monkeypatch.setattr(replay._Shared, "relocated", lambda self, unit: relocated.append(unit) or real(self, unit))
+    q = TensorSpec((sum(seq_q), heads, 128), np.float16)
+    kv = TensorSpec((sum(seq_kv), heads, 128), np.float16)
+    on, off = _both(lambda: flash_attention_var_len_score(
+        q, kv, kv, actual_seq_qlen=list(np.cumsum(seq_q)), actual_seq_kvlen=list(np.cumsum(seq_kv)),
+        head_num=heads, scale_value=128 ** -0.5, mode="timing", progress=False))
+    assert counted["steps"] > 50 and len({id(u) for u in relocated}) > 10
+    assert_same_trace(on, off)
