@@ -3,7 +3,8 @@
 ``python benchmarks/trace_equivalence.py save FILE`` writes one SHA-256 per launch (every trace column, the
 flows, the name table, the source lines and the cycles) of a fixed set of launches: the vector and matmul
 reference kernels, PromptFlashAttentionV2 (causal, GQA, 310P), FlashAttentionVarLenScore (varlen, pse,
-causal) and ScatterPaKvCache (Norm, PA_NZ), in full and timing mode. ``... check FILE`` recomputes them
+causal) and ScatterPaKvCache (Norm, PA_NZ), in full and timing mode, and three replay-heavy timing runs (the
+vector add on one core, unmasked PFA with GQA, sim_speed's FA varlen case). ``... check FILE`` recomputes them
 and lists any launch whose trace changed. Run ``save`` on the base commit, then ``check`` after a change
 that must only change speed (docs/performance.md).
 """
@@ -92,6 +93,19 @@ def _cases():
             slots = np.random.default_rng(1).permutation(blocks * bs)[:tokens].astype(np.int32)
             yield f"spkc_{cache_mode}/{mode}", lambda: scatter_pa_kv_cache(
                 key, kc, slots, key, vc, cache_mode=cache_mode, mode=mode)
+    # replay-heavy timing runs (npusim/replay.py): most of their rows come from replayed steps
+    n = 1024 * 2000
+    yield "replay_vector_add_one_core/timing", lambda: launch(
+        add_custom, (GmArg("x", TensorSpec((n,), np.float16)), GmArg("y", TensorSpec((n,), np.float16)),
+                     GmArg("z", TensorSpec((n,), np.float16)), add_tiling(n, 1, 1024, 2)),
+        block_dim=1, chip="Ascend910B2", mode="timing", kernel_type="vector")
+    q, kv = TensorSpec((1, 8, 2048, 128), np.float16), TensorSpec((1, 2, 2048, 128), np.float16)
+    yield "replay_pfa_unmasked_gqa/timing", lambda: prompt_flash_attention_v2(
+        q, kv, kv, num_heads=8, num_key_value_heads=2, input_layout="BNSD", mode="timing", progress=False)
+    qf = TensorSpec((2048, 8, 128), np.float16)
+    yield "replay_fa_varlen_2048_n8/timing", lambda: flash_attention_var_len_score(
+        qf, qf, qf, actual_seq_qlen=[2048], actual_seq_kvlen=[2048], head_num=8, scale_value=128 ** -0.5,
+        mode="timing", progress=False)
 
 
 def compute() -> dict:

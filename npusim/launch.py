@@ -131,6 +131,7 @@ class Launch:
         self.src_at: dict = {}  # (id(code), bytecode offset) -> source id
         self._src_codes: list = []  # the code objects _src_at names
         self.path_costs: dict = {}  # (data path, bytes) -> chip.path_cost (rate, latency)
+        self.shared_replays: dict = {}  # recordings of shared replayable steps (npusim/replay.py)
         self.xflags: dict = {}  # (block, flag id, dst sub, src sub) -> deque of fire cycles
         self.xwaiters: dict = {}
         self._barrier: dict = {}

@@ -37,8 +37,10 @@ from npusim.trace import LANE_RANK_OF_PIPE
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
 
+_INF = float("inf")
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
+_RECORDING = object()  # launch-wide entry of a shared key being recorded by some stream
 
 
 @contextmanager
@@ -52,13 +54,17 @@ def disabled():
         ENABLED = old
 
 
-def replayable(key, state: tuple = ()):
+def replayable(key, state: tuple = (), shared: bool = False):
     """Decorator of a kernel method whose instruction stream is fixed by ``key(self, *args)``.
 
     ``key`` returns None (run as written) or ``(hashable, bases)``, *bases* a tuple of GlobalTensors at the
-    positions the step's GM addresses are relative to (a transfer on another GM buffer must be at the
-    same address in every call with that key). *state*: names of kernel attributes (sets, ints, tuples)
+    positions the step's GM addresses are relative to, or of (GlobalTensor, bytes) pairs: regions of a buffer
+    that holds several (a transfer on another GM buffer must be at the same address in every call with that
+    key). *state*: names of kernel attributes (sets, ints, tuples)
     the step reads or changes besides its queues and flags. The method must return nothing.
+    *shared*: the key and bases fix the step's calls in every stream of the launch, not only in the
+    stream that calls it (GM transfers on buffers without a base at the same address in every stream):
+    a recording made in one stream is then replayed in all the others (queue flags moved to their queues).
     """
     def deco(fn):
         @wraps(fn)
@@ -70,31 +76,146 @@ def replayable(key, state: tuple = ()):
             if k is None:
                 return fn(self, *args)
             user_key, bases = k
-            gm_bases = {}
-            for g in bases:
-                byte = g.offset * g.dtype.itemsize
-                if gm_bases.setdefault(g.gm, byte) != byte:  # two bases in one buffer: not supported
-                    return fn(self, *args)
-            full_key = (fn, user_key, unit.atomic, _queues(unit), _flags(unit),
-                        tuple(_freeze(getattr(self, name)) for name in state))
+            gm_bases = [_base_byte(g) for g in bases]
+            frozen = tuple(_freeze(getattr(self, name)) for name in state) if state else ()
+            # NOTE: right after a replay with nothing run in between, the stream is in the state the recording
+            # left, so the step that follows is found from that recording's successors without snapshotting
+            # the queues and flags and hashing them (docs/performance.md, fifth round)
+            prev, rows_at = unit.replayed
+            if prev is not None and rows_at == unit.issued_rows() and unit.atomic is None \
+                    and len(unit.queues) == prev.n_queues:
+                nxt = prev.next.get((fn, user_key, frozen))
+                if nxt is not None:
+                    _run(unit, nxt, self, state, gm_bases)
+                    return None
+            else:
+                prev = None
+            full_key = (fn, user_key, unit.atomic, _queues(unit), _flags(unit), frozen)
             cache = unit.replays
             entry = cache.get(full_key)
+            if shared and (entry is None or entry is _SEEN):  # not recorded in this stream: the launch's
+                entry = _from_launch(unit, fn, self, args, bases, state, full_key)
+                if entry is None:  # recorded just now
+                    return None
+                if entry is _SEEN:  # the launch's first sight
+                    return fn(self, *args)
             if entry is None:  # first sight: run as written (a key seen once is not worth a recording)
                 cache[full_key] = _SEEN
                 return fn(self, *args)
             if entry is _NEVER:
                 return fn(self, *args)
             if entry is _SEEN:
-                cache[full_key] = _record(unit, fn, self, args, gm_bases, state)
+                cache[full_key] = _record(unit, fn, self, args, bases, state, full_key)
                 return None
-            ops, queues_after, state_after = entry
-            _replay(unit, ops, gm_bases)
-            _restore_queues(unit, queues_after)
-            for name, value in zip(state, state_after):
-                setattr(self, name, _thaw(value))
+            if prev is not None and prev.pure:
+                prev.next[(fn, user_key, frozen)] = entry
+            _run(unit, entry, self, state, gm_bases)
             return None
         return step
     return deco
+
+
+def _from_launch(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
+    """A step of a shared key not recorded in this stream: the launch-wide state of its key decides.
+
+    Seen nowhere yet: _SEEN is returned (the caller runs it as written); seen once in some stream: recorded
+    here and published (None is returned: the step has run); recorded in another stream: that recording with
+    its queue flags moved to this stream's queues, kept as this stream's entry; _NEVER if it cannot be.
+    """
+    launch = unit.launch
+    table = launch.shared_replays
+    ckey = (full_key[:4], _canonical_flags(unit), full_key[5])
+    found = table.get(ckey)
+    if found is None:
+        table[ckey] = _SEEN
+        unit.replays[full_key] = _SEEN
+        return _SEEN
+    if found is _NEVER:
+        unit.replays[full_key] = _NEVER
+        return _NEVER
+    if found is _RECORDING:  # another stream is recording it (a recording spans time slices): as written
+        return _SEEN
+    if found is _SEEN:
+        table[ckey] = _RECORDING
+        entry = unit.replays[full_key] = _record(unit, fn, kernel, args, bases, state, full_key)
+        table[ckey] = _NEVER if entry is _NEVER else _Shared(unit, entry)
+        return None
+    entry = unit.replays[full_key] = found.relocated(unit)
+    return entry
+
+
+def _canonical_flags(unit) -> frozenset:
+    """The pending flags of the stream, named independently of the stream (a queue by its index)."""
+    index = _queue_index(unit)
+    return frozenset([(_canonical_key(k, index), len(q)) for k, q in unit.flags.items() if q])
+
+
+def _queue_index(unit) -> dict:
+    index = unit.queue_index
+    if len(index) != len(unit.queues):
+        index = unit.queue_index = {q: i for i, q in enumerate(unit.queues)}
+    return index
+
+
+def _canonical_key(key, index: dict):
+    """A flag key with the queue it names (TQue slot flags: (queue, slot, kind)) replaced by its index."""
+    if type(key) is tuple and len(key) == 3 and key[0] in index:
+        return ("TQue", index[key[0]], key[1], key[2])
+    return key
+
+
+class _Shared:
+    """A recording published to the launch: its calls and queue changes with queues named by index."""
+
+    __slots__ = ("ops", "fix", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure")
+
+    def __init__(self, unit, e: _Entry):
+        index = _queue_index(unit)
+        self.ops = e.ops
+        # positions of the set/wait calls on queue flags, with their keys by index
+        self.fix = [(i, _canonical_key(op[2], index)) for i, op in enumerate(e.ops)
+                    if op[0] in (_C_SET, _C_WAIT) and _canonical_key(op[2], index) is not op[2]]
+        where = {s: (i, s.index) for q, i in index.items() for s in q.slots}
+        self.slots_after = [where[s] + (st, freed) for s, st, freed in e.slots_after]
+        self.next_after = [(index[q], nxt) for q, nxt in e.next_after]
+        self.queued_after = [(index[q], tuple([s.index for s in queued])) for q, queued in e.queued_after]
+        self.state_after, self.n_queues, self.pure = e.state_after, e.n_queues, e.pure
+
+    def relocated(self, unit) -> _Entry:
+        """This recording as an entry of *unit*'s stream."""
+        queues = unit.queues
+        ops = list(self.ops)
+        for i, (_, qi, slot, kind) in self.fix:
+            op = ops[i]
+            ops[i] = op[:2] + ((queues[qi], slot, kind),) + op[3:]
+        e = _Entry()
+        e.ops = _Recording(ops, self.ops.tally)
+        e.slots_after = [(queues[qi].slots[si], st, freed) for qi, si, st, freed in self.slots_after]
+        e.next_after = [(queues[qi], nxt) for qi, nxt in self.next_after]
+        e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
+                          for qi, queued in self.queued_after]
+        e.state_after, e.n_queues, e.pure, e.next = self.state_after, self.n_queues, self.pure, {}
+        return e
+
+
+def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
+    """Replay *entry* and leave the stream (queues, kernel attributes) as its recorded call did."""
+    _replay(unit, entry.ops, gm_bases)
+    for slot, st, freed in entry.slots_after:
+        slot.state, slot.freed = st, freed
+    for q, nxt in entry.next_after:
+        q._next = nxt
+    for q, queued in entry.queued_after:
+        q._queued = deque(queued)
+    for name, value in zip(state, entry.state_after):
+        setattr(kernel, name, _thaw(value))
+    unit.replayed = (entry, unit.issued_rows())
+
+
+def _base_byte(base) -> int:
+    """The byte address of a base (a GlobalTensor, or a (GlobalTensor, region bytes) pair) in its buffer."""
+    g = base if type(base) is not tuple else base[0]
+    return g.offset * g.dtype.itemsize
 
 
 # -- stream state ----------------------------------------------------------------------------------
@@ -102,14 +223,6 @@ def _queues(unit) -> tuple:
     """Ring state of every TQue of the stream: next slot, slot states, queued order."""
     return tuple([(q._next, tuple([(s.state, s.freed) for s in q.slots]), tuple([s.index for s in q._queued]))
                   for q in unit.queues])
-
-
-def _restore_queues(unit, snap: tuple) -> None:
-    for q, (nxt, slots, queued) in zip(unit.queues, snap):
-        q._next = nxt
-        for s, (st, freed) in zip(q.slots, slots):
-            s.state, s.freed = st, freed
-        q._queued = deque([q.slots[i] for i in queued])
 
 
 def _flags(unit) -> tuple:
@@ -136,7 +249,14 @@ def _rows(unit) -> int:
 
 
 # -- recording -------------------------------------------------------------------------------------
-def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
+class _Entry:
+    """A recorded step: its compiled calls, what it changes in the stream's queues and kernel attributes,
+    and the entries of the steps seen to follow it directly (:func:`replayable`'s shortcut)."""
+
+    __slots__ = ("ops", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure", "next")
+
+
+def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
     """Run the step with the unit logging its calls (CoreUnit.recorder); the cache entry it earns."""
     n_queues, rows0, atomic0 = len(unit.queues), _rows(unit), unit.atomic  # SetAtomicAdd steps: never replayed
     calls = unit.recorder = []
@@ -147,7 +267,29 @@ def _record(unit, fn, kernel, args, gm_bases: dict, state: tuple):
     if None in calls or len(unit.queues) != n_queues or _rows(unit) - rows0 != len(calls) \
             or unit.atomic is not None or atomic0 is not None:
         return _NEVER  # a SyncAll (None), a new queue, rows written by other code, atomics
-    return _compile(unit, calls, gm_bases), _queues(unit), tuple(_freeze(getattr(kernel, name)) for name in state)
+    ops = _compile(unit, calls, bases)
+    if ops is None:
+        return _NEVER
+    e = _Entry()
+    e.ops = ops
+    # the queue state the call left, as changes from the state in its key (the same before every replay)
+    before = full_key[3]
+    e.slots_after, e.next_after, e.queued_after = [], [], []
+    for q, (nxt, slots, queued) in zip(unit.queues, before):
+        if q._next != nxt:
+            e.next_after.append((q, q._next))
+        e.slots_after += [(s, s.state, s.freed) for s, old in zip(q.slots, slots) if (s.state, s.freed) != old]
+        if tuple([s.index for s in q._queued]) != queued:
+            e.queued_after.append((q, tuple(q._queued)))
+    e.state_after = tuple(_freeze(getattr(kernel, name)) for name in state)
+    e.n_queues = n_queues
+    # after this step the stream's state is fixed by the recording (queues, flags, attributes), so the step
+    # that follows directly can be looked up from it, unless an AllocTensor could change a queue without a
+    # row (a slot never freed yet)
+    e.pure = all(s.freed or s.state != "free" for q in unit.queues for s in q.slots)
+    e.next = {}
+    unit.replayed = (e, _rows(unit))
+    return e
 
 
 # -- compiling a recording ---------------------------------------------------------------------------
@@ -158,12 +300,24 @@ _LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
 _C_ISSUE, _C_GM, _C_GM_REL, _C_BARRIER, _C_SET, _C_WAIT, _C_XWAIT, _C_XSET = range(8)
 
 
-def _compile(unit, calls: list, gm_bases: dict) -> tuple:
-    """The recorded calls of one step as flat tuples for :func:`_replay`.
+def _compile(unit, calls: list, bases: tuple) -> tuple | None:
+    """The recorded calls of one step as flat tuples for :func:`_replay` (None: a GM transfer the bases
+    cannot place).
 
     A transfer that books no GM bandwidth is scheduled by CoreUnit.transfer exactly as an issue of
     occupancy ``nbytes / rate`` (the same float) and latency ``latency`` with the same row, so it becomes one.
+    A transfer on a buffer with a base is kept relative to the base whose region holds it, as (base index,
+    offset): a GlobalTensor base covers its whole buffer, a (GlobalTensor, bytes) base that many bytes.
     """
+    regions = []  # (gm, base byte, first byte, end byte) per base, in the key's order
+    for base in bases:
+        g, size = (base, None) if type(base) is not tuple else base
+        byte = _base_byte(base)
+        # a whole-buffer base holds every address of its buffer, before it too
+        regions.append((g.gm, byte, byte, byte + size) if size is not None else (g.gm, byte, -_INF, _INF))
+    based = {r[0] for r in regions}
+    if any(lo == -_INF and sum(r[0] is gm for r in regions) > 1 for gm, _, lo, _ in regions):
+        return None  # a whole-buffer base beside another base of that buffer: ambiguous
     ops = []
     flow_lane = _LANES[FLOWCTRL]
     for kind, a in calls:
@@ -176,10 +330,15 @@ def _compile(unit, calls: list, gm_bases: dict) -> tuple:
             if gm is None:
                 ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe], None, 0,
                             False))
-            else:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
-                kind = _C_GM_REL if gm in gm_bases else _C_GM
-                ops.append((kind, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm,
-                            gm_byte - gm_bases[gm] if kind == _C_GM_REL else gm_byte, gm_write))
+            elif gm in based:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
+                where = [(i, gm_byte - byte) for i, (bgm, byte, lo, end) in enumerate(regions)
+                         if bgm is gm and lo <= gm_byte < end]
+                if not where:
+                    return None  # outside every region of its buffer's bases
+                ops.append((_C_GM_REL, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm, where[0],
+                            gm_write))
+            else:
+                ops.append((_C_GM, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm, gm_byte, gm_write))
         elif kind == REC_BARRIER:
             pipe, label_id, _, line = a
             ops.append((_C_BARRIER, pipe, label_id, line, flow_lane))
@@ -222,7 +381,7 @@ class _Recording(tuple):
 
 
 # -- replay ----------------------------------------------------------------------------------------
-def _replay(unit, ops: tuple, gm_bases: dict) -> None:
+def _replay(unit, ops: tuple, gm_bases: list) -> None:
     """The compiled calls, scheduled into the stream with transfers moved to this call's bases.
 
     NOTE: CoreUnit.issue / transfer / set_flag / wait_flag / barrier's bookkeeping inlined over local copies
@@ -254,7 +413,7 @@ def _replay(unit, ops: tuple, gm_bases: dict) -> None:
                 end = start + occupancy
             else:
                 if kind == _C_GM_REL:
-                    gm_byte += gm_bases[gm]
+                    gm_byte = gm_bases[gm_byte[0]] + gm_byte[1]
                 end = book_gm(gm, gm_byte, nbytes, start, occupancy, gm_write)
             pfree[pipe] = end
             done = end + latency

@@ -51,9 +51,9 @@ class KernelAdd:
     def Process(self):
         for offset in range(0, self.length, self.tileLength):
             count = min(self.tileLength, self.length - offset)
-            self.CopyIn(offset, count)
-            self.Compute(count)
-            self.CopyOut(offset, count)
+            # one tile: CopyIn -> Compute -> CopyOut (ProcessTile, below the kernel: a step timing mode
+            # replays, npusim/replay.py)
+            self.ProcessTile(offset, count)
 
     def CopyIn(self, offset: int, count: int):
         xLocal = self.inQueueX.AllocTensor(np.float16)
@@ -83,3 +83,24 @@ def add_custom(x: GlobalTensor, y: GlobalTensor, z: GlobalTensor, tiling: AddTil
     op = KernelAdd()
     op.Init(x, y, z, tiling)
     op.Process()
+
+
+# -------------------------------------------------------------------------------- replay key (timing mode)
+# Declared below the kernel so that it reads as the Ascend C sample and its line numbers (the trace's sources)
+# stay put. A tile's instruction stream is fixed by its length and the queues' ring state (which replay adds to
+# the key itself); its three GM transfers move with the tile's offset.
+from npusim.replay import replayable  # noqa: E402
+
+
+def _process_tile(self: KernelAdd, offset: int, count: int) -> None:
+    """One tile of Process: CopyIn, Compute, CopyOut."""
+    self.CopyIn(offset, count)
+    self.Compute(count)
+    self.CopyOut(offset, count)
+
+
+def _tile_key(k: KernelAdd, offset: int, count: int):
+    return (count,), (k.xGm[offset], k.yGm[offset], k.zGm[offset])
+
+
+KernelAdd.ProcessTile = replayable(_tile_key)(_process_tile)

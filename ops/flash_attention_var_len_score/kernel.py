@@ -630,3 +630,94 @@ def flash_attention_var_len_score(query, key, value, realShift, dropMask, attenM
     op.Init(query, key, value, realShift, dropMask, attenMask, softmaxMax, softmaxSum, attentionOut, workspace,
             tiling, args)
     op.Process()
+
+
+# -------------------------------------------------------------------------------- replay keys (timing mode)
+# What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the
+# same key and stream state is replayed from its recording instead of interpreted. Declared here, below the
+# kernel, so that the kernel reads as CANN's and its line numbers (the trace's sources) stay put. The
+# workspace slots a step reads and writes are given as regions (bases), so the slot parities and the UB
+# statistics buffers (which change no instruction's cost) stay out of the keys, and the recordings are
+# shared by all streams of the launch: every other GM transfer of a step moves with a base too.
+from npusim.replay import replayable  # noqa: E402
+
+
+def _slot_bytes(k: KernelFlashAttentionVarLenScore) -> tuple[int, int, int]:
+    """Bytes of one workspace slot of scores, of P and of an output block (Init's layout)."""
+    return k.s1B * k.W * 4, k.s1B * k.W * k.isz, k.s1B * k.Dp * 4
+
+
+def _stat_offset(k: KernelFlashAttentionVarLenScore, b: int, n: int, row0: int) -> int:
+    """SoftmaxOut's element offset of [row0, 8] in softmax_max / softmax_sum."""
+    a, n1 = k.a, k.t.n1Size
+    if a.softmaxLayout == "TND":
+        return ((a.cuQ[b] + row0) * n1 + n) * 8
+    return (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
+
+
+def _vec1_key(k: KernelFlashAttentionVarLenScore, t: int):
+    """ProcessVec1 without pse, mask or dropout: first/last tile, rows and columns fix it; it reads its score
+    slot and writes its P slot; the last tile's softmax_max rows move with the item."""
+    a = k.a
+    if a.pseForm != "none" or a.maskForm != "none" or a.dropout:
+        return None
+    b, n, s1o, rows, _, cols, pitch, first, last = k._task(t)
+    lo, mine = k._my_rows(rows)
+    if not mine:
+        return None
+    s, p, _ = _slot_bytes(k)
+    bases = ((k.mm1Res[t % 2], s), (k.stage1Res[t % 2], p))
+    if last:
+        bases += (k.maxGm[_stat_offset(k, b, n, s1o * k.s1B + lo)],)
+    return (first, last, lo, mine, cols, pitch), bases
+
+
+def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
+    """ProcessVec2: first/last tile and rows; it reads its PV slot and its item's running output slot; the
+    last tile's output and softmax_sum rows move with the item."""
+    b, n, s1o, rows, _, _, _, first, last = k._task(t)
+    lo, mine = k._my_rows(rows)
+    if not mine:
+        return None
+    _, _, o = _slot_bytes(k)
+    bases = ((k.mm2Res[t % 2], o), (k.vec2Res[k.par[t]], o))
+    if last:
+        row0 = s1o * k.s1B + lo
+        bases += (k.outGm[(k.a.cuQ[b] + row0) * k.t.n1Size * k.D + n * k.D],
+                  k.sumGm[_stat_offset(k, b, n, row0)])
+    return (first, last, lo, mine), bases
+
+
+def _mm1_key(k: KernelFlashAttentionVarLenScore, t: int, w: int = 0):
+    """ComputeMm1 after its item's first tile (whose Q copy changes the Q queue): worker, rows, columns and
+    the resident Q block fix it; it writes its score slot; K moves with the tile."""
+    b, n, _, rows, col0, cols, pitch, first, _ = k._task(t, w)
+    if first:
+        return None
+    ti = k.t
+    n2d = ti.n2Size * k.D
+    return (w, rows, cols, pitch, k.qL1[w].addr), \
+        ((k.ws[w][0][t % 2], _slot_bytes(k)[0]), k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + col0 * n2d])
+
+
+def _mm2_key(k: KernelFlashAttentionVarLenScore, t: int, w: int = 0):
+    """ComputeMm2 with fp16/bf16 V (fp32 reads V^T from the workspace): worker, rows and columns; it reads
+    its P slot and writes its PV slot; V moves with the tile."""
+    if k.isz == 4:
+        return None
+    b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
+    ti = k.t
+    n2d = ti.n2Size * k.D
+    _, p, o = _slot_bytes(k)
+    return (w, rows, cols, pitch), ((k.ws[w][1][t % 2], p), (k.ws[w][2][t % 2], o),
+                                    k.vGm[(k.a.cuKv[b] + col0) * n2d + (n // ti.gSize) * k.D])
+
+
+KernelFlashAttentionVarLenScore.ProcessVec1 = replayable(_vec1_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ProcessVec1)
+KernelFlashAttentionVarLenScore.ProcessVec2 = replayable(_vec2_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ProcessVec2)
+KernelFlashAttentionVarLenScore.ComputeMm1 = replayable(_mm1_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ComputeMm1)
+KernelFlashAttentionVarLenScore.ComputeMm2 = replayable(_mm2_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ComputeMm2)
