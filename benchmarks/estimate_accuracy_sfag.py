@@ -1,10 +1,11 @@
 """SparseFlashAttentionGrad estimate mode against timing mode, and the estimate's cost on the largest shape.
 
-The tuning set is the fixed GRID of 36 configurations: every one of them was looked at while the model was
+The tuning set is the fixed GRID of 48 configurations: every one of them was looked at while the model was
 built (an earlier split of the first 16 into halves, benchmarks/halves.py seed 13, had its checking half looked
 at too, docs/sfag.md; then session 5's checking half, seed 20261124, looked at while the sequence probe was built
-in session 6, and session 6's, seed 20261126, looked at while its budget and bandwidth were changed in session 7),
-so all 36 count as tuning. The checking half is drawn fresh: CHECK_COUNT configurations from CHECK_SEED (printed)
+in session 6, session 6's, seed 20261126, looked at while its budget and bandwidth were changed in session 7, and
+session 7's, seed 20261127, run once in session 8 and then looked at while the one-core budget was added), so all
+48 count as tuning. The checking half is drawn fresh: CHECK_COUNT configurations from CHECK_SEED (printed)
 over the same kinds of shapes, plus the first CHECK_OVER later draws over the sequence probe's budget
 (fresh_checking_cases); the model was frozen before they were drawn, no model change was chosen on them, and the
 README quotes them. The probe path is forced (``force_probes``; small launches otherwise run whole, exactly).
@@ -89,8 +90,25 @@ GRID = [
     {"seed": 2007, "B": 2, "S1": 92, "S2": 8173, "N1": 2, "bs": 64, "max_slots": 27},
     {"seed": 2008, "B": 3, "S1": 42, "S2": 6337, "N1": 8, "bs": 8, "max_slots": 92, "mode": 3},
     {"seed": 2009, "B": 1, "S1": 60, "S2": 2416, "N1": 1, "bs": 1, "max_slots": 1020, "mode": 3, "dtype": "bf16"},
+    # session 7's checking set (fresh_checking_cases(20261127, over=4)), run once in session 8 (max 10.93%), then
+    # looked at while the sequence probe's one-core budget was added: tuning since
+    {"seed": 2000, "layout": "TND", "seq_q": [33, 21], "seq_kv": [2515, 1007], "N1": 64, "bs": 32, "max_slots": 14},
+    {"seed": 2001, "B": 2, "S1": 19, "S2": 4387, "N1": 4, "bs": 64, "max_slots": 29, "mode": 3, "rope": False},
+    {"seed": 2002, "B": 3, "S1": 14, "S2": 4722, "N1": 128, "bs": 1, "max_slots": 1949, "mode": 3},
+    {"seed": 2003, "B": 3, "S1": 15, "S2": 7508, "N1": 16, "bs": 16, "max_slots": 14, "mode": 3},
+    {"seed": 2004, "B": 1, "S1": 93, "S2": 648, "N1": 64, "bs": 32, "max_slots": 18, "rope": False},
+    {"seed": 2005, "B": 2, "S1": 50, "S2": 3541, "N1": 32, "bs": 16, "max_slots": 126, "mode": 3, "dtype": "bf16"},
+    {"seed": 2006, "B": 2, "S1": 21, "S2": 4946, "N1": 2, "bs": 32, "max_slots": 53, "dtype": "bf16"},
+    {"seed": 2007, "layout": "TND", "seq_q": [35, 18, 38], "seq_kv": [1362, 580, 745],
+     "N1": 32, "bs": 32, "max_slots": 62, "rope": False},
+    {"seed": 2009, "layout": "TND", "seq_q": [34, 35], "seq_kv": [377, 137], "N1": 32, "bs": 1, "max_slots": 1227},
+    {"seed": 2021, "B": 1, "S1": 91, "S2": 5378, "N1": 64, "bs": 1, "max_slots": 1996, "mode": 3},
+    {"seed": 2047, "layout": "TND", "seq_q": [23, 23, 6], "seq_kv": [2079, 2388, 1165], "N1": 2, "bs": 1,
+     "max_slots": 1807},
+    {"seed": 2059, "layout": "TND", "seq_q": [34, 21, 18], "seq_kv": [663, 1136, 825], "N1": 2, "bs": 1,
+     "max_slots": 1091},
 ]
-CHECK_SEED = 20261127  # the checking half's draw (session 7: seed 20261126's draw had been looked at; it is tuning now)
+CHECK_SEED = 20261128  # the checking half's draw (session 8, after the one-core budget; 20261127's is tuning now)
 CHECK_COUNT = 8  # configurations as drawn ...
 CHECK_OVER = 4  # ... and the first this many later draws that are over the sequence probe's budget (over_budget)
 HUGE_T = 128 * 1024  # S1 = S2 of the speed case (issue 11: estimate under a second)
@@ -101,7 +119,8 @@ def fresh_checking_cases(seed: int = CHECK_SEED, count: int = CHECK_COUNT, over:
     batches), fp16 or bf16, rope or not, sparse_mode 0 or 3, every block size, N1 up to 128 with at most
     8192 query rows (T1 * N1, so a case stays seconds), widest token of up to 4 chunks; then the first *over*
     later draws of the same stream whose work is over the sequence probe's budget even for one core (over_budget),
-    so that the checking set holds calls estimated by the token sum whatever the first draws give."""
+    so that the checking set holds calls whose slowest core alone is over that budget (since session 8 estimated by
+    a one-core probe up to SEQUENCE_ONE_BLOCKS, by the token sum beyond) whatever the first draws give."""
     rng = np.random.default_rng(seed)
     out = []
     extra = 0
@@ -140,7 +159,7 @@ def fresh_checking_cases(seed: int = CHECK_SEED, count: int = CHECK_COUNT, over:
 
 def over_budget(cfg: dict) -> bool:
     """Whether even the heaviest core's work (gathered blocks + 16 per chunk) is over the sequence probe's budget
-    (SEQUENCE_BLOCKS), so that the estimate keeps the token sum for the call. Only the indices are read."""
+    (SEQUENCE_BLOCKS), so that the estimate runs that core alone or keeps the token sum. Only the indices are read."""
     _, _, prob = make_case(**cfg, forward=False)
     counts = estimate_counts(prob)
     work = token_work(prob, counts)

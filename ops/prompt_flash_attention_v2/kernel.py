@@ -723,52 +723,69 @@ def _kv_offset(k: KernelPromptFlashAttention, n: int, b: int) -> int:
     return b * a.kvBatchStride + (n // a.group) * a.kvHeadStride
 
 
+def _slot_bytes(k: KernelPromptFlashAttention) -> tuple[int, int, int]:
+    """Bytes of one workspace slot of scores, of P and of PV (Init's layout: 2 x sOuter rows each)."""
+    rows2 = 2 * k.sOuter
+    return (rows2 * k.sInner * k.wsS[0].dtype.itemsize, rows2 * k.sInner * k.wsP[0].dtype.itemsize,
+            rows2 * k.D * k.wsPV[0].dtype.itemsize)
+
+
 def _mm1_key(k: KernelPromptFlashAttention, t: int, h: int, wsRow: int, task):
     """ComputeMm1Part after its item's first task (whose Q copy sets qL1): slot, half, rows, columns and the
-    resident Q block fix it; K moves with its offset."""
+    resident Q block fix it; it writes its score slot; K moves with its offset."""
     item, j, first, _ = task
     if first:
         return None
     n, b, _, rows = k._item(item)
     c0, cols = k._tile_cols(b, j)
     return (t % 2, h, wsRow, rows, cols, k.qBlocks[h], k.qL1[h].addr), \
-        (k.kGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch],)
+        ((k.wsS[t % 2], _slot_bytes(k)[0]), k.kGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch])
 
 
 def _mm2_key(k: KernelPromptFlashAttention, t: int, wsRow: int, task):
-    """ComputeMm2Part: slot, rows and columns; V moves with its offset."""
+    """ComputeMm2Part: slot, rows and columns; it reads its P slot and writes its PV slot; V moves with its
+    offset."""
     item, j, _, _ = task
     n, b, _, rows = k._item(item)
     c0, cols = k._tile_cols(b, j)
-    return (t % 2, wsRow, rows, cols), (k.vGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch],)
+    _, p, pv = _slot_bytes(k)
+    return (t % 2, wsRow, rows, cols), \
+        ((k.wsP[t % 2], p), (k.wsPV[t % 2], pv), k.vGm[_kv_offset(k, n, b) + c0 * k.a.kvRowPitch])
 
 
 def _softmax_key(k: KernelPromptFlashAttention, t: int, par: int):
-    """Softmax without a mask: slot, statistics parity, first tile, rows and columns (this core's workspace
-    slots are fixed); the pending P copy-out flags are state."""
+    """Softmax without a mask: slot, statistics parity, first tile, this core's workspace row, rows and
+    columns; it reads its score slot and writes its P slot; the pending P copy-out flags are state."""
     if k.a.maskKind != "none":
         return None
     item, j, first, _ = k.tasks[t]
     _, b, _, rows = k._item(item)
-    return (t % 2, par, first, k._my_rows(rows), k._tile_cols(b, j)[1]), ()
+    s, p, _ = _slot_bytes(k)
+    return (t % 2, par, first, k.wsRow, k._my_rows(rows), k._tile_cols(b, j)[1]), \
+        ((k.wsS[t % 2], s), (k.wsP[t % 2], p))
 
 
 def _update_key(k: KernelPromptFlashAttention, t: int, par: int):
-    """UpdateOutput (its cross-core flags included): slot, statistics parity, first/last tile and rows; the
-    last tile's output rows (Finalize) move with the item. int8 output: as written (per-head quant state)."""
+    """UpdateOutput (its cross-core flags included): slot, statistics parity, first/last tile, this core's
+    workspace row and rows; it reads its PV slot; the last tile's output rows (Finalize) move with the item.
+    int8 output: as written (per-head quant state)."""
     if k.int8Out:
         return None
     item, j, first, last = k.tasks[t]
     n, b, row0, rows = k._item(item)
     lo, mine = k._my_rows(rows)
     a = k.a
-    bases = (k.outGm[b * a.outBatchStride + n * a.outHeadStride + (row0 + lo) * a.outRowPitch],) \
-        if last and mine else ()
-    return (t % 2, par, first, last, lo, mine), bases
+    bases = ((k.wsPV[t % 2], _slot_bytes(k)[2]),)
+    if last and mine:
+        bases += (k.outGm[b * a.outBatchStride + n * a.outHeadStride + (row0 + lo) * a.outRowPitch],)
+    return (t % 2, par, first, last, k.wsRow, lo, mine), bases
 
 
-KernelPromptFlashAttention.ComputeMm1Part = replayable(_mm1_key)(KernelPromptFlashAttention.ComputeMm1Part)
-KernelPromptFlashAttention.ComputeMm2Part = replayable(_mm2_key)(KernelPromptFlashAttention.ComputeMm2Part)
-KernelPromptFlashAttention.Softmax = replayable(_softmax_key, state=("outPending",))(
+KernelPromptFlashAttention.ComputeMm1Part = replayable(_mm1_key, shared=True)(
+    KernelPromptFlashAttention.ComputeMm1Part)
+KernelPromptFlashAttention.ComputeMm2Part = replayable(_mm2_key, shared=True)(
+    KernelPromptFlashAttention.ComputeMm2Part)
+KernelPromptFlashAttention.Softmax = replayable(_softmax_key, state=("outPending",), shared=True)(
     KernelPromptFlashAttention.Softmax)
-KernelPromptFlashAttention.UpdateOutput = replayable(_update_key)(KernelPromptFlashAttention.UpdateOutput)
+KernelPromptFlashAttention.UpdateOutput = replayable(_update_key, shared=True)(
+    KernelPromptFlashAttention.UpdateOutput)

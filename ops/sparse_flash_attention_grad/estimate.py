@@ -51,6 +51,7 @@ ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post pr
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
 SEQUENCE_CORES = 8  # most cores whose real token sequences the sequence probe runs
 SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores (a cost, not fitted)
+SEQUENCE_ONE_BLOCKS = 8192  # ... but the slowest core alone runs up to this much (a cost: ~3 s CPU)
 GM_PIPES = (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX))  # the pipes that move this kernel's GM bytes
 
 
@@ -403,11 +404,16 @@ def sequence_probe(problem, spec, til, work: dict, per_core: np.ndarray):
 
 def sequence_cores(problem, work: dict, per_core: np.ndarray, used: int) -> np.ndarray:
     """The cores the sequence probe runs: the slowest-ranked by the token sum, in rank order, as many as fit
-    in SEQUENCE_BLOCKS of work (gathered blocks + 16 per chunk), at most SEQUENCE_CORES; none when the slowest
-    alone does not fit."""
+    in SEQUENCE_BLOCKS of work (gathered blocks + 16 per chunk), at most SEQUENCE_CORES. When the slowest alone
+    does not fit, it runs alone if its work is at most SEQUENCE_ONE_BLOCKS (none beyond): such a core holds a few
+    wide tokens, where the token sum's fill and last-token corrections, measured on narrower probe tokens, are
+    extrapolated furthest (session 8: the checking set of seed 20261127 missed by +5.7% to +10.9% on four such
+    calls; docs/sfag.md "Estimate mode")."""
     order = np.argsort(-per_core, kind="stable")[:min(SEQUENCE_CORES, int(np.count_nonzero(per_core > 0)))]
     load = np.bincount(np.arange(problem.T1) % used, weights=work["blocks"] + 16 * work["chunks"], minlength=used)
     fits = np.cumsum(load[order]) <= SEQUENCE_BLOCKS
+    if order.size and not fits[0]:  # the slowest alone is over the budget: it runs alone up to the larger one
+        return order[:1] if load[order[0]] <= SEQUENCE_ONE_BLOCKS else order[:0]
     return order[:int(np.argmin(fits)) if not fits.all() else order.size]
 
 

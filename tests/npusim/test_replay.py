@@ -7,6 +7,8 @@ reproduce (SyncAll, a changed SetAtomic state) and sanitized runs are always int
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,26 @@ def counted(monkeypatch):
         return real(unit, ops, bases)
     monkeypatch.setattr(replay, "_replay", counting)
     return counts
+
+
+@pytest.fixture
+def booked(monkeypatch):
+    """Every GM transfer's (buffer, byte address, bytes), in booking order (Launch.book_gm)."""
+    from npusim.launch import Launch
+    log, real = [], Launch.book_gm
+    monkeypatch.setattr(Launch, "book_gm", lambda self, gm, byte, nbytes, *rest: log.append(
+        (gm.name, byte, nbytes)) or real(self, gm, byte, nbytes, *rest))
+    return log
+
+
+def _both_booked(call, booked: list):
+    """(replayed, interpreted) results of *call*, each with the GM bookings it made."""
+    out = []
+    for replayed in (True, False):
+        booked.clear()
+        with replay.disabled() if not replayed else nullcontext():
+            out.append((call(), list(booked)))
+    return out
 
 
 def assert_same_trace(a, b):
@@ -171,18 +193,42 @@ def test_vector_add_tiles_replay_to_the_interpreted_trace(counted):
 
 
 @pytest.mark.parametrize("seq_q, seq_kv, heads", [([2048], [2048], 8), ([316, 1700], [900, 1700], 4)])
-def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, seq_q, seq_kv,
-                                                                            heads):
+def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, booked, seq_q,
+                                                                            seq_kv, heads):
     """FA varlen's steps are shared: a recording made in one stream is replayed in the others with their own
-    queues' flags and workspace slots (regions of one GM buffer); the trace is the interpreted one."""
+    queues' flags and workspace slots (regions of one GM buffer); the trace and every GM transfer's buffer,
+    address and size are the interpreted run's."""
     from ops import flash_attention_var_len_score
     relocated = []
     real = replay._Shared.relocated
     monkeypatch.setattr(replay._Shared, "relocated", lambda self, unit: relocated.append(unit) or real(self, unit))
     q = TensorSpec((sum(seq_q), heads, 128), np.float16)
     kv = TensorSpec((sum(seq_kv), heads, 128), np.float16)
-    on, off = _both(lambda: flash_attention_var_len_score(
+    (on, booked_on), (off, booked_off) = _both_booked(lambda: flash_attention_var_len_score(
         q, kv, kv, actual_seq_qlen=list(np.cumsum(seq_q)), actual_seq_kvlen=list(np.cumsum(seq_kv)),
-        head_num=heads, scale_value=128 ** -0.5, mode="timing", progress=False))
+        head_num=heads, scale_value=128 ** -0.5, mode="timing", progress=False), booked)
     assert counted["steps"] > 50 and len({id(u) for u in relocated}) > 10
     assert_same_trace(on, off)
+    assert booked_on == booked_off
+
+
+@pytest.mark.parametrize("heads, kv_heads, seq, dim, split", [(4, 2, 2048, 64, "vector"), (2, 1, 4096, 128, "cube")])
+def test_pfa_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, booked, heads, kv_heads,
+                                                                     seq, dim, split):
+    """PFA's steps are shared in both core splits: a recording made in one stream is replayed in the others with
+    their own workspace slots (regions of the workspace buffer) and queue flags; the trace and every GM
+    transfer's buffer, address and size are the interpreted run's."""
+    from ops import prompt_flash_attention_v2
+    relocated = []
+    real = replay._Shared.relocated
+    monkeypatch.setattr(replay._Shared, "relocated", lambda self, unit: relocated.append(unit) or real(self, unit))
+    q = TensorSpec((1, heads, seq, dim), np.float16)
+    kv = TensorSpec((1, kv_heads, seq, dim), np.float16)
+    eight_cores = get_chip("Ascend910B2").replace(aic_count=8, vector_core_count=16)
+    (on, booked_on), (off, booked_off) = _both_booked(lambda: prompt_flash_attention_v2(
+        q, kv, kv, num_heads=heads, num_key_value_heads=kv_heads, input_layout="BNSD", mode="timing",
+        chip=eight_cores, progress=False), booked)
+    assert on.tiling.splitCoreMode == split
+    assert counted["steps"] > 50 and len({id(u) for u in relocated}) > 10
+    assert_same_trace(on, off)
+    assert booked_on == booked_off

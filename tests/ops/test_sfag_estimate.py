@@ -145,7 +145,7 @@ def test_sfag_sequence_probe_is_the_launch_when_every_core_is_kept(monkeypatch):
 
 def test_sfag_sequence_cores_take_the_slowest_that_fit_the_budget(monkeypatch):
     """The sequence probe keeps the cores the token sum ranks slowest, in rank order, while their work (gathered
-    blocks + 16 per chunk) fits SEQUENCE_BLOCKS; none when the slowest alone does not fit."""
+    blocks + 16 per chunk) fits SEQUENCE_BLOCKS; the slowest alone when only SEQUENCE_ONE_BLOCKS holds it; else none."""
     from ops.sparse_flash_attention_grad import estimate as est_mod
 
     _, _, prob = make_case(seed=3, B=1, S1=8, S2=300, N1=2, bs=16, max_slots=4)
@@ -160,6 +160,9 @@ def test_sfag_sequence_cores_take_the_slowest_that_fit_the_budget(monkeypatch):
     monkeypatch.setattr(est_mod, "SEQUENCE_CORES", 3)
     assert est_mod.sequence_cores(prob, work, per_core, used).tolist() == [0, 2, 3]
     monkeypatch.setattr(est_mod, "SEQUENCE_BLOCKS", load[0] - 1)
+    monkeypatch.setattr(est_mod, "SEQUENCE_ONE_BLOCKS", load[0])
+    assert est_mod.sequence_cores(prob, work, per_core, used).tolist() == [0]  # the slowest alone, larger budget
+    monkeypatch.setattr(est_mod, "SEQUENCE_ONE_BLOCKS", load[0] - 1)
     assert est_mod.sequence_cores(prob, work, per_core, used).size == 0
 
 
