@@ -180,7 +180,21 @@ def _rows_view(data: np.ndarray, count: int, pitch: int, length: int) -> np.ndar
         return data[:count * length].reshape(count, length)
     if pitch > length and data.size >= count * pitch:
         return data[:count * pitch].reshape(count, pitch)[:, :length]
-    return as_strided(data, (count, length), (pitch * data.itemsize, data.itemsize), writeable=pitch >= length)
+    return _strided(data, (count, length), (pitch * data.itemsize, data.itemsize), writeable=pitch >= length)
+
+
+def _strided(data: np.ndarray, shape: tuple, strides: tuple, writeable: bool = True) -> np.ndarray:
+    """as_strided(data, shape, strides) for a view inside *data* (the caller checked the bounds).
+
+    NOTE: the ndarray constructor on *data*'s memory where *data* is contiguous (about 1 us; numpy's
+    as_strided about 10 us), for performance reasons: the cube's LoadData and the attention kernels'
+    DataCopyPad take these views in their inner loops (benchmarks/pfa.py)."""
+    if data.flags.c_contiguous:
+        view = np.ndarray(shape, data.dtype, data, 0, strides)
+        if not writeable:
+            view.flags.writeable = False
+        return view
+    return as_strided(data, shape, strides, writeable=writeable)
 
 
 def _byte_index(count: int, length: int, pitch: int) -> np.ndarray:
@@ -518,13 +532,13 @@ class DataCopyPad:
 # -- LoadData --------------------------------------------------------------------------------------
 def _fractal_rows(data: np.ndarray, start: int, limit: int, n: int, stride: int) -> np.ndarray:
     """(n, FRACTAL_BYTES) view of the bytes *data* [start + i * stride * FRACTAL_BYTES, ...): a reshape where the
-    allocation (which ends at *limit*) covers n whole strides, else (stride 0 repeats a fractal) as_strided (~10 us)."""
+    allocation (which ends at *limit*) covers n whole strides, else (stride 0 repeats a fractal) a strided view."""
     if stride == 1:
         return data[start:start + n * FRACTAL_BYTES].reshape(n, FRACTAL_BYTES)
     pitch = stride * FRACTAL_BYTES
     if stride > 1 and start + n * pitch <= limit:
         return data[start:start + n * pitch].reshape(n, pitch)[:, :FRACTAL_BYTES]
-    return as_strided(data[start:], (n, FRACTAL_BYTES), (pitch, 1))
+    return _strided(data[start:], (n, FRACTAL_BYTES), (pitch, 1))
 
 
 class LoadData:

@@ -196,3 +196,92 @@ def test_tabled_vector_ops_equal_their_compute(op, dtype):
     rep = out[3 * 2048:3 * 2048 + 1024].reshape(16, 64)  # repeat r wrote elements [64 r, 64 r + 64)
     assert np.array_equal(rep, want.view(np.uint16).reshape(16, 128)[:, :64])
     assert any(v is not None for v in E._TABLES.values())  # the table path ran
+
+
+@pytest.mark.parametrize("shape, strides, writeable", [
+    ((4, 512), (1024, 1), True), ((3, 512), (0, 1), False), ((5, 7), (3, 1), False), ((6, 4), (9, 1), True),
+    ((0, 8), (8, 1), True)])
+def test_strided_views_equal_as_strided(shape, strides, writeable):
+    """dma._strided (the ndarray constructor on a contiguous buffer) gives as_strided's view: the same
+    elements, the same writeability, and writes land in the buffer; non-contiguous data takes as_strided."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from npusim.isa.dma import _strided
+    base = np.arange(8192, dtype=np.uint8)
+    for data in (base[100:], base[100::2]):  # contiguous, then a non-contiguous buffer
+        byte = data.strides[0]
+        st = tuple(s * byte for s in strides)
+        want = as_strided(data, shape, st, writeable=writeable)
+        got = _strided(data, shape, st, writeable=writeable)
+        assert got.shape == want.shape and np.array_equal(got, want)
+        assert got.flags.writeable == writeable
+        if writeable and got.size:
+            got[-1, -1] = 255
+            assert want[-1, -1] == 255
+
+
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16", "float32", "int16", "int32"))
+@pytest.mark.parametrize("op", ("Max", "Min"))
+def test_max_min_compute_equals_ieee_wrapped(op, dtype):
+    """Max/Min compute() calls vmax/vmin without numerics.ieee (no floating-point flags to silence, NaNs
+    already canonical): the bits equal ieee(vmax/vmin, ...) on random bit patterns (NaNs of both signs and
+    payloads, infinities, signed zeros), so dropping ieee's canonical_nan changed nothing."""
+    import ml_dtypes
+
+    from npusim.isa import vector as V
+    from npusim.isa.vector.numerics import ieee, vmax, vmin
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(7)
+    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32}[dt.itemsize]
+    a = rng.integers(0, np.iinfo(uint).max, 4096, dtype=uint, endpoint=True)
+    b = rng.integers(0, np.iinfo(uint).max, 4096, dtype=uint, endpoint=True)
+    if dt.kind == "f":  # make sure of NaNs with payloads and both zeros on each side
+        nan = {2: (0x7C01 if dtype == "float16" else 0x7F81), 4: 0x7F800001}[dt.itemsize]
+        zero = 1 << (8 * dt.itemsize - 1)
+        a[:8] = [nan, nan | zero, 0, zero, 0, zero, 1, nan]
+        b[:8] = [1, 1, zero, 0, 0, zero, nan | zero, nan]
+    a, b = a.view(dt), b.view(dt)
+    ins = object.__new__(getattr(V, op))
+    ins.dtype = dt
+    got = ins.compute(a, b)
+    want = ieee(vmax if op == "Max" else vmin, dt, a, b)
+    assert got.dtype == want.dtype
+    assert np.array_equal(got.view(uint), want.view(uint))
+
+
+def test_quiet_fp_once_per_full_mode_stream():
+    """Full mode runs each kernel stream inside numerics.quiet_fp (np.errstate(all="ignore") once, not per
+    instruction): overflow and Inf - Inf in fp16/fp32 Add/Sub raise no warning (warnings are errors here),
+    give IEEE results with canonical NaNs, and the flag holds inside the stream only; outside a launch ieee()
+    still silences them itself."""
+    import warnings
+
+    from npusim.isa.vector import numerics
+    from npusim.kernel import Add, PipeBarrier, Pipe, Sub
+    seen = {}
+
+    def kernel(xg: GlobalTensor):
+        pipe = TPipe()
+        src, dst = TBuf(), TBuf()
+        pipe.InitBuffer(src, 256)
+        pipe.InitBuffer(dst, 256)
+        s, d = src.Get(F16), dst.Get(F16)
+        DataCopy(s, xg, 128)
+        SetFlag(HardEvent.MTE2_V)
+        WaitFlag(HardEvent.MTE2_V)
+        seen["quiet"] = numerics._QUIET.get()
+        Add(d, s, s, 64)  # 60000 + 60000 overflows to inf
+        PipeBarrier(Pipe.V)
+        Sub(d[64], d, d, 64)  # inf - inf = NaN
+        PipeBarrier(Pipe.V)
+        seen["out"] = d.view(128).copy()
+
+    x = np.full(128, 60000, F16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        launch(kernel, (GmArg("x", x),), block_dim=1, chip="Ascend910B2", mode="full", kernel_type="vector")
+        assert seen["quiet"] is True and numerics._QUIET.get() is False
+        outside = numerics.ieee(np.add, np.dtype(F16), x, x)
+    out = seen["out"].view(np.uint16)
+    assert (out[:64] == 0x7C00).all() and (out[64:] == 0x7E00).all()  # +inf, then the canonical NaN
+    assert (outside.view(np.uint16) == 0x7C00).all()

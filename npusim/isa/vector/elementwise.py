@@ -250,7 +250,9 @@ class Max(_Binary):
     name = "Max"
 
     def compute(self, a, b):
-        return ieee(vmax, self.dtype, a, b)
+        # NOTE: vmax itself, not through ieee(): a selection raises no floating-point flag and its NaNs are
+        # already canonical, for performance reasons (benchmarks/pfa.py: the softmax's row-max folds)
+        return vmax(a, b)
 
 
 class Min(_Binary):
@@ -260,7 +262,7 @@ class Min(_Binary):
     name = "Min"
 
     def compute(self, a, b):
-        return ieee(vmin, self.dtype, a, b)
+        return vmin(a, b)  # NOTE: as Max
 
 
 class Adds(_WithScalar):

@@ -3,6 +3,9 @@ result, canonical quiet NaNs, compare-select max/min, scalar operand conversion,
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from npusim.dtypes import cast as _dtype_cast
@@ -19,8 +22,8 @@ def canonical_nan(r: np.ndarray) -> np.ndarray:
     if bits is not None:
         if r.dtype.itemsize == 2:  # NOTE: NaN <=> magnitude bits above Inf's, tested on the integers, for
             # performance reasons: numpy's isnan converts each 16-bit element (benchmarks/pfa.py)
-            mag = r.view(np.uint16) & np.uint16(0x7FFF)
-            if mag.size and mag.max() > _INF16[r.dtype]:
+            mag = np.bitwise_and(r.view(np.uint16), _MAG16)
+            if mag.size and _max(mag, axis=None) > _INF16[r.dtype]:
                 r.view(np.uint16)[mag > _INF16[r.dtype]] = bits
             return r
         nan = np.isnan(r)
@@ -30,6 +33,8 @@ def canonical_nan(r: np.ndarray) -> np.ndarray:
 
 
 _INF16 = {F16: 0x7C00, BF16: 0x7F80}  # the magnitude bits of +Inf
+_MAG16 = np.uint16(0x7FFF)
+_max = np.maximum.reduce  # NOTE: the ufunc's reduce, not ndarray.max's Python wrapper (about 1 us a call)
 
 
 def round_f64(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -40,10 +45,30 @@ def round_f64(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     """
     if dt is BF16:
         r = _dtype_cast(x, BF16, "rint")
+    elif _QUIET.get():
+        r = x.astype(dt)
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             r = x.astype(dt)
     return canonical_nan(r)
+
+
+#: True inside :func:`quiet_fp`, whose block runs with numpy's floating-point errors ignored already.
+_QUIET = contextvars.ContextVar("npusim_quiet_fp", default=False)
+
+
+@contextlib.contextmanager
+def quiet_fp():
+    """np.errstate(all="ignore") for a whole block (a kernel stream in full mode: npusim/launch.py), and
+    :func:`ieee` / :func:`via_f64` told so: they then skip their own errstate (NOTE: about 3 us a call,
+    for performance reasons: full mode runs one per vector instruction, benchmarks/pfa.py). Code inside
+    must not tighten the error state (no errstate "raise"/"warn" around these calls)."""
+    with np.errstate(all="ignore"):
+        token = _QUIET.set(True)
+        try:
+            yield
+        finally:
+            _QUIET.reset(token)
 
 
 def ieee(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
@@ -52,10 +77,17 @@ def ieee(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
     fp16/fp32: numpy's ufunc is the IEEE operation. bf16: the float32 result rounded once, which is
     exact for + - * (float32's 24 bits >= 2 x 8 + 2, so the double rounding is innocuous).
     """
+    if _QUIET.get():
+        return _ieee(ufunc, dt, args)
     with np.errstate(all="ignore"):
-        if dt is BF16:
-            return canonical_nan(ufunc(*(a.astype(np.float32) for a in args)).astype(BF16))
-        r = ufunc(*args)
+        return _ieee(ufunc, dt, args)
+
+
+def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
+    """:func:`ieee` with the floating-point errors already ignored."""
+    if dt is BF16:
+        return canonical_nan(ufunc(*(a.astype(np.float32) for a in args)).astype(BF16))
+    r = ufunc(*args)
     return canonical_nan(r) if dt in FLOATS else r
 
 
@@ -72,6 +104,8 @@ def widen16(a: np.ndarray) -> np.ndarray:
 
 def via_f64(ufunc, dt: np.dtype, *args: np.ndarray) -> np.ndarray:
     """*ufunc* computed in float64 from the exact inputs, rounded once to *dt* (Exp, Ln, Sqrt, Div)."""
+    if _QUIET.get():
+        return round_f64(ufunc(*(a.astype(np.float64) for a in args)), dt)
     with np.errstate(all="ignore"):
         r = ufunc(*(a.astype(np.float64) for a in args))
     return round_f64(r, dt)
