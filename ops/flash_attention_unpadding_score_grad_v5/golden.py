@@ -48,6 +48,14 @@ def _f64_round(fn, *args) -> np.ndarray:
         return np.asarray(cast(fn(*(np.asarray(a, np.float64) for a in args)), "fp32"))
 
 
+def _positive_nan(x: np.ndarray) -> np.ndarray:
+    """NaNs of a vector instruction's fp32 result as the hardware gives them (docs/numerics.md: every NaN an
+    arithmetic instruction produces is the positive quiet NaN), not with the host CPU's sign."""
+    x = np.array(x, _F32)
+    x[np.isnan(x)] = np.float32(np.nan)
+    return x
+
+
 def _to_input(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     """fp32 values in the input dtype (CAST_ROUND to fp16/bf16; fp32 inputs keep the fp32 values), as fp32."""
     if dt == _F32:
@@ -421,8 +429,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
             for n, parts in ctx["dsink"].items():
                 for v in parts:
                     total[n] = np.float32(total[n] + v)
-        out["dsink"] = -total
+        out["dsink"] = _positive_nan(-total)  # the kernel negates with Muls(-1): an arithmetic NaN is +NaN
     with np.errstate(all="ignore"):
         for kind, x in acc.items():
-            out[kind] = _to_input(x if kind == "dv" else (x * scale).astype(_F32), dt).astype(dt)
+            out[kind] = _to_input(x if kind == "dv" else _positive_nan((x * scale).astype(_F32)), dt).astype(dt)
     return out

@@ -220,3 +220,19 @@ def test_fag_features_fuzz(data):
     gold = golden_of(a, p, res)
     for out in gold:
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=(kw, out))
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_fag_nan_rows_have_the_vector_units_sign(deterministic):
+    """A row whose keys are all masked with pre = next = 0 gets NaN gradients; the post kernel's Muls makes
+    each such NaN the positive quiet NaN (docs/numerics.md), so the golden must not keep the host CPU's sign.
+    Found by the fuzz test above (dq 0x7E00 against a golden 0xFE00)."""
+    a, p = make_case(seq_q=[3], seq_kv=[3], n1=1, n2=1, d=16, dtype="fp16", seed=0, sink=False, layout="",
+                     sparse_mode=0, full_mask=True, pre=0, nxt=0)
+    res = fag(**a, deterministic=deterministic)
+    dq = bits(res.outputs["dq"])
+    assert np.isnan(res.outputs["dq"].astype(np.float32)).any()  # the case does reach the NaN path
+    assert not (dq == 0xFE00).any()
+    gold = golden_of(a, p, res)
+    for out in gold:
+        np.testing.assert_array_equal(bits(res.outputs[out]), bits(gold[out]), err_msg=out)
