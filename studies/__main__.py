@@ -52,6 +52,7 @@ STEPS = {
     "whatif_fa": _study("whatif_hbm_l2_fa"),
     "sfag_block_size": [sys.executable, "studies/sfag_block_size.py"],
     "timeout_map": [sys.executable, "studies/timeout_map.py"],
+    "timeout_table": [sys.executable, "studies/timeout_table.py"],
     "sweep_scaling": [sys.executable, "benchmarks/sweep_scaling.py"],
     "readme_examples": [sys.executable, "benchmarks/readme_examples.py"],  # after the studies: the sweep example hits their cache
 }

@@ -17,7 +17,8 @@ from results import load  # noqa: E402
 sys.path.insert(0, str(ROOT / "studies"))
 import sweep_tables  # noqa: E402
 
-TARGETS = ("README.md", "docs/scatter_pa_kv_cache.md", "docs/performance.md", "docs/calibration.md")
+TARGETS = ("README.md", "docs/scatter_pa_kv_cache.md", "docs/performance.md", "docs/calibration.md",
+           "docs/timeouts.md")
 _BLOCK = re.compile(r"(<!-- generated:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=key) -->)", re.S)
 
 
@@ -443,9 +444,27 @@ def study_times(body: str, stale: list) -> str:
     return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line(['studies_steps'])}\n"
 
 
+def timeout_table(body: str, stale: list) -> str:
+    """docs/timeouts.md: the seed's four timeout shapes on every preset (studies/timeout_table.py)."""
+    t = load("timeout_table")
+    if not t:
+        stale.append("docs/timeouts.md timeout table")
+        return body
+    out = ["| shape (B, Q_N, S, D, KV_N; S_kv = S) | " + " | ".join(t["chips"]) + " |",
+           "|---" * (len(t["chips"]) + 1) + "|"]
+    for r in t["rows"]:
+        cells = []
+        for chip in t["chips"]:
+            c = r["cells"][chip]
+            cells.append(f"refused ({c['refused']})" if "refused" in c else
+                         f"{c['predicted_s']:.0f} s, {'exceeds' if c['exceeded'] else 'fits'}")
+        out.append("| " + ", ".join(str(v) for v in r["shape"]) + " | " + " | ".join(cells) + " |")
+    return "\n".join(out) + f"\n\n{_machine_line(['timeout_table'])}\n"
+
+
 RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
              "speed": speed, "study-times": study_times, "calibration": calibration,
-             "calibration-floor": calibration_floor,
+             "calibration-floor": calibration_floor, "timeout-table": timeout_table,
              "pfa-tiling": _from_table(sweep_tables.pfa_tiling_table, "README PFA tiling table"),
              "whatif-pfa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_pfa"), "README PFA what-if"),
              "whatif-fa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_fa"), "README FA what-if")}

@@ -34,3 +34,23 @@ def test_pfa_tiling_table_marks_refused_outers_and_the_gain(tmp_path, monkeypatc
     monkeypatch.setattr(sweep_tables, "OUT", tmp_path)
     last = sweep_tables.pfa_tiling_table().strip().splitlines()[-1]
     assert last == "| c | 120.0 us | refused | 150.0 us (sOuter 128, sInner 960) | (64, 768) (+25.0%) | MTE2 |"
+
+
+def test_timeout_table_renders_verdicts_and_refusals(monkeypatch):
+    """docs/timeouts.md's table comes from studies/timeout_table.py's saved result (studies/render.py)."""
+    import render
+    saved = {"chips": ["A", "P"], "machine": {"cpu": "x", "cpus": 2, "python": "3", "numpy": "2",
+                                              "load_avg": [1.0, 1.0, 1.0], "date_utc": "2026-11-24 16:00"},
+             "rows": [{"shape": [1, 20, 2097152, 256, 1],
+                       "cells": {"A": {"predicted_s": 1578.2, "limit_s": 1091.0, "exceeded": True},
+                                 "P": {"refused": 161002}}},
+                      {"shape": [1, 1, 4096, 128, 1],
+                       "cells": {"A": {"predicted_s": 0.4, "limit_s": 1091.0, "exceeded": False},
+                                 "P": {"predicted_s": 0.9, "limit_s": 547.0, "exceeded": False}}}]}
+    monkeypatch.setattr(render, "load", lambda name: saved if name == "timeout_table" else None)
+    lines = render.timeout_table("old", []).splitlines()
+    assert lines[2] == "| 1, 20, 2097152, 256, 1 | 1578 s, exceeds | refused (161002) |"
+    assert lines[3] == "| 1, 1, 4096, 128, 1 | 0 s, fits | 1 s, fits |"
+    stale = []
+    monkeypatch.setattr(render, "load", lambda name: None)
+    assert render.timeout_table("old", stale) == "old" and stale
