@@ -173,8 +173,8 @@ class _Shared:
         index = _queue_index(unit)
         self.ops = e.ops
         # positions of the set/wait calls on queue flags, with their keys by index
-        self.fix = [(i, _canonical_key(op[2], index)) for i, op in enumerate(e.ops)
-                    if op[0] in (_C_SET, _C_WAIT) and _canonical_key(op[2], index) is not op[2]]
+        self.fix = [(i, key) for i, op in enumerate(e.ops)
+                    if op[0] in (_C_SET, _C_WAIT) and (key := _canonical_key(op[2], index)) is not op[2]]
         where = {s: (i, s.index) for q, i in index.items() for s in q.slots}
         self.slots_after = [where[s] + (st, freed) for s, st, freed in e.slots_after]
         self.next_after = [(index[q], nxt) for q, nxt in e.next_after]
