@@ -32,6 +32,9 @@ from functools import wraps
 
 from npusim.core import _S, FLOWCTRL, REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT
 from npusim.launch import current_unit
+from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL as _C_GM_REL, C_ISSUE as _C_ISSUE
+from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
+from npusim.replay_code import compiled
 from npusim.trace import LANE_RANK_OF_PIPE
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
@@ -297,7 +300,9 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
 # looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
 # into a local copy or a GM booking) is resolved here once.
 _LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
-_C_ISSUE, _C_GM, _C_GM_REL, _C_BARRIER, _C_SET, _C_WAIT, _C_XWAIT, _C_XSET = range(8)
+#: replays of a recording (in one form: full rows or spans) by the loop before it gets a function of its own
+#: (npusim/replay_code.py): generating and compiling one costs about what a few hundred replayed rows do
+COMPILE_AFTER = 4
 
 
 def _compile(unit, calls: list, bases: tuple) -> tuple | None:
@@ -372,17 +377,42 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
 
 class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
-    summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans)."""
+    summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
+    COMPILE_AFTER times, its own function per row form (``code``: full rows, spans)."""
 
     def __new__(cls, ops, tally):
         self = super().__new__(cls, ops)
         self.tally = tally
+        self.runs = 0
+        self.code = [None, None]
         return self
 
 
 # -- replay ----------------------------------------------------------------------------------------
-def _replay(unit, ops: tuple, gm_bases: list) -> None:
-    """The compiled calls, scheduled into the stream with transfers moved to this call's bases.
+def _replay(unit, ops: _Recording, gm_bases: list) -> None:
+    """The compiled calls, scheduled into the stream with transfers moved to this call's bases: by the loop
+    (:func:`_replay_calls`), or by the recording's own function once it has been replayed often."""
+    spans = unit.spans
+    summary = spans is not None
+    code = ops.code[summary]
+    if code is None:
+        ops.runs += 1
+        if ops.runs > COMPILE_AFTER:
+            code = ops.code[summary] = compiled(ops, summary, _S)
+    if code is None:
+        _replay_calls(unit, ops, gm_bases)
+    else:
+        code[0](unit, gm_bases, code[1])
+    if summary:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
+        tally = unit.tally
+        for lane, n, nbytes, flops in ops.tally:
+            tally[lane] += n
+            tally[8 + lane] += nbytes
+            tally[16 + lane] += flops
+
+
+def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
+    """:func:`_replay`'s loop over the compiled calls.
 
     NOTE: CoreUnit.issue / transfer / set_flag / wait_flag / barrier's bookkeeping inlined over local copies
     of the stream's clocks, for performance reasons (docs/performance.md, fourth round): the same
@@ -504,9 +534,3 @@ def _replay(unit, ops: tuple, gm_bases: list) -> None:
             scalar, horizon = unit.scalar_t, unit.horizon
             records, flows, spans = unit.records, unit.flows, unit.spans
     unit.scalar_t = scalar
-    if spans is not None:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
-        tally = unit.tally
-        for lane, n, nbytes, flops in ops.tally:
-            tally[lane] += n
-            tally[8 + lane] += nbytes
-            tally[16 + lane] += flops

@@ -1,0 +1,200 @@
+"""A compiled kernel-step recording turned into straight-line Python: the replay of a step that repeats often.
+
+Why: :func:`npusim.replay._replay` schedules a recording's calls in one loop, which per row unpacks the
+call's tuple, dispatches on its kind and indexes the stream's pipe lists (about 2 us a row with the row's
+record). A recording replayed many times (the vector-add sample's tile: 20,000 times) is worth a function of
+its own in which every call is its schedule's expressions with the recording's constants written in, the
+touched pipes' clocks held in local variables, and the trace rows handed over a few at a time
+(docs/performance.md, sixth round).
+
+The generated expressions are those of the loop, in the same order, on the same floats (a float constant is
+written as its ``repr``, which reads back as the same float), so every start and end cycle, row, flag arrow and
+GM booking is the loop's (tests/npusim/test_replay.py compares both with the interpreted run). The pipe clocks,
+the scalar clock and the rows made so far are written back to the stream before anything else may read them:
+a time slice (``CoreUnit.catch_up``, whose flush reads the clocks and takes the rows), a cross-core flag (run
+live by the launch) and an unmatched WaitFlag (which raises as the interpreted call would).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+#: kinds of a compiled call (npusim/replay.py ``_compile``)
+C_ISSUE, C_GM, C_GM_REL, C_BARRIER, C_SET, C_WAIT, C_XWAIT, C_XSET = range(8)
+_FLOWCTRL = 7  # trace pipe code of flag and barrier rows (core.FLOWCTRL)
+
+_CODE: dict = {}  # generated source -> function (relocated copies of a shared recording differ in constants only)
+_CODE_LIMIT = 4096
+
+
+def compiled(ops, summary: bool, scalar_pipe: int):
+    """(function, constants) replaying the compiled calls *ops*; call it as ``function(unit, gm_bases, constants)``.
+
+    *summary*: rows go to the stream's spans (lane, start, end) instead of its records.
+    """
+    source, consts = _source(ops, summary, scalar_pipe)
+    fn = _CODE.get(source)
+    if fn is None:
+        if len(_CODE) >= _CODE_LIMIT:
+            _CODE.clear()
+        namespace = {"deque": deque}
+        exec(compile(source, "<npusim replay step>", "exec"), namespace)
+        fn = _CODE[source] = namespace["_step"]
+    return fn, tuple(consts)
+
+
+def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
+    consts: list = []
+    ids: dict = {}
+
+    def lit(value) -> str:
+        """*value* as a literal when it reads back as itself, else a name for it among the constants."""
+        kind = type(value)
+        if value is None or kind is bool or kind is int or (kind is float and math.isfinite(value)):
+            return repr(value)
+        i = ids.get(id(value))
+        if i is None:
+            i = ids[id(value)] = len(consts)
+            consts.append(value)
+        return f"c{i}"
+
+    pipes = sorted({op[1] for op in ops if op[0] <= C_WAIT and op[1] >= 0})
+    waits = any(op[0] == C_WAIT for op in ops)
+    body: list[str] = []
+    pending_rows: list[str] = []
+    pending_flows: list[str] = []
+    put = body.append
+    out_name = "spans" if summary else "records"
+
+    def writeback(indent: str) -> None:
+        put(f"{indent}unit.scalar_t = scalar")
+        for p in pipes:
+            put(f"{indent}pfree[{p}] = f{p}; pdone[{p}] = d{p}")
+
+    def reload_outs(indent: str) -> None:
+        put(f"{indent}scalar = unit.scalar_t; horizon = unit.horizon; out = unit.{out_name}; flows = unit.flows")
+
+    def reload_pipes(indent: str) -> None:
+        put(f"{indent}pfree = unit.pipe_free; pdone = unit.pipe_done")
+        for p in pipes:
+            put(f"{indent}f{p} = pfree[{p}]; d{p} = pdone[{p}]")
+
+    def emit(indent: str = "    ", keep: bool = False) -> None:
+        """The rows (and flag arrows) made since the last hand-over, handed to the stream."""
+        if pending_rows:
+            put(f"{indent}out.extend(({', '.join(pending_rows)},))")
+        if pending_flows:
+            put(f"{indent}flows.extend(({', '.join(pending_flows)},))")
+        if not keep:
+            pending_rows.clear()
+            pending_flows.clear()
+
+    def row(pipe: int, name_id, start: str, end: str, nbytes, flops, line, lane: int) -> None:
+        if summary:
+            pending_rows.append(f"{lane}, {start}, {end}")
+        else:
+            pending_rows.append(f"{pipe}, {lit(name_id)}, {start}, {end}, {lit(nbytes)}, {lit(flops)}, {lit(line)}")
+
+    for i, op in enumerate(ops):
+        kind = op[0]
+        if kind <= C_GM_REL:  # CoreUnit.issue / transfer
+            _, p, name_id, occupancy, latency, nbytes, flops, line, lane, gm, gm_byte, gm_write = op
+            put("    t = scalar + ic")
+            put(f"    if len(q{p}) >= depth:")
+            put(f"        o = q{p}.popleft()")
+            put("        if o > t:")
+            put("            t = o")
+            put("    scalar = t")
+            put(f"    s{i} = t if t > f{p} else f{p}")
+            if kind == C_ISSUE:
+                put(f"    f{p} = s{i} + {lit(occupancy)}")
+            else:
+                where = f"gm_bases[{gm_byte[0]}] + {gm_byte[1]}" if kind == C_GM_REL else lit(gm_byte)
+                put(f"    f{p} = book_gm({lit(gm)}, {where}, {lit(nbytes)}, s{i}, {lit(occupancy)}, {lit(gm_write)})")
+            put(f"    e{i} = f{p} + {lit(latency)}")
+            put(f"    if e{i} > d{p}:")
+            put(f"        d{p} = e{i}")
+            put(f"    q{p}.append(s{i})")
+            row(p, name_id, f"s{i}", f"e{i}", nbytes, flops, line, lane)
+            emit()
+            put("    if t > horizon:")  # a time slice, as CoreUnit.catch_up after the issue
+            writeback("        ")
+            put("        unit.catch_up()")
+            reload_outs("        ")
+        elif kind == C_BARRIER:
+            _, p, label_id, line, lane = op
+            put("    t = scalar + ic")
+            put("    scalar = t")
+            if p < 0:  # PIPE_ALL: on the stream's lists, as the loop does
+                writeback("    ")
+                put(f"    e{i} = max(max(pdone), t)")
+                put(f"    pfree[:] = [e{i}] * len(pfree)")
+                put(f"    pdone[:] = [e{i}] * len(pdone)")
+                put(f"    scalar = e{i}")
+                put(f"    s{i} = t")
+                reload_pipes("    ")
+            else:
+                put(f"    e{i} = d{p}")
+                put(f"    if t > e{i}:")
+                put(f"        e{i} = t")
+                put(f"    s{i} = f{p}")
+                put(f"    f{p} = e{i}")
+                put(f"    if e{i} < s{i}:")
+                put(f"        s{i} = e{i}")
+            row(_FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
+        elif kind == C_SET:
+            _, p, key, label_id, line, lane = op
+            put("    t = scalar + ic")
+            put("    scalar = t")
+            put(f"    e{i} = (d{p} if d{p} > t else t) + fc")
+            put(f"    if e{i} > f{p}:")
+            put(f"        f{p} = e{i}")
+            put(f"    if e{i} > d{p}:")
+            put(f"        d{p} = e{i}")
+            put(f"    q = flags.get({lit(key)})")
+            put("    if q is None:")
+            put(f"        q = flags[{lit(key)}] = deque()")
+            put(f"    q.append((e{i}, {p}))")
+            row(_FLOWCTRL, label_id, f"e{i} - fc", f"e{i}", 0, 0, line, lane)
+        elif kind == C_WAIT:
+            _, p, key, label_id, what, line, lane = op
+            put(f"    q = flags.get({lit(key)})")
+            put("    if not q:")  # never after a full key match; raise as the interpreted call would
+            emit("        ", keep=True)
+            writeback("        ")
+            put(f"        unit.wait_flag({p}, {lit(key)}, {lit(label_id)}, {lit(what)}, 0, {lit(line)})")
+            put("    t = scalar + ic")
+            put("    scalar = t")
+            put(f"    a{i}, b{i} = q.popleft()")
+            put(f"    s{i} = f{p} if f{p} > t else t")
+            put(f"    e{i} = (a{i} if a{i} > s{i} else s{i}) + fc")
+            put(f"    f{p} = e{i}")
+            put(f"    if e{i} > d{p}:")
+            put(f"        d{p} = e{i}")
+            if p == scalar_pipe:
+                put(f"    if e{i} > scalar:")
+                put(f"        scalar = e{i}")
+            row(_FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
+            pending_flows.append(f"b{i}, a{i}, {p}, e{i}, {lit(label_id)}, block, sub")
+        else:  # cross-core flags run live: a wait may suspend until the peer's set
+            emit()
+            writeback("    ")
+            call = "cross_wait" if kind == C_XWAIT else "cross_set"
+            put(f"    unit.launch.{call}(unit, {lit(op[1])}, {lit(op[2])}, {lit(op[3])}, 0, {lit(op[4])})")
+            reload_outs("    ")
+            reload_pipes("    ")
+    emit()
+    writeback("    ")
+
+    head = ["def _step(unit, gm_bases, K):"]
+    if consts:
+        head.append(f"    {', '.join(f'c{i}' for i in range(len(consts)))}, = K")
+    head += ["    scalar = unit.scalar_t",
+             "    ic = unit.issue_cycles; fc = unit.flag_cycles; depth = unit.depth; horizon = unit.horizon",
+             "    pfree = unit.pipe_free; pdone = unit.pipe_done; qs = unit.qstarts; flags = unit.flags",
+             f"    out = unit.{out_name}; flows = unit.flows; book_gm = unit.launch.book_gm"]
+    if waits:
+        head.append("    block = unit.block_idx; sub = unit.sub_index")
+    for p in pipes:
+        head.append(f"    f{p} = pfree[{p}]; d{p} = pdone[{p}]; q{p} = qs[{p}]")
+    return "\n".join(head + body) + "\n", consts
