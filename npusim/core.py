@@ -62,6 +62,10 @@ class CoreUnit:
         # list, not a tuple per instruction, for performance reasons: a kept tuple is one more object for the
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
+        # rows of replayed steps in the full form (npusim/replay_code.py): (records made before them, their
+        # constant columns as a (rows, 7) float array, their start and end cycles flat), and how many rows
+        self.blocks: list = []
+        self.block_rows = 0
         self.flushed_rows = 0  # records already handed to the trace sink
         # rows of replayed steps in summary form when the sink takes them (npusim/replay.py): lane, start, end
         # of each row (flat), and those rows' counts, bytes and FLOPs per lane in `tally` (3 x 8 ints)
@@ -275,13 +279,14 @@ class CoreUnit:
         self.waiting_for = None
         return result
 
-    def catch_up(self) -> None:
-        """Let the other streams reach this stream's clock before going on."""
+    def catch_up(self, flush: bool = True) -> None:
+        """Let the other streams reach this stream's clock before going on (*flush*: hand the rows to the
+        sink if there are enough; a replayed step keeps its rows until its end and flushes then)."""
         launch = self.launch
         if self.scalar_t > launch.timeout_cycles:
             raise AicoreTimeoutError(self.scalar_t / self.chip.clock_hz, launch.timeout_s, f"{self.label} runs past "
                                      "the chip's AI Core timeout: ", at_least=True)
-        if len(self.records) >= CHUNK_ROWS * 7 or (self.spans is not None and len(self.spans) >= CHUNK_ROWS * 3):
+        if flush and self.chunk_full():
             self.flush()
         env = launch.env
         if launch.progress is not None and env.now >= launch.progress.next_cycle:
@@ -298,6 +303,10 @@ class CoreUnit:
             sink.add_rows_spans(self.block_idx, self.sub_index, self.records, self.spans, self.tally, watermark)
             self.flushed_rows += len(self.records) // 7 + len(self.spans) // 3
             self.records, self.spans, self.tally = [], [], [0] * 24
+        elif self.blocks:
+            sink.rows(self.block_idx, self.sub_index, self.records, watermark, self.blocks)
+            self.flushed_rows += len(self.records) // 7 + self.block_rows  # for the launch's instruction budget
+            self.records, self.blocks, self.block_rows = [], [], 0
         elif self.records:
             sink.rows(self.block_idx, self.sub_index, self.records, watermark)
             self.flushed_rows += len(self.records) // 7  # for the launch's instruction budget
@@ -306,9 +315,15 @@ class CoreUnit:
             sink.flows(self.block_idx, self.sub_index, self.flows)
             self.flows = []
 
+    def chunk_full(self) -> bool:
+        """Enough rows (CHUNK_ROWS) to hand to the sink."""
+        return len(self.records) + 7 * self.block_rows >= CHUNK_ROWS * 7 or \
+            (self.spans is not None and len(self.spans) >= CHUNK_ROWS * 3)
+
     def issued_rows(self) -> int:
         """Trace rows this stream has made so far (handed to the sink or not)."""
-        return self.flushed_rows + len(self.records) // 7 + (len(self.spans) // 3 if self.spans else 0)
+        return self.flushed_rows + len(self.records) // 7 + self.block_rows + \
+            (len(self.spans) // 3 if self.spans else 0)
 
     @property
     def end_cycle(self) -> float:

@@ -398,11 +398,13 @@ def _replay(unit, ops: _Recording, gm_bases: list) -> None:
     if code is None:
         ops.runs += 1
         if ops.runs > COMPILE_AFTER:
-            code = ops.code[summary] = compiled(ops, summary, _S)
+            code = ops.code[summary] = compiled(ops, summary, _S, unit.flags)
     if code is None:
         _replay_calls(unit, ops, gm_bases)
     else:
         code[0](unit, gm_bases, code[1])
+        if not summary and unit.chunk_full():  # the step's time slices left the rows to its end
+            unit.flush()
     if summary:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
         tally = unit.tally
         for lane, n, nbytes, flops in ops.tally:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+import numpy as np
+
 #: kinds of a compiled call (npusim/replay.py ``_compile``)
 C_ISSUE, C_GM, C_GM_REL, C_BARRIER, C_SET, C_WAIT, C_XWAIT, C_XSET = range(8)
 _FLOWCTRL = 7  # trace pipe code of flag and barrier rows (core.FLOWCTRL)
@@ -27,12 +29,17 @@ _CODE: dict = {}  # generated source -> function (relocated copies of a shared r
 _CODE_LIMIT = 4096
 
 
-def compiled(ops, summary: bool, scalar_pipe: int):
+def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
     """(function, constants) replaying the compiled calls *ops*; call it as ``function(unit, gm_bases, constants)``.
 
-    *summary*: rows go to the stream's spans (lane, start, end) instead of its records.
+    *summary*: rows go to the stream's spans (lane, start, end) instead of its records. *flags*: the stream's
+    flag table at the start of the step. Every replay of a recording starts with the same number of pending
+    sets of each flag (they are part of its key, npusim/replay.py), so a WaitFlag that takes a SetFlag of the
+    same step is resolved here: the set's fire cycle is read from a local variable, and the sets no wait of the
+    step takes are appended to the table at its end (in order, after the sets pending before the step).
     """
-    source, consts = _source(ops, summary, scalar_pipe)
+    pending = {op[2]: len(flags[op[2]]) for op in ops if op[0] in (C_SET, C_WAIT) and op[2] in flags}
+    source, consts = _source(ops, summary, scalar_pipe, pending)
     fn = _CODE.get(source)
     if fn is None:
         if len(_CODE) >= _CODE_LIMIT:
@@ -43,7 +50,7 @@ def compiled(ops, summary: bool, scalar_pipe: int):
     return fn, tuple(consts)
 
 
-def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
+def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, list]:
     consts: list = []
     ids: dict = {}
 
@@ -66,13 +73,22 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
     put = body.append
     out_name = "spans" if summary else "records"
 
+    held = {key: [] for key in pending}  # per flag, the sets of this step not taken yet: (fire variable, pipe)
+
+    def release_held(indent: str) -> None:
+        """The sets of this step no wait has taken, appended to the stream's flag table."""
+        for key, sets in held.items():
+            for fire, src in sets:
+                put(f"{indent}flags[{lit(key)}].append(({fire}, {src}))")
+
     def writeback(indent: str) -> None:
         put(f"{indent}unit.scalar_t = scalar")
         for p in pipes:
             put(f"{indent}pfree[{p}] = f{p}; pdone[{p}] = d{p}")
 
     def reload_outs(indent: str) -> None:
-        put(f"{indent}scalar = unit.scalar_t; horizon = unit.horizon; out = unit.{out_name}; flows = unit.flows")
+        put(f"{indent}scalar = unit.scalar_t; horizon = unit.horizon; out = unit.{out_name}; flows = unit.flows; "
+            "blocks = unit.blocks")
 
     def reload_pipes(indent: str) -> None:
         put(f"{indent}pfree = unit.pipe_free; pdone = unit.pipe_done")
@@ -80,9 +96,14 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
             put(f"{indent}f{p} = pfree[{p}]; d{p} = pdone[{p}]")
 
     def emit(indent: str = "    ", keep: bool = False) -> None:
-        """The rows (and flag arrows) made since the last hand-over, handed to the stream."""
-        if pending_rows:
+        """The rows (and flag arrows) made since the last hand-over, handed to the stream: as spans, or in
+        the full form as one block (constant columns, then start and end cycles: CoreUnit.blocks)."""
+        if pending_rows and summary:
             put(f"{indent}out.extend(({', '.join(pending_rows)},))")
+        elif pending_rows:
+            table = np.array([r[0] for r in pending_rows], np.float64)
+            times = ", ".join(f"{r[1]}, {r[2]}" for r in pending_rows)
+            put(f"{indent}blocks.append((len(out), {lit(table)}, ({times},))); unit.block_rows += {len(table)}")
         if pending_flows:
             put(f"{indent}flows.extend(({', '.join(pending_flows)},))")
         if not keep:
@@ -92,8 +113,8 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
     def row(pipe: int, name_id, start: str, end: str, nbytes, flops, line, lane: int) -> None:
         if summary:
             pending_rows.append(f"{lane}, {start}, {end}")
-        else:
-            pending_rows.append(f"{pipe}, {lit(name_id)}, {start}, {end}, {lit(nbytes)}, {lit(flops)}, {lit(line)}")
+        else:  # the constant columns (start and end 0) and the cycles' expressions
+            pending_rows.append(((pipe, name_id, 0, 0, nbytes, flops, line), start, end))
 
     for i, op in enumerate(ops):
         kind = op[0]
@@ -116,10 +137,12 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
             put(f"        d{p} = e{i}")
             put(f"    q{p}.append(s{i})")
             row(p, name_id, f"s{i}", f"e{i}", nbytes, flops, line, lane)
-            emit()
+            if summary:  # the time slice may hand the spans to the sink: they go first
+                emit()
             put("    if t > horizon:")  # a time slice, as CoreUnit.catch_up after the issue
             writeback("        ")
-            put("        unit.catch_up()")
+            # full rows stay with the step until its end (one block): the slice does not hand rows over
+            put("        unit.catch_up()" if summary else "        unit.catch_up(False)")
             reload_outs("        ")
         elif kind == C_BARRIER:
             _, p, label_id, line, lane = op
@@ -151,23 +174,35 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
             put(f"        f{p} = e{i}")
             put(f"    if e{i} > d{p}:")
             put(f"        d{p} = e{i}")
-            put(f"    q = flags.get({lit(key)})")
-            put("    if q is None:")
-            put(f"        q = flags[{lit(key)}] = deque()")
-            put(f"    q.append((e{i}, {p}))")
+            if key in held:  # kept here until a wait of this step takes it or the step ends
+                held[key].append((f"e{i}", p))
+            else:
+                put(f"    q = flags.get({lit(key)})")
+                put("    if q is None:")
+                put(f"        q = flags[{lit(key)}] = deque()")
+                put(f"    q.append((e{i}, {p}))")
             row(_FLOWCTRL, label_id, f"e{i} - fc", f"e{i}", 0, 0, line, lane)
         elif kind == C_WAIT:
             _, p, key, label_id, what, line, lane = op
-            put(f"    q = flags.get({lit(key)})")
-            put("    if not q:")  # never after a full key match; raise as the interpreted call would
-            emit("        ", keep=True)
-            writeback("        ")
-            put(f"        unit.wait_flag({p}, {lit(key)}, {lit(label_id)}, {lit(what)}, 0, {lit(line)})")
+            if key in held and not pending.get(key) and held[key]:  # the set of this step it takes
+                fire, src = held[key].pop(0)
+            elif key in held and pending.get(key):  # a set from before the step, in the stream's table
+                pending[key] -= 1
+                put(f"    a{i}, b{i} = flags[{lit(key)}].popleft()")
+                fire, src = f"a{i}", f"b{i}"
+            else:
+                put(f"    q = flags.get({lit(key)})")
+                put("    if not q:")  # never after a full key match; raise as the interpreted call would
+                emit("        ", keep=True)
+                release_held("        ")
+                writeback("        ")
+                put(f"        unit.wait_flag({p}, {lit(key)}, {lit(label_id)}, {lit(what)}, 0, {lit(line)})")
+                put(f"    a{i}, b{i} = q.popleft()")
+                fire, src = f"a{i}", f"b{i}"
             put("    t = scalar + ic")
             put("    scalar = t")
-            put(f"    a{i}, b{i} = q.popleft()")
             put(f"    s{i} = f{p} if f{p} > t else t")
-            put(f"    e{i} = (a{i} if a{i} > s{i} else s{i}) + fc")
+            put(f"    e{i} = ({fire} if {fire} > s{i} else s{i}) + fc")
             put(f"    f{p} = e{i}")
             put(f"    if e{i} > d{p}:")
             put(f"        d{p} = e{i}")
@@ -175,15 +210,20 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
                 put(f"    if e{i} > scalar:")
                 put(f"        scalar = e{i}")
             row(_FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
-            pending_flows.append(f"b{i}, a{i}, {p}, e{i}, {lit(label_id)}, block, sub")
+            pending_flows.append(f"{src}, {fire}, {p}, e{i}, {lit(label_id)}, block, sub")
         else:  # cross-core flags run live: a wait may suspend until the peer's set
             emit()
+            release_held("    ")
+            for key in held:  # what the table holds now is read from it
+                pending[key] += len(held[key])
+                held[key] = []
             writeback("    ")
             call = "cross_wait" if kind == C_XWAIT else "cross_set"
             put(f"    unit.launch.{call}(unit, {lit(op[1])}, {lit(op[2])}, {lit(op[3])}, 0, {lit(op[4])})")
             reload_outs("    ")
             reload_pipes("    ")
     emit()
+    release_held("    ")
     writeback("    ")
 
     head = ["def _step(unit, gm_bases, K):"]
@@ -192,7 +232,7 @@ def _source(ops, summary: bool, scalar_pipe: int) -> tuple[str, list]:
     head += ["    scalar = unit.scalar_t",
              "    ic = unit.issue_cycles; fc = unit.flag_cycles; depth = unit.depth; horizon = unit.horizon",
              "    pfree = unit.pipe_free; pdone = unit.pipe_done; qs = unit.qstarts; flags = unit.flags",
-             f"    out = unit.{out_name}; flows = unit.flows; book_gm = unit.launch.book_gm"]
+             f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; book_gm = unit.launch.book_gm"]
     if waits:
         head.append("    block = unit.block_idx; sub = unit.sub_index")
     for p in pipes:

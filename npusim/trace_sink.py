@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -70,15 +71,35 @@ def make_sink(trace):
     return FileSink(Path(trace[5:]).expanduser())
 
 
-def record_columns(core: int, sub: int, records: list) -> dict:
-    """A stream's flat record list -> trace input columns (cycles rounded to integers)."""
+def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
+    """A stream's flat record list, with the rows of replayed steps in *blocks* placed among them (see
+    :class:`TraceSink`) -> trace input columns (cycles rounded to integers)."""
     n = len(records) // 7
     rec = np.fromiter(records, np.float64, 7 * n).reshape(n, 7)
+    if blocks:
+        rec = _with_blocks(rec, blocks)
+        n = len(rec)
     return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
             "pipe": rec[:, 0].astype(np.int8), "name_id": rec[:, 1].astype(np.int32),
             "start": np.rint(rec[:, 2]).astype(np.int64), "end": np.rint(rec[:, 3]).astype(np.int64),
             "bytes": rec[:, 4].astype(np.int64), "flops": rec[:, 5].astype(np.int64),
             "src_id": rec[:, 6].astype(np.int32)}
+
+
+def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
+    """The records *rec* (n x 7) with each block's rows inserted before the record its position names: the
+    block's constant columns, its start and end cycles filled in (the same floats as a record's)."""
+    at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
+    rows = np.concatenate([b[1] for b in blocks])
+    sizes = np.fromiter([len(b[1]) for b in blocks], np.int64, len(blocks))
+    rows[:, 2:4] = np.fromiter(chain.from_iterable([b[2] for b in blocks]), np.float64, 2 * len(rows)).reshape(-1, 2)
+    out = np.empty((len(rec) + len(rows), 7))
+    # a block's row r (counted over all blocks) follows r block rows and the records made before its block
+    out[np.repeat(at, sizes) + np.arange(len(rows))] = rows
+    # a record follows the rows of every block made before it
+    before = np.searchsorted(at, np.arange(len(rec)), side="right")
+    out[np.arange(len(rec)) + np.r_[0, np.cumsum(sizes)][before]] = rec
+    return out
 
 
 def flow_columns(core: int, sub: int, flows: list) -> dict:
@@ -106,14 +127,16 @@ class TraceSink:
     steps' rows (npusim/replay.py) as *spans* (lane, start, end per row, flat) with their per-lane counts,
     bytes and FLOPs summed in *tally* (counts, bytes, FLOPs: 8 lanes each), through ``add_rows_spans``.
 
-    ``rows(core, sub, records, watermark)``: *records* is a flat chunk of one stream (the stream's rows in
-    program order); *watermark*: no later row of that stream starts before this cycle.
+    ``rows(core, sub, records, watermark, blocks)``: *records* is a flat chunk of one stream (the stream's rows
+    in program order); *blocks*: rows of replayed steps that go among them, each as (the length of *records*
+    when it was made, its constant columns as a rows x 7 float array, its start and end cycles, flat);
+    *watermark*: no later row of that stream starts before this cycle.
     ``flows(core, sub, flows)``: that stream's flag arrows. Streams hand chunks interleaved.
     """
 
     takes_spans = False
 
-    def rows(self, core: int, sub: int, records: list, watermark: float) -> None:
+    def rows(self, core: int, sub: int, records: list, watermark: float, blocks=()) -> None:
         raise NotImplementedError
 
     def flows(self, core: int, sub: int, flows: list) -> None:
@@ -131,7 +154,7 @@ class NoneSink(TraceSink):
 
     takes_spans = True
 
-    def rows(self, core, sub, records, watermark):
+    def rows(self, core, sub, records, watermark, blocks=()):
         pass
 
     def add_rows_spans(self, core, sub, records, spans, tally, watermark):
@@ -152,9 +175,10 @@ class FullSink(TraceSink):
         self.flow_chunks: dict = {}
         self.n_rows = 0
 
-    def rows(self, core, sub, records, watermark):
-        self.chunks.setdefault((core, sub), []).append(record_columns(core, sub, records))
-        self.n_rows += len(records) // 7
+    def rows(self, core, sub, records, watermark, blocks=()):
+        c = record_columns(core, sub, records, blocks)
+        self.chunks.setdefault((core, sub), []).append(c)
+        self.n_rows += len(c["start"])
 
     def flows(self, core, sub, flows):
         self.flow_chunks.setdefault((core, sub), []).append(flow_columns(core, sub, flows))
@@ -196,8 +220,8 @@ class SummarySink(TraceSink):
 
     takes_spans = True
 
-    def rows(self, core, sub, records, watermark):
-        self.add_columns(core, sub, record_columns(core, sub, records), watermark)
+    def rows(self, core, sub, records, watermark, blocks=()):
+        self.add_columns(core, sub, record_columns(core, sub, records, blocks), watermark)
 
     def add_rows_spans(self, core, sub, records, spans, tally, watermark):
         self.add_columns(core, sub, record_columns(core, sub, records), watermark, spans, tally)
@@ -287,11 +311,11 @@ class AutoSink(FullSink):
         self.max_rows = FULL_TRACE_MAX_ROWS if max_rows is None else max_rows
         self.summary_sink: SummarySink | None = None
 
-    def rows(self, core, sub, records, watermark):
+    def rows(self, core, sub, records, watermark, blocks=()):
         if self.summary_sink is not None:
-            self.summary_sink.rows(core, sub, records, watermark)
+            self.summary_sink.rows(core, sub, records, watermark, blocks)
             return
-        super().rows(core, sub, records, watermark)
+        super().rows(core, sub, records, watermark, blocks)
         if self.n_rows > self.max_rows:
             warnings.warn(f"npusim: the trace passed {self.max_rows:,} instructions; keeping its summary only "
                           "(trace='full' keeps every row, trace='file:PATH' streams them to a Parquet file, "
@@ -339,8 +363,8 @@ class FileSink(SummarySink):
         self.pending: list = []
         self.pending_rows = 0
 
-    def rows(self, core, sub, records, watermark):
-        c = record_columns(core, sub, records)
+    def rows(self, core, sub, records, watermark, blocks=()):
+        c = record_columns(core, sub, records, blocks)
         self.add_columns(core, sub, c, watermark)
         n = len(c["start"])
         c.update(kind=np.zeros(n, np.int8), src_core=np.full(n, -1, np.int32), src_sub=np.full(n, -1, np.int8),

@@ -138,6 +138,8 @@ def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
                 CrossCoreSetFlag(1, Pipe.V)
             elif extra == "sync":
                 SyncAll()
+            elif extra == "all":
+                PipeBarrier()  # PIPE_ALL
             self.que.FreeTensor(t)
             self.flip ^= 1
 
@@ -232,3 +234,71 @@ def test_pfa_recordings_shared_by_streams_give_the_interpreted_trace(counted, mo
     assert counted["steps"] > 50 and len({id(u) for u in relocated}) > 10
     assert_same_trace(on, off)
     assert booked_on == booked_off
+
+
+# -- recordings replayed often run as generated functions (npusim/replay_code.py) -----------------------------
+@pytest.fixture
+def compiled_at_once(monkeypatch):
+    """Every recording gets its generated function at its first replay; the functions made are counted."""
+    import npusim.replay_code as replay_code
+    made = []
+    real = replay_code.compiled
+    monkeypatch.setattr(replay, "COMPILE_AFTER", 0)
+    monkeypatch.setattr(replay, "compiled", lambda *a: made.append(a[1]) or real(*a))
+    return made
+
+
+@pytest.mark.parametrize("extra", ["none", "cross", "all"])
+@pytest.mark.parametrize("trace", ["full", "summary"])
+def test_generated_replay_gives_the_interpreted_trace(compiled_at_once, monkeypatch, extra, trace):
+    """A step run by its generated function (cross-core flags live, a PipeBarrier, flags set and waited
+    within the step, PIPE_ALL, rows kept to the step's end as blocks and handed over in small chunks) gives the
+    interpreted trace, and the summary of the full one."""
+    import npusim.core
+    monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 64)
+    x = TensorSpec((8192,), np.float16)
+
+    def run(trace=trace):
+        return launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 40, extra), block_dim=1, chip="Ascend910B2",
+                      mode="timing", kernel_type="mix", progress=False, trace=trace)
+    on = run()
+    assert compiled_at_once and set(compiled_at_once) == {trace == "summary"}
+    with replay.disabled():
+        off = run("full")
+    if trace == "full":
+        assert_same_trace(on, off)
+    else:
+        a, b = on.trace.summary(), off.trace.summary()
+        assert (a.total_cycles, a.instructions, a.total_bytes, str(a)) == \
+            (b.total_cycles, b.instructions, b.total_bytes, str(b))
+
+
+def test_generated_replay_of_shared_steps_books_gm_as_interpreted(compiled_at_once, booked):
+    """FA varlen's shared steps (GM transfers relative to workspace regions, queue flags relocated to each
+    stream) run by generated functions: trace and every GM booking equal the interpreted run's."""
+    from ops import flash_attention_var_len_score
+    q = TensorSpec((2016, 4, 128), np.float16)
+    kv = TensorSpec((2600, 4, 128), np.float16)
+    (on, booked_on), (off, booked_off) = _both_booked(lambda: flash_attention_var_len_score(
+        q, kv, kv, actual_seq_qlen=[316, 2016], actual_seq_kvlen=[900, 2600], head_num=4,
+        scale_value=128 ** -0.5, mode="timing", progress=False), booked)
+    assert len(compiled_at_once) > 50
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
+
+
+def test_vector_add_generated_replay_with_rows_in_blocks(counted):
+    """The vector-add sample at its default threshold: its tile's recordings get generated functions, whose
+    rows reach the full trace as blocks among the interpreted rows; the trace is the interpreted one."""
+    from npusim.examples.vector_add import add_custom, add_tiling
+    import npusim.replay_code as replay_code
+    n = 1024 * 600 + 512
+    x = TensorSpec((n,), np.float16)
+
+    def run():
+        return launch(add_custom, (GmArg("x", x), GmArg("y", x), GmArg("z", x), add_tiling(n, 1, 1024, 2)),
+                      block_dim=1, chip="Ascend910B2", mode="timing", kernel_type="vector", progress=False)
+    replay_code._CODE.clear()
+    on, off = _both(run)
+    assert counted["steps"] > 550 and replay_code._CODE
+    assert_same_trace(on, off)
