@@ -192,7 +192,7 @@ class _Shared:
             op = ops[i]
             ops[i] = op[:2] + ((queues[qi], slot, kind),) + op[3:]
         e = _Entry()
-        e.ops = _Recording(ops, self.ops.tally)
+        e.ops = _Recording(ops, self.ops.tally, self.ops.generated)
         e.slots_after = [(queues[qi].slots[si], st, freed) for qi, si, st, freed in self.slots_after]
         e.next_after = [(queues[qi], nxt) for qi, nxt in self.next_after]
         e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
@@ -380,11 +380,12 @@ class _Recording(tuple):
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
     COMPILE_AFTER times, its own function per row form (``code``: full rows, spans)."""
 
-    def __new__(cls, ops, tally):
+    def __new__(cls, ops, tally, generated: dict | None = None):
         self = super().__new__(cls, ops)
         self.tally = tally
         self.runs = 0
         self.code = [None, None]
+        self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by relocated copies
         return self
 
 

@@ -37,22 +37,37 @@ def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
     sets of each flag (they are part of its key, npusim/replay.py), so a WaitFlag that takes a SetFlag of the
     same step is resolved here: the set's fire cycle is read from a local variable, and the sets no wait of the
     step takes are appended to the table at its end (in order, after the sets pending before the step).
+
+    The function is kept in ``ops.generated``, which the copies of a shared recording relocated to other
+    streams share: they differ only in the flag keys of their queues, which are among the constants.
     """
-    pending = {op[2]: len(flags[op[2]]) for op in ops if op[0] in (C_SET, C_WAIT) and op[2] in flags}
-    source, consts = _source(ops, summary, scalar_pipe, pending)
-    fn = _CODE.get(source)
-    if fn is None:
-        if len(_CODE) >= _CODE_LIMIT:
-            _CODE.clear()
-        namespace = {"deque": deque}
-        exec(compile(source, "<npusim replay step>", "exec"), namespace)
-        fn = _CODE[source] = namespace["_step"]
-    return fn, tuple(consts)
+    keys = [op[2] for op in ops if op[0] in (C_SET, C_WAIT)]
+    pending = {key: len(flags[key]) for key in keys if key in flags}
+    signature = (summary, tuple([pending.get(key, -1) for key in keys]))
+    made = ops.generated.get(signature)
+    if made is None:
+        source, spec = _source(ops, summary, scalar_pipe, pending)
+        fn = _CODE.get(source)
+        if fn is None:
+            if len(_CODE) >= _CODE_LIMIT:
+                _CODE.clear()
+            namespace = {"deque": deque}
+            exec(compile(source, "<npusim replay step>", "exec"), namespace)
+            fn = _CODE[source] = namespace["_step"]
+        made = ops.generated[signature] = (fn, spec)
+    fn, spec = made
+    return fn, tuple([value if i is None else ops[i][j] for i, j, value in spec])
 
 
 def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, list]:
+    """The function's source, and where each of its constants comes from: (op index, field index, None) for a
+    field of a call (a copy relocated to another stream has its own there), (None, None, value) otherwise."""
     consts: list = []
     ids: dict = {}
+    origin: dict = {}  # id of a call's field -> its first (op index, field index)
+    for i, op in enumerate(ops):
+        for j, value in enumerate(op):
+            origin.setdefault(id(value), (i, j))
 
     def lit(value) -> str:
         """*value* as a literal when it reads back as itself, else a name for it among the constants."""
@@ -62,7 +77,8 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
         i = ids.get(id(value))
         if i is None:
             i = ids[id(value)] = len(consts)
-            consts.append(value)
+            at = origin.get(id(value))
+            consts.append((None, None, value) if at is None else at + (None,))
         return f"c{i}"
 
     pipes = sorted({op[1] for op in ops if op[0] <= C_WAIT and op[1] >= 0})
