@@ -21,9 +21,12 @@ It also sets the PFA board's step against first principles (docs/calibration.md 
 principles"): the board's cycles per 8 x 512 fp32 score slice against CANN's high-precision slice
 (PFA_HP_SLICE, from the sources) at npusim's vector rates, at one repeat per cycle, and its bare repeat count;
 and both files under what-if variants of shared constants (WHATIF: twice the vector rate, twice the L2
-budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped.
+budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped. And it sets
+both boards against every chip L2 budget with a source (docs/calibration.md "L2: what the two boards say"): the FA
+board's S = 16384 step against its floors, its L2 traffic counted as its own template moves it (fa_floor), and the
+fused-infer kernel's L2 floor at each budget (fia_l2_budgets).
 
-    python benchmarks/calibration.py   # about 3.3 CPU minutes (the FA S=16384 point, run 4 times); 10.4 min wall at load 10
+    python benchmarks/calibration.py   # the FA S=16384 point runs 5 times; 4.8 min wall at load 8.7 (2026-11-24)
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
