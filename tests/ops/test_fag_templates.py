@@ -260,6 +260,9 @@ def test_generic_split_is_contiguous_per_aiv():
     assert generic_split(16, 48, 2) == (tuple(range(0, 18, 2)), 8)
     assert generic_split(16, 4, 2) == ((0, 8, 16), 2)  # tiling={"blockDim": 2}: coreNum 4 AIVs
     assert generic_split(0, 48, 2) == ((0, 0), 1)
+    second = generic_split(100, 48, 2, with_aivs=True)[2]  # each core's second AIV: 3 CV blocks after its first
+    assert len(second) == 17 and second[:3] == (3, 9, 15) and second[-1] == 99
+    assert generic_split(16, 4, 2, with_aivs=True) == ((0, 8, 16), 2, (4, 12))
 
 
 def test_generic_weighted_split():
@@ -268,6 +271,8 @@ def test_generic_weighted_split():
     assert balanced_split([5, 5, 5, 5, 10, 10], 3, 2) == ((0, 5, 6), 2)
     assert balanced_split([5, 5, 5, 5, 10, 10], 3, 1) == ((0, 3, 5, 6), 3)
     assert balanced_split([1, 2], 5, 2) == ((0, 2, 2, 2), 3)
+    assert balanced_split([5, 5, 5, 5, 10, 10], 3, 2, with_aivs=True)[2] == (3, 6)  # core 1's second AIV: none
+    assert balanced_split([1, 2], 5, 2, with_aivs=True)[2] == (1, 2, 2)
     assert balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True))
     assert not balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True, sparse_mode=2, causal=True))
     assert not balance_applies(_problem([300, 100], [300, 100], d=32, pse=True))
