@@ -101,9 +101,9 @@ def test_sfag_predict_command_line(capsys):
 
 def test_sfag_estimate_sees_the_l2_spill():
     """A launch whose accumulators and inputs outgrow the L2 turns HBM bound (docs/sfag.md "Estimate mode"): on a
-    chip with a 2 MiB L2 the estimate's bandwidth bound sets the main loop, it stays within 10% of timing mode
-    (the bound ignores the first chunks' ramp and the cores' tails), and the pipeline sum alone would be far
-    under it."""
+    chip with a 2 MiB L2 the estimate's bandwidth bound sets the main loop, it stays within 5% of timing mode
+    (three tokens a core: the first chunks' ramp and the cores' tails weigh more than on the longer launches
+    BOUND_SLACK was fitted on), and the pipeline sum alone would be far under it."""
     small = chip("Ascend910B2").replace(l2_bytes=2 * 1024 * 1024)
     args, kw, prob = make_case(B=1, S1=72, S2=2048, N1=16, bs=64, seed=3)
     rng = np.random.default_rng(3)
@@ -117,7 +117,7 @@ def test_sfag_estimate_sees_the_l2_spill():
     timing = sparse_flash_attention_grad(*sa, **k2, mode="timing", trace="none", chip=small)
     e = est.extra["estimate"]
     assert est.extra["bandwidth_bound"] > e.per_core_cycles.max()
-    assert abs(est.cycles / timing.cycles - 1) < 0.10  # measured -7.3%: three tokens a core, ramp and tail show
+    assert abs(est.cycles / timing.cycles - 1) < 0.05  # measured -2.4% (-7.3% before BOUND_SLACK)
     assert (e.fixed_cycles + e.per_core_cycles.max()) / timing.cycles < 0.7  # measured 0.59
 
 
