@@ -15,10 +15,12 @@ few cores with HBM/L2 bandwidth cut to their share of the used cores (npusim.est
 where each core runs its own list of tokens built from the busiest core's widest token (its real index
 row): 1, 2 and 3 tokens of a half chunk, 1 and 3 of a full chunk, 1 and 3 of two chunks (when some token
 spans chunks). Each core's last cycle is read from the trace. The zero-fill and post steps stream the
-fp32 accumulators: they are timed on all used cores at two scaled sizes and extrapolated linearly in
-bytes. A launch that outgrows the L2 turns HBM bound, which a probe of a few cores cannot show: the
-main loop is the larger of the slowest core's token sum and the GM bytes of every token over the chip's
-HBM and L2 bandwidths at the L2 model's hit scale (bandwidth_bound; zero_post_bound likewise). The
+fp32 accumulators: they run on all used cores at the call's sizes (up to ZP_DIRECT_BYTES; beyond, two scaled
+sizes extrapolated linearly in bytes). A launch that outgrows the L2 turns HBM bound, which a probe of a few
+cores cannot show: the main loop is the larger of the slowest core's token sum and the GM bytes of every
+token over the chip's HBM and L2 bandwidths at the L2 model's hit scale, times BOUND_SLACK (bandwidth_bound;
+zero_post_bound likewise, without the slack). A small lone-token probe runs first (lone_probe): it gives the
+bytes, and where the bound exceeds an upper sum of every core's tokens the full probe is skipped. The
 estimate is zero-fill/post + the main loop. Where token widths differ, a second probe runs the real token
 sequences of the slowest-ranked cores (as many as fit a work budget) inside the call itself (sequence_probe)
 and replaces the token sum: a token's cost depends on its neighbours' gathers, which the sum cannot see.
