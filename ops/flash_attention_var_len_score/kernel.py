@@ -516,9 +516,8 @@ class KernelFlashAttentionVarLenScore:
             self._select_window(S, r0 * a.maskCols + col0, a.maskCols, sr, cols, pitch, CMPMODE.EQ)
             return
         if a.maskForm == "causal_2048":
-            delta = r0 - col0 + a.nextLU[b]
-            if delta < pitch:
-                off = causal_tile_offset(delta, sliceRows, self.W)
+            off = self._causal_window(b, r0, col0, pitch, sliceRows)
+            if off is not None:
                 self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
             if a.sparseMode == 4:
                 dpre = r0 - col0 - a.preLU[b] - 1
@@ -534,6 +533,12 @@ class KernelFlashAttentionVarLenScore:
             self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
         elif kind == "both":
             self._select_and_windows(S, causal, rect, sr, cols, pitch)
+
+    def _causal_window(self, b: int, r0: int, col0: int, pitch: int, sliceRows: int):
+        """Offset of a slice's window of the compressed causal mask (the next-tokens diagonal), None when the
+        diagonal leaves the slice's columns unmasked."""
+        delta = r0 - col0 + self.a.nextLU[b]
+        return causal_tile_offset(delta, sliceRows, self.W) if delta < pitch else None
 
     def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
         m = self.maskQ.AllocTensor(U8)
@@ -682,16 +687,26 @@ def _stat_offset(k: KernelFlashAttentionVarLenScore, b: int, n: int, row0: int) 
 
 
 def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
-    """ProcessVec1Slice without pse, mask or dropout: the tile's first-ness, the slice's rows and the columns
-    fix it; it reads its rows of the score slot and writes them to the P slot (a tile's slices repeat it)."""
+    """ProcessVec1Slice without pse or dropout, unmasked or with a full or causal (not band) mask: the tile's
+    first-ness, the slice's rows, the columns and whether a mask window is read fix it; it reads its rows of
+    the score slot and writes them to the P slot (a tile's slices repeat it); the mask window moves with the
+    slice."""
     a = k.a
-    if a.pseForm != "none" or a.maskForm != "none" or a.dropout:
+    if a.pseForm != "none" or a.dropout or a.maskForm not in ("none", "full", "causal_2048") or a.sparseMode == 4:
         return None
-    _, _, _, rows, _, cols, pitch, first, _ = k._task(t)
+    b, _, s1o, rows, col0, cols, pitch, first, _ = k._task(t)
     lo, mine = k._my_rows(rows)
     cnt = min(sliceRows, mine - r) * pitch
-    at = (lo + r) * pitch
-    return (first, cnt, cols, pitch), ((k.mm1Res[t % 2][at], cnt * 4), (k.stage1Res[t % 2][at], cnt * k.isz))
+    at, r0 = (lo + r) * pitch, s1o * k.s1B + lo + r
+    bases = ((k.mm1Res[t % 2][at], cnt * 4), (k.stage1Res[t % 2][at], cnt * k.isz))
+    window = None
+    if a.maskForm == "full":
+        window = r0 * a.maskCols + col0
+    elif a.maskForm == "causal_2048":
+        window = k._causal_window(b, r0, col0, pitch, sliceRows)
+    if window is not None:
+        bases += (k.maskGm[window],)
+    return (first, cnt, cols, pitch, window is not None), bases
 
 
 def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
@@ -722,17 +737,19 @@ def _mm1_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int):
 
 
 def _mm2_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int, accs: list):
-    """ComputeMm2Chunk with fp16/bf16 V (fp32 reads V^T from the workspace): worker, rows, the chunk's sizes
-    and whether it initialises the accumulators fix it (a tile's chunks repeat it); it reads its columns of
-    the P slot; V moves with the chunk."""
-    if k.isz == 4:
-        return None
+    """ComputeMm2Chunk: worker, rows, the chunk's sizes and whether it initialises the accumulators fix it
+    (a tile's chunks repeat it); it reads its columns of the P slot; V (fp32: V^T, a workspace region the
+    pre-pass wrote) moves with the chunk."""
     b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
-    ti = k.t
-    n2d = ti.n2Size * k.D
-    return (w, rows, min(ti.kChunk, cols - kc), min(CUBE_M, k.D - dn), pitch, kc == 0), \
-        ((k.ws[w][1][t % 2][kc], _slot_bytes(k)[1] - kc * k.isz),
-         k.vGm[(k.a.cuKv[b] + col0 + kc) * n2d + (n // ti.gSize) * k.D + dn])
+    ti, D = k.t, k.D
+    kcols, dcols = min(ti.kChunk, cols - kc), min(CUBE_M, D - dn)
+    n2 = n // ti.gSize
+    if k.isz == 4:
+        v = (k.vTGm[(n2 * D + dn) * ti.vTransPitch + k.a.cuKv[b] + col0 + kc],
+             ((dcols - 1) * ti.vTransPitch + kcols) * 4)
+    else:
+        v = k.vGm[(k.a.cuKv[b] + col0 + kc) * ti.n2Size * D + n2 * D + dn]
+    return (w, rows, kcols, dcols, pitch, kc == 0), ((k.ws[w][1][t % 2][kc], _slot_bytes(k)[1] - kc * k.isz), v)
 
 
 KernelFlashAttentionVarLenScore.ProcessVec1Slice = replayable(_vec1_slice_key, shared=True)(
