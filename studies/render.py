@@ -24,7 +24,10 @@ _BLOCK = re.compile(r"(<!-- generated:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /
 
 def _machine_line(names: list[str]) -> str:
     """Machine, CPUs, Python, numpy, and the load averages of the runs behind a table."""
-    ms = [r["machine"] for r in (load(n) for n in names) if r]
+    return _machine_line_of([r["machine"] for r in (load(n) for n in names) if r])
+
+
+def _machine_line_of(ms: list[dict]) -> str:
     if not ms:
         return ""
     m = ms[0]
@@ -467,7 +470,9 @@ def study_times(body: str, stale: list) -> str:
     if not parts:
         stale.append("README study times")
         return body
-    return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line(['studies_steps'])}\n"
+    # each step's own machine record (older files have only the file's, stamped by whichever step ran last)
+    ms = [t["steps"][k].get("machine", t["machine"]) for k in names if k in t["steps"]]
+    return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line_of(ms)}\n"
 
 
 def timeout_table(body: str, stale: list) -> str:
