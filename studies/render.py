@@ -163,7 +163,8 @@ def _rows_performance() -> dict:
                    f"{t['instructions']:,} instructions; modeled {t['time_us']:.1f} us")
             if "estimate" in r:
                 e = r["estimate"]
-                txt += f"; estimate {e['time_us']:.1f} us ({100 * (e['time_us'] / t['time_us'] - 1):+.1f}%) in {e['cpu_s']:.1f} s CPU"
+                txt += (f"; estimate {e['time_us']:.1f} us ({100 * (e['time_us'] / t['time_us'] - 1):+.1f}%; tuning side: the "
+                        f"estimate's BOUND_SLACK was fitted on this case) in {e['cpu_s']:.1f} s CPU")
             rows[f"{name}, timing mode, `trace=\"summary\"` (`benchmarks/sfag.py`)"] = txt
         if "full" in r:
             f = r["full"]
