@@ -7,15 +7,19 @@
    cost proxy per item (PROXY below: per-tile cycles from the tile's rows, width and head dim).
 2. The CANN core split of the items (tiling.core_split: greedy + BalanceLoad on the quantised loads,
    evaluated on prefix sums), each core ranked by its proxy plus a per-core constant (pipeline fill,
-   AIV pre-passes), and the load-weighted count of busy cores (``active``).
+   AIV pre-passes), and the load-weighted count of busy cores (``active``). A vector-master AI Core's
+   proxy is the sum of its lockstep steps (the AIC serves task t of both vector cores together:
+   LOCKSTEP_LONE), not of its tasks.
 3. Small cores: a subset of the launch runs whole on the real kernel in timing mode: the candidate
    slowest cores (one per work pattern) and companions spread over the other busy cores, in launch
    (block) order, with the chip's HBM/L2 bandwidth cut to the subset's share of the launch; the
-   estimate is the subset's latest end (_whole_group). A core too large for WHOLE_COMPANIONS of its
-   size to fit the instruction budget is sampled instead: SAMPLE_TASKS of its tiles, as items spread
-   over its range cut to their last SAMPLE_DEPTH tiles, run once next to companion copies of the
-   sample (rotated: out of phase); the sample's task-done cycles (cross-core flags) give each task's
-   time after the pipeline fill, and a least-squares fit of those times to the tasks' proxies and item
+   estimate is the subset's latest end (_whole_group); vector-master cores run on the tiling's own
+   split into vector cores. A core too large for WHOLE_COMPANIONS of its size to fit the instruction
+   budget is sampled instead: up to SAMPLE_TASKS of its tiles (fewer if two copies would not fit the
+   budget), as items spread over its proxy mass cut to their last SAMPLE_DEPTH tiles, run once next to
+   companion copies of the sample (rotated: out of phase; vector-master: the second vector core runs
+   the sample rotated by half); the sample's step-done cycles (cross-core flags) give each step's
+   time after the pipeline fill, and a least-squares fit of those times to the steps' proxies and item
    starts extrapolates to the whole core (_sampled_core).
    Every run starts with the L2 in the launch's steady state (l2_warm: _warm) and pays one core's share
    of the AIV pre-passes (fp32 V^T, byte-mode drop mask) per simulated core.
@@ -44,13 +48,15 @@ COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run
 COMPANION_RANGE = 0.5  # companions of small cores: cores ranked at least this fraction of the busiest
 WHOLE_COMPANIONS = 4  # the busiest core is simulated whole (with the others) when this many cores of its
 # size fit the instruction budget, or when it has no more tiles than a sample
-SAMPLE_TASKS = 24  # tiles simulated of a larger core (per companion)
+SAMPLE_TASKS = 24  # tiles simulated of a larger core (per companion) at most: 12 left two items of an
+# 8-item core, one a ragged 28-row block (-24% on a long causal launch; 24: 4 items)
 SAMPLE_DEPTH = 6  # ... at most this many per item: shorter cuts stay in the pipeline's fill, whose marginal
 # tile is cheaper than a steady-state one (3-tile cuts underestimated a long causal core by 15%)
 CANDIDATES = 5  # distinct busiest cores simulated at most (the latest end is the estimate)
 CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
-SIM_INSTRUCTIONS = 150_000  # instructions simulated in the final run (companions included): ~0.65 s at
-# the simulator's ~370k instructions per second on this kernel (benchmarks/sim_speed.py)
+SIM_INSTRUCTIONS = 150_000  # instructions simulated in the final run (companions included): 0.7-1.0 s of
+# CPU at the 150-200k trace rows per CPU second measured on the tuning grid's final runs (load 7, 2 CPUs);
+# 240k took up to 1.5 s there, for max |error| 11.8% -> 9.7% and mean 1.35% -> 1.24% at 150k
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # drop-mask adapter units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
@@ -75,7 +81,10 @@ PROXY_ITEM = 0.0  # per item: the pipeline hides it (8 one-tile items cost as 4 
 #: one core of the tuning grid's 16/4-head bf16 launch (128 x 2000 items, single-core runs at the
 #: launch's bandwidth share): 8 + 8 items 776k cycles, 4 + 4 425k, 8 + 0 616k, 4 + 0 337k: a lone step
 #: 34.8k, a pair step 43.9k = 2 x 21.9k, so a lone task costs 1.58 tasks of a pair; 8 big items beside
-#: 8 small ones 621k, as the big ones alone.
+#: 8 small ones 621k, as the big ones alone. In that launch's timing-mode run the same core (16 one-tile
+#: items on one vector core beside long ones, then 8 lone steps) ends at 1,084k cycles against 845k for
+#: a neighbour of 20 paired steps: 1.87 by the same rule. 1.8 is taken between the two (that launch's
+#: estimate: -15.5% at 1.58, -11.8% at 1.8, -9.4% at 2.0, the last lowering the count of busy cores).
 LOCKSTEP_LONE = 1.8
 LOCKSTEP_TASKS = 4_000_000  # tasks of a launch counted step by step at most; beyond, the per-core task sum
 
