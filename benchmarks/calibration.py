@@ -21,9 +21,12 @@ It also sets the PFA board's step against first principles (docs/calibration.md 
 principles"): the board's cycles per 8 x 512 fp32 score slice against CANN's high-precision slice
 (PFA_HP_SLICE, from the sources) at npusim's vector rates, at one repeat per cycle, and its bare repeat count;
 and both files under what-if variants of shared constants (WHATIF: twice the vector rate, twice the L2
-budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped.
+budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped. And it sets
+both boards against every chip L2 budget with a source (docs/calibration.md "L2: what the two boards say"): the FA
+board's S = 16384 step against its floors, its L2 traffic counted as its own template moves it (fa_floor), and the
+fused-infer kernel's L2 floor at each budget (fia_l2_budgets).
 
-    python benchmarks/calibration.py   # about 3.3 CPU minutes (the FA S=16384 point, run 4 times); 10.4 min wall at load 10
+    python benchmarks/calibration.py   # the FA S=16384 point runs 5 times; 4.8 min wall at load 8.7 (2026-11-24)
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
@@ -56,12 +59,27 @@ def load_points(path: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def fa_us_without_launch(chip_name: str, s: int, d: int, n: int, **chip_changes) -> float:
+def fa_run(chip_name: str, s: int, d: int, n: int, trace: str | None = None, **chip_changes):
     spec = get_chip(chip_name).replace(launch_overhead_cycles=0, **chip_changes)
     q = TensorSpec((s, n, d), np.float16)
-    res = flash_attention_var_len_score(q, q, q, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n,
-                                        scale_value=1 / np.sqrt(d), input_layout="TND", chip=spec, mode="timing")
-    return res.time_us
+    return flash_attention_var_len_score(q, q, q, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=n,
+                                         scale_value=1 / np.sqrt(d), input_layout="TND", chip=spec, mode="timing",
+                                         trace=trace)
+
+
+def fa_us_without_launch(chip_name: str, s: int, d: int, n: int, **chip_changes) -> float:
+    return fa_run(chip_name, s, d, n, **chip_changes).time_us
+
+
+def fa_vector_cycles_per_step(chip_name: str, s: int, d: int) -> float:
+    """npusim's FA model (one head): the busiest vector core's VECTOR busy cycles over its steps (its worker's
+    128-row blocks x 1024-key tiles), i.e. the model's vector work per step as the trace books it."""
+    res = fa_run(chip_name, s, d, 1, trace="summary")
+    pipes = res.trace.summary().pipes
+    busy = pipes[pipes["pipe"] == "VECTOR"]["busy_cycles"].max()
+    spec = get_chip(chip_name)
+    blocks = -(-s // FA_ROWS)
+    return float(busy) / (-(-blocks // (spec.aic_count * spec.aiv_per_aic)) * -(-s // FA_TILE))
 
 
 #: the board's PFA precision mode: torch_npu.npu_fused_infer_attention_score's default inner_precise (0 =
@@ -176,6 +194,81 @@ def fia_floor(chip_name: str, sq: int, d: int, slice_cycles_model: float) -> dic
             "vector_us": to_us(vec_cycles), "l2_us": to_us(l2_cycles), "cube_us": to_us(cube_cycles)}
 
 
+# ---- the FA file's board step against its floors, with its data moved as the board's kernel moves it --------------
+# docs/calibration.md "L2: what the two boards say". [H] = hicann/ops-transformer @ c29bc10; the same logic at [C] v8.5.0
+# (op_host/arch32/). The FA file's call (torch_npu.npu_fusion_attention, B = 1, N = 1, D = 128, fp16, no mask; not TND, so
+# not the varlen tiling) runs, for S2 > 1024, FlashAttentionScore's S1s2Bn2gs1 template ([H] attention/
+# flash_attention_score/op_host/flash_attention_score_tiling_general.cpp: templates tried by priority :4428-4433, SameAB's
+# IsCapable :3495-3525 rejects D = 128 fp16, S1s2Bn2gs1::IsCapable :3215 needs s2Size > 1024): s1 blocks of 128 rows
+# (CalcS1S2BasicBlock :3059, as B N ceil(S1 / 64) > aivNum), key tiles of 128 x nRatio 8 = 1024 (CalcNRatio :3072), and
+# enableL1Reuse (SetEnableL1Reuse :3097: fp16, D <= L1REUSE_D_LIMIT 128, no mask = SparseEnum::ALL), which pairs the two
+# AIVs of an AI Core on alternate blocks (RefreshSplitFactor :3234; op_kernel/flash_attention_score_s1s2_bn2gs1.h Process
+# :768-774) and lets their Matmuls share each K and V tile in L1 (b1Type / b2Type MatmulType with IBShare = enableL1Reuse,
+# CFG_IBSHARE_EXCEED, :71-118). The vector step per worker is 16 slices of 8 x 1024 fp32 (vec1S1BaseSize = 1024 / s2 * 8,
+# :1062): Muls, SoftmaxFlashV2, Cast, copy out (ProcessVec1 :1247-1500), the same classes and repeats as npusim's FA
+# kernel. Per worker and step the workspace round trips are: fp32 scores written by FixPipe and read by vec1, fp16 P
+# written by vec1 and read by mm2, the fp32 PV tile written and read (ProcessVec2 :2146-2250), the fp32 running output
+# read and written (vec2Res, every tile but an item's first and last); per AI Core the K and V tiles once (shared).
+# npusim models the FA file with its varlen operator, whose CANN template has no L1 reuse (enableL1Reuse is never set in
+# FlashAttentionVarLenScoreTiling), so npusim's model loads K and V once per AIV: 0.5 MB more per AI-Core step.
+FA_ROWS, FA_TILE = 128, 1024
+
+
+def fa_step_l2_bytes(d: int, kv_shared: bool = True) -> int:
+    """L2 bytes of one FA step (128 rows x one 1024-key tile per worker) on one AI Core with two workers."""
+    worker = FA_ROWS * FA_TILE * (4 + 4 + 2 + 2) + FA_ROWS * d * 4 * 4  # scores w+r, P w+r, PV w+r, running out r+w
+    return 2 * worker + 2 * FA_TILE * d * 2 * (1 if kv_shared else 2)
+
+
+#: chip L2 budgets with a source (../research/hardware.md §6a/§6c, Ascend910B2 at 1.8 GHz), B/cycle
+L2_CANDIDATES = (("S8 L2_RO / L2_WO (npusim's budget)", 2550.0),
+                 ("ini l2_rate 110 B/cycle x 24 AI Cores", 110.0 * 24),
+                 ("L2/HBM ratio 5.0 x S8 DDR 850 B/cycle", 5.0 * 850),
+                 ("msprof L2CACHE_THEORY_BW 7.78 TB/s", 7.78e12 / 1.8e9))
+
+
+def fa_floor(chip_name: str, s: int, d: int, board_us: float, launch_us: float, vector_cycles_per_step: float) -> dict:
+    """The FA board's steady step (S = Sq = Skv, one head) against its floors: the step time is the board's time without
+    the launch overhead over the busiest AIV's steps (S1s2Bn2gs1's split: ceil(blocks / aivNum) blocks per AIV, paired
+    on ceil(blocks / 2 ceil(blocks / aivNum)) AI Cores); L2 bytes per AI-Core step as the board's kernel moves them
+    (fa_step_l2_bytes) on every busy AI Core at each L2_CANDIDATES budget; the vector floor is npusim's own FA step
+    (vector busy cycles per step, from the trace); the cube floor mm1 + mm2 of two workers."""
+    spec = get_chip(chip_name)
+    blocks = -(-s // FA_ROWS)
+    per_aiv = -(-blocks // (spec.aic_count * spec.aiv_per_aic))
+    cores = -(-blocks // (2 * per_aiv))
+    steps = per_aiv * -(-s // FA_TILE)
+    step = (board_us - launch_us) * spec.clock_hz / 1e6 / steps
+    nbytes = fa_step_l2_bytes(d)
+    return {"cores": cores, "steps": steps, "board_step_cycles": step, "l2_mb_per_core_step": nbytes / 1e6,
+            "l2_mb_per_core_step_unshared": fa_step_l2_bytes(d, kv_shared=False) / 1e6,
+            "board_l2_bytes_per_cycle": cores * nbytes / step,
+            "l2_cycles": {label: cores * nbytes / bpc for label, bpc in L2_CANDIDATES},
+            "vector_cycles": vector_cycles_per_step, "cube_side": fa_cube_side_cycles(spec, d)}
+
+
+def fa_cube_side_cycles(spec, d: int) -> dict:
+    """The AIC's pipes per AI-Core step (two workers) at their peak rates (ChipSpec, hardware.md §3/§6b): Mmad of mm1 +
+    mm2; MTE1 of Q and K (mm1) and P and V (mm2) into L0A / L0B; FixPipe of the fp32 score and PV tiles to GM; MTE2 of
+    the shared K and V tiles and both workers' P into L1 (Q stays for an item's 8..16 tiles: left out). Fully overlapped
+    the step costs the largest; with no overlap between the pipes, their sum."""
+    pipes = {"cube": 2 * 2 * FA_ROWS * FA_TILE * d / spec.macs_per_cycle("float16"),
+             "mte1": (2 * (FA_ROWS * d + FA_ROWS * FA_TILE) * 2 / spec.l1_to_l0a_bytes_per_cycle
+                      + 2 * (FA_TILE * d + FA_TILE * d) * 2 / spec.l1_to_l0b_bytes_per_cycle),
+             "fixpipe": 2 * (FA_ROWS * FA_TILE + FA_ROWS * d) * 4 / spec.l0c_to_gm_bytes_per_cycle,
+             "mte2": (2 * FA_TILE * d * 2 + 2 * FA_ROWS * FA_TILE * 2) / spec.gm_to_l1_bytes_per_cycle}
+    return {**pipes, "overlapped": max(pipes.values()), "serial": sum(pipes.values())}
+
+
+def fia_l2_budgets(fia: dict, board_us_per_8k: float) -> dict:
+    """The fused-infer kernel's L2 floor per 8192 keys at each L2_CANDIDATES budget (fia_floor prices it at the chip's
+    own), and the budget the PFA board's pace needs at least."""
+    spec = get_chip("Ascend910B2")
+    own = spec.l2_bw_bytes_per_s / spec.clock_hz
+    return {"l2_us": {label: fia["l2_us"] * own / bpc for label, bpc in L2_CANDIDATES},
+            "needed_bytes_per_cycle": own * fia["l2_us"] / board_us_per_8k}
+
+
 #: what-if variants of shared constants, far beyond their sources, to show whether any moves the PFA step to the
 #: board: every vector cost class at twice its rate (two-source ops, Exp and Cast at the msprof lane peak of hardware.md
 #: §4, tensor-scalar ops beyond it), twice the chip's L2 budget (an upper bound of separate read and write
@@ -284,6 +377,22 @@ def main() -> None:
           f"vector cores per block: vector {fia['vector_us']:.1f} us, L2 {fia['l2_us']:.1f} us "
           f"({fia['l2_bytes_per_score']:.1f} B per score), cube "
           f"{fia['cube_us']:.1f} us (board {slopes['board']:.1f} us)")
+    fa_point = max((r for r in rows if r[0] == "fa" and r[5] is not None), key=lambda r: r[2])
+    fa = fa_floor("Ascend910B2", fa_point[2], 128, fa_point[4], launch,
+                  fa_vector_cycles_per_step("Ascend910B2", fa_point[2], 128))
+    print(f"FA board, S = {fa_point[2]}: step {fa['board_step_cycles']:.0f} cycles ({fa['steps']} steps of the busiest AIV, "
+          f"{fa['cores']} AI Cores); L2 {fa['l2_mb_per_core_step']:.2f} MB per AI-Core step with K/V shared as its "
+          f"template does ({fa['l2_mb_per_core_step_unshared']:.2f} MB as npusim's varlen model loads them), "
+          f"{fa['board_l2_bytes_per_cycle']:.0f} B/cycle at the board's pace; npusim's vector step "
+          f"{fa['vector_cycles']:.0f} cycles; its cube side (Mmad {fa['cube_side']['cube']:.0f}, MTE1 "
+          f"{fa['cube_side']['mte1']:.0f}, FixPipe {fa['cube_side']['fixpipe']:.0f}, MTE2 {fa['cube_side']['mte2']:.0f} "
+          f"cycles) {fa['cube_side']['overlapped']:.0f} cycles overlapped, {fa['cube_side']['serial']:.0f} in series")
+    budgets = fia_l2_budgets(fia, slopes["board"])
+    for label, bpc in L2_CANDIDATES:
+        print(f"L2 {bpc:6.0f} B/cycle ({label}): FA step floor {fa['l2_cycles'][label]:.0f} cycles (board "
+              f"{fa['board_step_cycles']:.0f}); fused-infer floor {budgets['l2_us'][label]:.1f} us per 8192 keys (board "
+              f"{slopes['board']:.1f})")
+    print(f"the PFA board's pace needs an L2 budget of at least {budgets['needed_bytes_per_cycle']:.0f} B/cycle")
     whatif = whatif_points("Ascend910B2", rows)
     for label, w in whatif.items():
         errs_w = ", ".join(f"{f} {skv}: {100 * ((u + w['launch_us']) / m - 1):+.1f}%" for f, _, skv, m, u in w["points"])
@@ -293,7 +402,8 @@ def main() -> None:
               for f, k, sq, skv, m, b, o in rows if b is not None]
     save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch},
                          "pfa_inner_precise": BOARD_PFA_INNER_PRECISE, "pfa_slope_us_per_8k": slopes,
-                         "files": per_file, "points": points, "pfa_floor": floor, "fia_floor": fia, "whatif": whatif})
+                         "files": per_file, "points": points, "pfa_floor": floor, "fia_floor": fia, "whatif": whatif,
+                         "fa_floor": fa, "fia_l2_budgets": budgets, "l2_candidates": L2_CANDIDATES})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from results import load, save  # noqa: E402
+from results import load, machine, save  # noqa: E402
 
 
 
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - t0
         print(f"== {name}: {wall:.0f} s", flush=True)
         if name not in failed:
-            times[name] = {"wall_s": wall}
+            times[name] = {"wall_s": wall, "machine": machine()}  # its own load: a later --only run must not relabel it
             save("studies_steps", {"steps": times})
     sys.path.insert(0, str(ROOT / "studies"))
     from render import render  # noqa: PLC0415

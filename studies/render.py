@@ -24,7 +24,10 @@ _BLOCK = re.compile(r"(<!-- generated:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /
 
 def _machine_line(names: list[str]) -> str:
     """Machine, CPUs, Python, numpy, and the load averages of the runs behind a table."""
-    ms = [r["machine"] for r in (load(n) for n in names) if r]
+    return _machine_line_of([r["machine"] for r in (load(n) for n in names) if r])
+
+
+def _machine_line_of(ms: list[dict]) -> str:
     if not ms:
         return ""
     m = ms[0]
@@ -365,6 +368,32 @@ def _fia_floor_rows(c: dict) -> list:
             f"| {sl['model']:.1f} |"]
 
 
+def _l2_budget_rows(c: dict) -> list:
+    """Both boards against the chip L2 budgets that have a source (benchmarks/calibration.py fa_floor, fia_l2_budgets)."""
+    fa, g = c.get("fa_floor"), c.get("fia_l2_budgets")
+    if not fa or not g:
+        return []
+    sl = c["pfa_slope_us_per_8k"]["board"]
+    out = ["", ("| L2 budget (Ascend910B2, hardware.md §6a/§6c) | B/cycle | FA board step, S = 16384: its L2 floor, "
+                f"cycles (board {fa['board_step_cycles']:.0f}) | fused-infer kernel, 8192 more keys: its L2 floor, us "
+                f"(board {sl:.1f}) |"), "|---|---|---|---|"]
+    for label, bpc in c["l2_candidates"]:
+        out.append(f"| {label} | {bpc:.0f} | {fa['l2_cycles'][label]:.0f} | {g['l2_us'][label]:.1f} |")
+    out += ["", "| FA board step, S = 16384 (one 128 x 1024 tile per worker, two workers per AI Core) | |", "|---|---|",
+            (f"| board: (board time - launch overhead) x 1.8 GHz / {fa['steps']} steps of the busiest vector core, "
+             f"{fa['cores']} AI Cores | {fa['board_step_cycles']:.0f} cycles |"),
+            (f"| L2 bytes per AI-Core step as the board's template moves them (K and V shared by the two vector cores; "
+             f"npusim's varlen model: {fa['l2_mb_per_core_step_unshared']:.2f} MB) | {fa['l2_mb_per_core_step']:.2f} MB |"),
+            f"| L2 rate at the board's pace | {fa['board_l2_bytes_per_cycle']:.0f} B/cycle |",
+            f"| npusim's vector step (the model's FA trace, busiest vector core) | {fa['vector_cycles']:.0f} cycles |",
+            (f"| the AI Core's cube side at peak rates: Mmad {fa['cube_side']['cube']:.0f}, MTE1 {fa['cube_side']['mte1']:.0f}, "
+             f"FixPipe {fa['cube_side']['fixpipe']:.0f}, MTE2 {fa['cube_side']['mte2']:.0f}; fully overlapped / in series | "
+             f"{fa['cube_side']['overlapped']:.0f} / {fa['cube_side']['serial']:.0f} cycles |"),
+            f"| L2 budget the PFA board's pace needs for the fused-infer kernel's traffic | "
+            f"{g['needed_bytes_per_cycle']:.0f} B/cycle |"]
+    return out
+
+
 def calibration_floor(body: str, stale: list) -> str:
     """docs/calibration.md: the PFA board step per slice against CANN's slice floor, and the what-if variants."""
     c = load("calibration")
@@ -379,7 +408,7 @@ def calibration_floor(body: str, stale: list) -> str:
             f"(pto-isa 910B3 fits where measured) | {f['model_rates']:.0f} |"),
            f"| same, every class at one 256 B repeat per cycle (msprof lane peak, hardware.md §4) | {f['peak_rate']:.0f} |",
            f"| same, one repeat per cycle and no latency: the {f['repeats']} repeats alone | {f['repeats']} |",
-           *_fia_floor_rows(c),
+           *_fia_floor_rows(c), *_l2_budget_rows(c),
            "", ("| what-if: shared constants, each with the launch overhead its FA file fit gives | launch, us | "
                 f"FA S = 1024 / 4096 / 16384 | PFA Skv = 8192 / 16384 | PFA, 8192 more keys, us (board "
                 f"{c['pfa_slope_us_per_8k']['board']:.1f}) |"),
@@ -444,7 +473,9 @@ def study_times(body: str, stale: list) -> str:
     if not parts:
         stale.append("README study times")
         return body
-    return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line(['studies_steps'])}\n"
+    # each step's own machine record (older files have only the file's, stamped by whichever step ran last)
+    ms = [t["steps"][k].get("machine", t["machine"]) for k in names if k in t["steps"]]
+    return "; ".join(parts) + f", from an empty cache with the default local pool. {_machine_line_of(ms)}\n"
 
 
 def timeout_table(body: str, stale: list) -> str:

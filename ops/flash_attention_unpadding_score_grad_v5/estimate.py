@@ -109,7 +109,7 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
     sample runs."""
     k = len(cores)
     rounds = max(len(positions[c]) for c in cores)
-    sections, core_start = [], ()
+    sections, core_start, aiv_split = [], (), ()
     if til.sabDtm:
         for j in range(rounds):
             for c in cores:
@@ -118,6 +118,11 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
     else:
         sections = [work.blocks_of(problem, g) for c in cores for g in positions[c]]
         core_start = tuple(int(x) for x in np.cumsum([0] + [len(positions[c]) for c in cores]))
+        split = getattr(work, "core_aiv_split", None)
+        if split is not None:  # generic: each AIV runs its own run (tiling.core_steps); a sampled section goes to
+            # the AIV whose run holds it
+            aiv_split = tuple(core_start[i] + sum(int((g - c) // work.block_dim < split[c]) for g in positions[c])
+                              for i, c in enumerate(cores))
     flat = [blk for sec in sections for blk in sec]
     starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
     cols = list(zip(*flat))
@@ -129,6 +134,7 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
                      blkMasked=tuple(bool(x) for x in cols[6]), sfmgWorkers=workers, secCoreStart=core_start,
+                     secAivSplit=aiv_split,
                      # the sfmg rows and the drop-mask adapter's bits are shared by every AIV of the full
                      # launch: the simulated cores' AIVs take their share of them only
                      dropAdapterBits=int(bits * prologue))

@@ -331,10 +331,30 @@ def _cv_block(problem, ctx: dict, sec) -> list:
     return out
 
 
+def _cube_order(n: int, contiguous, core_starts, aiv_split) -> list:
+    """The order in which the sections' adds leave their cores: section order, except that the runs of an AI
+    Core's two AIVs (generic template) alternate, one CV block of each in turn."""
+    if contiguous is not None and contiguous[1] == 2:
+        per_aiv = max(1, -(-n // contiguous[0]))
+        runs = [range(v, min(n, v + per_aiv)) for v in range(0, n, per_aiv)]
+    elif core_starts is not None and aiv_split is not None and len(aiv_split):
+        runs = []
+        for c, mid in enumerate(aiv_split):
+            runs += [range(core_starts[c], mid), range(mid, core_starts[c + 1])]
+    else:
+        return list(range(n))
+    runs += [range(0)] * (len(runs) % 2)
+    order = []
+    for first, second in zip(runs[0::2], runs[1::2]):
+        for t in range(max(len(first), len(second))):
+            order += [run[t] for run in (first, second) if t < len(run)]
+    return order
+
+
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
-               contiguous=None, core_starts=None, regions: bool = False, trim: int = 0) -> dict:
+               contiguous=None, core_starts=None, aiv_split=None, regions: bool = False, trim: int = 0) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -347,7 +367,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     a generic-template run: the CV blocks go out in consecutive runs of ceil(CV blocks / AIVs) per AIV, an AI
     Core taking its AIVs' runs in order (instead of section k on core k % block_dim). *core_starts*: the first
     section of every core and the end, given (the weighted split of docs/fag.md, which tiling.balanced_split
-    computes and its own tests check). *regions*: basic_det (*cv* (512, 512), *dtm*): its tasks are the basic
+    computes and its own tests check). With *contiguous* or *core_starts* on a chip of two AIVs per AI Core, each AIV
+    runs its own run and the cube takes the two runs' CV blocks in turn (first AIV's first, second AIV's first,
+    first AIV's second, ...), which is the order of the core's adds; *aiv_split* gives the first section of every
+    core's second AIV with *core_starts* (with *contiguous* the runs are computed here). *regions*: basic_det (*cv* (512, 512), *dtm*): its tasks are the basic
     grouping's 4 x 4 regions with their blocks column by column (``sections``), and a round's per-strip sum
     starts from the first core's partial instead of +0 (the workspace then adds it, as for SameAB; a strip one
     core alone wrote is that partial added, whether the cube or the AIVs add it).
@@ -376,16 +399,16 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         owner = lambda k: k // per_aiv // contiguous[1]  # noqa: E731
     if core_starts is not None:
         owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
-    strips = []
-    for k, sec in enumerate(secs):
+    strips, adds = [], []
+    for k, sec in enumerate(secs):  # in section order (the dsink partials' order)
         if cv is None and not regions:
-            for blk in sec:
-                fifo[owner(k)].extend(_block(p, ctx, blk))
+            adds.append([c for blk in sec for c in _block(p, ctx, blk)])
         elif dtm:
             strips.append(_cv_block(p, ctx, sec))
         else:
-            for kind, r0, h, val in _cv_block(p, ctx, sec):
-                fifo[owner(k)].extend(_chunks(kind, r0, h, val))
+            adds.append([c for kind, r0, h, val in _cv_block(p, ctx, sec) for c in _chunks(kind, r0, h, val)])
+    for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
+        fifo[owner(k)].extend(adds[k])
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
     if p.rope_d:
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}

@@ -17,7 +17,8 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   CUBE2ADD (SYNC_C2_V1), and every round the AIVs SyncAll, reduce the round's partials in core order
   (ComputeVecAdd) and SyncAll again. The generic template (UnpaddedAttension / S1s2Bn2gs1s2) runs this
   non-IS_DTM ring on its own CV blocks (128 x 512 by default), each core a contiguous run of them
-  (tiling.secCoreStart) instead of every blockDim-th.
+  (tiling.secCoreStart) instead of every blockDim-th, and each of its AIVs its own part of that run with every
+  row (tiling.core_steps: one CV block of each AIV per ring step).
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations
@@ -44,6 +45,10 @@ from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingDa
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
 DET2CUBE = 4  # basic_det: VEC_TO_CUBE_DET, the round's reduction has read the partial slot
+# generic, each AIV on its own run: the flags of the second AIV's CV blocks. npusim's cross-core flags are mode 2
+# (an AIC set reaches both AIVs, an AIC wait needs a set from each), so an AIV passes the other AIV's flags on:
+# it consumes the cube's set and sets the reply without work, and the cube waits for the owner's work only.
+C2V, V2C = (CUBE2VEC, 5), (VEC2CUBE, 6)  # indexed by "the second AIV's CV block"
 NEG = float(np.finfo(np.float32).min)  # -FLT_MAX (0xFF7FFFFF), the masked score
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
@@ -336,7 +341,7 @@ class KernelFagBasic:
         self.mm2 = [base + (2 + i) * sec for i in range(2)]  # S, then P
         tbase = tiling.mmTOffset + self.core * 4 * sec
         self.mmT = [[tbase + (2 * k + i) * sec for i in range(2)] for k in range(2)]  # fp32: P^T, dS^T
-        self.secs = list(tiling.core_sections(self.core))
+        self.steps = tiling.core_steps(self.core)  # per ring step: (section, first slot block, owning AIV)
         # P / dS rows overwrite the first half of their own fp32 S / dP rows (pitch BASE fp32 = 512 bytes), so
         # each AIV's writes stay inside the rows it has read (CANN copyOutOffset = 2 x the fp32 offset)
         self.cast_pitch = BASE * 4 // self.inDt.itemsize
@@ -383,25 +388,27 @@ class KernelFagBasic:
             self.l1[name] = q
         self.cQue = TQue(TPosition.CO1, 2)
         self.pipe.InitBuffer(self.cQue, 2, BASE * N_CHUNK * 4)
-        n = len(self.secs)
+        n = len(self.steps)
         for task in range(n):  # basic: Cube1 / Cube23; SameAB: ComputeMM1 / ComputeMMDqkv, the same ring
-            self.Cube1(task)
-            CrossCoreSetFlag(CUBE2VEC, Pipe.FIX)
+            for s, off, v in self.steps[task]:  # generic: a CV block of each AIV's own run
+                self.Cube1(task, s, off)
+                CrossCoreSetFlag(C2V[v == 1], Pipe.FIX)
             if task >= 1:
                 self.WaitAndCube23(task - 1)
         if n:
             self.WaitAndCube23(n - 1)
 
     def WaitAndCube23(self, task: int):
-        CrossCoreWaitFlag(VEC2CUBE)
-        if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
-            CrossCoreWaitFlag(DET2CUBE)
-        if self.t.template in ("basic", "basic_bn2"):
-            self.Cube23(task)
-        elif self.b32:
-            self.ComputeMMDqkvT(task)
-        else:
-            self.ComputeMMDqkv(task)
+        for s, off, v in self.steps[task]:  # one section, or (generic) a CV block of each AIV
+            CrossCoreWaitFlag(V2C[v == 1])
+            if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
+                CrossCoreWaitFlag(DET2CUBE)
+            if self.t.template in ("basic", "basic_bn2"):
+                self.Cube23(task, s)
+            elif self.b32:
+                self.ComputeMMDqkvT(task, s, off)
+            else:
+                self.ComputeMMDqkv(task, s, off)
         if self.t.sabDtm:
             CrossCoreSetFlag(CUBE2ADD, Pipe.FIX)
 
@@ -473,11 +480,10 @@ class KernelFagBasic:
         kv = (a.cuKv[b] + s2o * BASE) * t.n2Size * D + (n // t.gSize) * D
         return q, kv
 
-    def Cube1(self, task: int):
+    def Cube1(self, task: int, s: int, off: int):
         t = self.t
-        s = self.secs[task]
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-            self.Cube1Block(task, j, i)
+            self.Cube1Block(task, off + j, i)
 
     def Cube1Block(self, task: int, j: int, i: int):
         """S = Q K^T (rope: + Q_rope K_rope^T) and dP = dY V^T of block i into slot j of the task's buffers."""
@@ -504,12 +510,11 @@ class KernelFagBasic:
         return (lambda: (qa, self._load(qa, a_gm, rows, k, a_pitch)),
                 lambda: (qb, self._load(qb, b_gm, cols, k, b_pitch)), k)
 
-    def Cube23(self, task: int):
+    def Cube23(self, task: int, s: int):
         if self.b32:
-            self.Cube23T(task)
+            self.Cube23T(task, s)
             return
         t, D, Dr = self.t, self.D, self.Dr
-        s = self.secs[task]
         SetAtomicAdd(F32)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
@@ -531,12 +536,11 @@ class KernelFagBasic:
             self._free("p", pL1)
         SetAtomicNone()
 
-    def Cube23T(self, task: int):
+    def Cube23T(self, task: int, s: int):
         """fp32 (no b32 transposing loads): dQ += dS (K^T)^T, dK += (dS^T) (Q^T)^T, dV += (P^T) (dY^T)^T, each an
         A B^T product per 128 columns of D with A from the section buffers (dS; dS^T and P^T written by the
         AIVs) and B^T from the transposed copies; Fixpipes add atomically as in Cube23."""
         t, D = self.t, self.D
-        s = self.secs[task]
         SetAtomicAdd(F32)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             b, n, s1o, s2o, rows, cols, _ = self._blk(i)
@@ -558,12 +562,11 @@ class KernelFagBasic:
         SetAtomicNone()
 
     # ------------------------------------------------------------------------------- SameAB cube (dQ, dK, dV)
-    def _strips(self, task: int):
-        """The CV block's kept blocks as (j, i) grouped into dQ strips (same s1 block, by s2 block) and dK/dV
+    def _strips(self, s: int, off: int):
+        """The CV block's blocks as (slot block j, i) grouped into dQ strips (same s1 block, by s2 block) and dK/dV
         strips (same s2 block, by s1 block), each strip's parts in the order their k ranges accumulate."""
         t = self.t
-        s = self.secs[task]
-        blocks = [(j, i) for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
+        blocks = [(off + j, i) for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
         rows = {}
         cols = {}
         for j, i in blocks:
@@ -627,15 +630,15 @@ class KernelFagBasic:
             Fixpipe(dst[dn], c, FixpipeParamsV220(nSize=w, mSize=m, srcStride=c16(m), dstStride=dst_pitch))
             self.cQue.FreeTensor(c)
 
-    def ComputeMMDqkv(self, task: int):
+    def ComputeMMDqkv(self, task: int, s: int, off: int):
         """SameAB (b16): per CV block, dQ of each s1 strip = sum over its blocks of dS K, dK of each s2 strip = sum
         of dS^T Q, dV = sum of P^T dY (rope: dQ_rope, dK_rope after dQ, dK), the k range of the whole CV block in
         one L0C accumulation; Fixpipe atomic adds into the fp32 workspaces (IS_DTM: plain writes into the core's
         partial slot)."""
         t, D, Dr = self.t, self.D, self.Dr
-        row_strips, col_strips = self._strips(task)
+        row_strips, col_strips = self._strips(s, off)
         dt = self.inDt
-        self.direct = det_direct(t, self.a, self.secs[task] // t.blockDim) if t.dtmBasic else set()
+        self.direct = det_direct(t, self.a, s // t.blockDim) if t.dtmBasic else set()
         if not t.sabDtm:
             SetAtomicAdd(F32)
         for strip in row_strips:
@@ -667,11 +670,11 @@ class KernelFagBasic:
         if not t.sabDtm:
             SetAtomicNone()
 
-    def ComputeMMDqkvT(self, task: int):
+    def ComputeMMDqkvT(self, task: int, s: int, off: int):
         """SameAB, fp32: as ComputeMMDqkv with Cube23T's operands (dS, dS^T and P^T from the section slots, K^T,
         Q^T and dY^T from the transposed copies), each strip's blocks one L0C accumulation per 128 columns."""
         t, D = self.t, self.D
-        row_strips, col_strips = self._strips(task)
+        row_strips, col_strips = self._strips(s, off)
         if not t.sabDtm:
             SetAtomicAdd(F32)
         for strip in row_strips:
@@ -757,6 +760,7 @@ class KernelFagBasic:
         half = -(-BASE // 2)
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
+        self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
         self.ub = {}
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
         for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
@@ -801,13 +805,13 @@ class KernelFagBasic:
             PipeBarrier(Pipe.V)
         t = self.t
         if not t.sabDtm:
-            for task in range(len(self.secs)):
+            for task in range(len(self.steps)):
                 self.ComputeVec(task)
             return
         # SameAB IS_DTM: every round r all cores' partials of round r - 1 are reduced by the AIVs between two
         # SyncAll, so every AIV runs every round (cores with fewer CV blocks too)
         rounds = -(-t.sections // t.blockDim)
-        n = len(self.secs)
+        n = len(self.steps)
         for r in range(rounds + 1):
             if r < n:
                 self.ComputeVec(r)
@@ -822,11 +826,13 @@ class KernelFagBasic:
 
     def ComputeVec(self, task: int):
         t = self.t
-        s = self.secs[task]
-        CrossCoreWaitFlag(CUBE2VEC)
-        for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-            self.VecBlock(task, j, i)
-        CrossCoreSetFlag(VEC2CUBE, Pipe.MTE3)
+        for s, off, owner in self.steps[task]:
+            CrossCoreWaitFlag(C2V[owner == 1])
+            if owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
+                for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
+                    for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
+                        self.VecBlock(task, off + j, i)
+            CrossCoreSetFlag(V2C[owner == 1], Pipe.MTE3)
 
     def ComputeVecAdd(self, r: int):
         """IS_DTM reduction of round r: for every output strip that several cores' CV blocks of the round wrote,
@@ -896,7 +902,7 @@ class KernelFagBasic:
 
     def _my_rows(self, rows: int):
         h = (rows + 1) // 2
-        return (0, h) if self.sub == 0 else (h, rows - h)
+        return (0, h) if self.half == 0 else (h, rows - h)
 
     def _stat_in(self, dst, gm, b: int, n: int, row0: int, rows: int):
         """[rows, 8] blocks of softmax_max/softmax_sum for query rows row0.. of (b, n)."""
@@ -1053,7 +1059,7 @@ class KernelFagBasic:
         SetFlag(HardEvent.V_MTE3, 3)
         WaitFlag(HardEvent.V_MTE3, 3)
         ws = self.ws[self.t.dsinkOffset].ReinterpretCast(F32)
-        DataCopy(ws[(i * 2 + self.sub) * 8], one8, 8)
+        DataCopy(ws[(i * 2 + self.half) * 8], one8, 8)
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
 

@@ -102,6 +102,8 @@ class FagTilingData:
     dtmOffset: int = 0  # IS_DTM: per core two (task parity) partial slots of dtmSlotBytes
     dtmSlotBytes: int = 0  # dq [s1CvInner, D], dk and dv [s2CvInner, D] (then dq_rope, dk_rope) fp32
     secCoreStart: tuple = ()  # generic: core c runs sections secCoreStart[c]..secCoreStart[c + 1] (else round robin)
+    secAivSplit: tuple = ()  # generic: core c's second AIV runs secAivSplit[c]..secCoreStart[c + 1], its first AIV
+    # secCoreStart[c]..secAivSplit[c], each every row of its CV blocks (empty: the core's AIVs share them by rows)
     splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
     aivPerCore: int = 2  # AIVs per AI Core of the chip (the generic split gives an AI Core its AIVs' runs)
     cvTrim: int = 0  # SameAB 8 / generic 64: a CV block is the rectangle CANN computes (cv_rectangle); 0: kept blocks
@@ -122,6 +124,19 @@ class FagTilingData:
         if self.secCoreStart:
             return range(self.secCoreStart[core], self.secCoreStart[core + 1])
         return range(core, self.sections, self.blockDim)
+
+    def core_steps(self, core: int) -> list:
+        """The ring steps of AI Core *core*: per step the sections it runs as (section, first block slot in the
+        step's section buffers, owning AIV or None when both AIVs share the section by rows). With secAivSplit
+        (generic) step t holds the t-th section of each AIV's run, the second AIV's in the buffers' second
+        half (a generic CV block has at most 8 blocks of 128 x 128); otherwise one section per step."""
+        if not self.secAivSplit:
+            return [[(s, 0, None)] for s in self.core_sections(core)]
+        runs = (range(self.secCoreStart[core], self.secAivSplit[core]),
+                range(self.secAivSplit[core], self.secCoreStart[core + 1]))
+        half = SECTION_BLOCKS // 2
+        return [[(run[t], v * half, v) for v, run in enumerate(runs) if t < len(run)]
+                for t in range(max(len(r) for r in runs))]
 
 
 def _keep_range(problem, b: int):
@@ -358,6 +373,7 @@ class ListedWork:
     core_blocks: np.ndarray
     masked: int
     core_masked: np.ndarray
+    core_aiv_split: np.ndarray | None = None  # generic: per core, how many of its sections its first AIV runs
 
     def section_counts(self, g: int) -> tuple[int, int]:
         sec = self.listed[g]
@@ -367,17 +383,28 @@ class ListedWork:
         return self.listed[g]
 
 
-def generic_split(nsec: int, aivs: int, aiv_per_core: int) -> tuple[tuple, int]:
+def generic_split(nsec: int, aivs: int, aiv_per_core: int, with_aivs: bool = False) -> tuple:
     """The generic template's core split (GetSparseUnpadBlockInfo, ..._s1s2_bn2gs1s2.cpp): blockFactor =
     ceil(CV blocks / coreNum) consecutive CV blocks per AIV (coreNum = *aivs*), blockOuter = ceil(CV blocks /
-    blockFactor) AIVs used, blockDim = ceil(blockOuter / AIVs per AI Core). npusim's AI Core c runs the ranges of
-    its AIVs c * aiv_per_core ... together (its two AIVs then share each CV block by rows). Returns (first section
-    of every core and the end, blockDim)."""
+    blockFactor) AIVs used, blockDim = ceil(blockOuter / AIVs per AI Core). An AI Core runs the ranges of its
+    AIVs c * aiv_per_core ... Returns (first section of every core and the end, blockDim), and with *with_aivs*
+    the first section of every core's second AIV (cores_of_aivs)."""
     factor = max(1, -(-nsec // aivs))
     outer = -(-nsec // factor)
-    block_dim = max(1, -(-outer // aiv_per_core))
-    starts = tuple(min(nsec, c * aiv_per_core * factor) for c in range(block_dim + 1))
-    return starts, block_dim
+    out = cores_of_aivs([min(nsec, v * factor) for v in range(outer + 1)], outer, aiv_per_core)
+    return out if with_aivs else out[:2]
+
+
+def cores_of_aivs(aiv_starts: list, outer: int, aiv_per_core: int) -> tuple[tuple, int, tuple]:
+    """(first section of every AI Core and the end, blockDim, first section of every core's second AIV) of the
+    AIV runs *aiv_starts* (first section of every AIV and the end): blockDim counts max(runs, *outer*) AIVs, an AI
+    Core takes its AIVs' runs; the third is empty unless the chip has two AIVs per AI Core."""
+    aivs = len(aiv_starts) - 1
+    block_dim = max(1, -(-max(aivs, outer) // aiv_per_core))
+    at = lambda v: aiv_starts[min(aivs, v)]  # noqa: E731
+    starts = tuple(at(c * aiv_per_core) for c in range(block_dim + 1))
+    second = tuple(at(c * aiv_per_core + 1) for c in range(block_dim)) if aiv_per_core == 2 else ()
+    return starts, block_dim, second
 
 
 S1_BALANCE_ALIGN, S2_BALANCE_ALIGN = 64, 128  # ..._s1s2_bn2gs1s2.cpp FillS1s2WeightVec
@@ -398,11 +425,12 @@ def cv_weight(rows: int, cols: int, D: int) -> int:
     return r * (4 * D + 3 * c) + 3 * c * D
 
 
-def balanced_split(weights: list, outer: int, aiv_per_core: int) -> tuple[tuple, int]:
+def balanced_split(weights: list, outer: int, aiv_per_core: int, with_aivs: bool = False) -> tuple:
     """CoreLoadBalancingForUnpad's contiguous split of the weighted CV blocks over *outer* AIVs: the smallest
     largest-part sum (binary search, GetSplitArrayMinMaxSum), then a greedy walk that opens a new part when the
     sum would pass it or when the AIVs left could take one block each (from there on each block is its own
-    part). Returns (first section of every core and the end, blockDim), a core taking its AIVs' parts."""
+    part). Returns (first section of every core and the end, blockDim), a core taking its AIVs' parts (with
+    *with_aivs*, also the first section of every core's second AIV, cores_of_aivs)."""
     n = len(weights)
     if n <= outer:
         aiv_starts = list(range(n)) + [n]
@@ -425,18 +453,18 @@ def balanced_split(weights: list, outer: int, aiv_per_core: int) -> tuple[tuple,
                     break
                 aiv_starts.append(i)
         aiv_starts.append(n)
-    aivs = len(aiv_starts) - 1
-    block_dim = max(1, -(-max(aivs, outer) // aiv_per_core))  # CANN's blockDim still counts blockOuter AIVs
-    starts = tuple(aiv_starts[min(aivs, c * aiv_per_core)] for c in range(block_dim + 1))
-    return starts, block_dim
+    out = cores_of_aivs(aiv_starts, outer, aiv_per_core)  # CANN's blockDim still counts blockOuter AIVs
+    return out if with_aivs else out[:2]
 
 
-def generic_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int]:
-    """(first section of every core and the end, blockDim, coreNum AIVs) of a generic call's listed CV blocks:
-    the count split, or the weighted one where CoreLoadBalancingForUnpad applies (balance_applies)."""
+def generic_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int, tuple]:
+    """(first section of every core and the end, blockDim, coreNum AIVs, first section of every core's second
+    AIV) of a generic call's listed CV blocks: the count split, or the weighted one where
+    CoreLoadBalancingForUnpad applies (balance_applies)."""
     aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
     if not balance_applies(problem) or not sections:
-        return (*generic_split(len(sections), aivs, ratio), aivs)
+        starts, block_dim, second = generic_split(len(sections), aivs, ratio, with_aivs=True)
+        return starts, block_dim, aivs, second
     weights = []
     for sec in sections:
         rows = sum({blk[2]: blk[4] for blk in sec}.values())
@@ -444,7 +472,8 @@ def generic_core_split(problem, sections: list, chip, requested: int | None) -> 
         weights.append(cv_weight(rows, cols, problem.D))
     n = len(sections)
     outer = -(-n // max(1, -(-n // aivs)))
-    return (*balanced_split(weights, outer, ratio), aivs)
+    starts, block_dim, second = balanced_split(weights, outer, ratio, with_aivs=True)
+    return starts, block_dim, aivs, second
 
 
 def _split_aivs(chip, block_dim: int | None) -> int:
@@ -457,13 +486,18 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     """Estimate mode's work of a SameAB or generic call: its CV blocks listed (LISTED_WORK_BLOCKS bounds the calls
     this is used for) and split over the cores: SameAB round-robin over *block_dim* (None: min(AI Cores, CV
     blocks)) cores; generic contiguously (generic_split), its sections listed at the round-robin positions the
-    estimate reads (core + j * blockDim for the core's j-th section; other positions hold None)."""
+    estimate reads (core + j * blockDim for the core's j-th section; other positions hold None), with the number
+    of each core's sections its first AIV runs (core_aiv_split)."""
     template, _, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
     listed = cv_sections(problem, template, s1cv, s2cv, dtm)
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
+    aiv_first = None
     if template in ("generic", "basic_bn2"):
-        split = bn2_core_split if template == "basic_bn2" else generic_core_split
-        starts, bd, _ = split(problem, listed, chip, block_dim)
+        if template == "basic_bn2":
+            starts, bd, _ = bn2_core_split(problem, listed, chip, block_dim)
+        else:
+            starts, bd, _, second = generic_core_split(problem, listed, chip, block_dim)
+            aiv_first = np.asarray(second, np.int64) - np.asarray(starts[:-1], np.int64) if second else None
         pos = np.repeat(np.arange(bd), np.diff(starts))
         slot = np.arange(len(listed)) - np.asarray(starts)[pos]
         placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
@@ -476,7 +510,7 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     count = lambda w=None: np.bincount(pos, w, minlength=bd).astype(np.int64)  # noqa: E731
     return ListedWork(block_dim=bd, sections=len(listed), blocks=int(per[:, 0].sum()), masked=int(per[:, 1].sum()),
                       core_sections=count(), core_blocks=count(per[:, 0]), core_masked=count(per[:, 1]),
-                      listed=placed)
+                      listed=placed, core_aiv_split=aiv_first)
 
 
 def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, tuple]:
@@ -513,11 +547,13 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
-    core_starts, split_aivs = (), 0
+    core_starts, split_aivs, aiv_split = (), 0, ()
     if template in ("generic", "basic_bn2"):
-        if work is None:
-            split = bn2_core_split if template == "basic_bn2" else generic_core_split
-            core_starts, block_dim, split_aivs = split(problem, sections, chip, requested)
+        if work is None and template == "basic_bn2":
+            core_starts, block_dim, split_aivs = bn2_core_split(problem, sections, chip, requested)
+        elif work is None:
+            core_starts, block_dim, split_aivs, aiv_split = generic_core_split(problem, sections, chip, requested)
+            assert max((len(sec) for sec in sections), default=0) <= SECTION_BLOCKS // 2  # core_steps' slots
         else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
             block_dim = work.block_dim
     if sections is None:
@@ -560,7 +596,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         off += block_dim * (1 if template == "basic_det" else 2) * dtm_slot
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
-        template=template, cannTemplate=cann, secCoreStart=core_starts, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
+        template=template, cannTemplate=cann, secCoreStart=core_starts, secAivSplit=aiv_split, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
         dtmBasic=template == "basic_det", cvTrim=_trim(template), aivPerCore=chip.aiv_count // chip.aic_count,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,

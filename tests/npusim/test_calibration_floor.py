@@ -97,3 +97,34 @@ def test_slice_covers_six_passes_of_the_slice():
     assert per_name["Sub"] >= full and per_name["BlockReduceMax"] >= full and per_name["BlockReduceSum"] >= full
     floor = calibration.pfa_floor("Ascend910B2", 67.0)
     assert floor["repeats"] <= floor["peak_rate"] <= floor["model_rates"]
+
+
+def _fa_gm_bytes(s2: int) -> int:
+    """Bytes the FA varlen model moves through GM (every MTE2, MTE3 and FixPipe transfer) for 256 query rows (one AI
+    Core, one 128-row block per vector core) against *s2* keys."""
+    from npusim import TensorSpec
+    from ops import flash_attention_var_len_score
+    spec = calibration.get_chip("Ascend910B2").replace(launch_overhead_cycles=0)
+    q, kv = TensorSpec((256, 1, 128), np.float16), TensorSpec((s2, 1, 128), np.float16)
+    res = flash_attention_var_len_score(q, kv, kv, actual_seq_qlen=[256], actual_seq_kvlen=[s2], head_num=1,
+                                        scale_value=0.088, input_layout="TND", chip=spec, mode="timing", trace="full")
+    df = res.trace.df
+    return int(df[df["pipe"].isin(["MTE2", "MTE3", "FIXP"])]["bytes"].sum())
+
+
+def test_fa_step_l2_bytes_is_what_the_model_moves_per_steady_step():
+    """One more 1024-key tile in the middle of a row adds exactly fa_step_l2_bytes without K/V sharing (npusim's varlen
+    kernel loads K and V per vector core); the board's template shares them, one K and one V tile less."""
+    assert _fa_gm_bytes(4096) - _fa_gm_bytes(3072) == calibration.fa_step_l2_bytes(128, kv_shared=False)
+    saved = calibration.fa_step_l2_bytes(128, kv_shared=False) - calibration.fa_step_l2_bytes(128)
+    assert saved == 2 * calibration.FA_TILE * 128 * 2
+
+
+def test_fa_floor_split_and_step_for_the_fa_file():
+    """S = 16384: 128 blocks, 3 per vector core, paired on 22 AI Cores, 48 steps; the step time follows the board time."""
+    fa = calibration.fa_floor("Ascend910B2", 16384, 128, 1118.462, 23.0, 28000.0)
+    assert fa["cube_side"]["overlapped"] == fa["cube_side"]["cube"] == 16384
+    assert (fa["cores"], fa["steps"]) == (22, 48)
+    assert fa["board_step_cycles"] == pytest.approx((1118.462 - 23.0) * 1800 / 48)
+    shipped = dict(calibration.L2_CANDIDATES)["S8 L2_RO / L2_WO (npusim's budget)"]
+    assert shipped == calibration.get_chip("Ascend910B2").l2_bw_bytes_per_s / 1.8e9

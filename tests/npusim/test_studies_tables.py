@@ -54,3 +54,22 @@ def test_timeout_table_renders_verdicts_and_refusals(monkeypatch):
     stale = []
     monkeypatch.setattr(render, "load", lambda name: None)
     assert render.timeout_table("old", stale) == "old" and stale
+
+
+def test_study_times_quote_each_steps_own_load(monkeypatch):
+    """A later `--only` run of another step re-stamps studies_steps.json's machine; the README's study times
+    must keep the load their own runs had."""
+    import render
+
+    def machine(load):
+        return {"cpu": "x", "cpus": 2, "python": "3", "numpy": "2", "load_avg": [load, 1.0, 1.0],
+                "date_utc": "2026-11-24 16:00"}
+    saved = {"machine": machine(8.7),
+             "steps": {"pfa_tiling": {"wall_s": 300.0, "machine": machine(1.2)},
+                       "whatif_pfa": {"wall_s": 90.0, "machine": machine(1.6)},
+                       "whatif_fa": {"wall_s": 30.0, "machine": machine(1.2)},
+                       "calibration": {"wall_s": 287.0, "machine": machine(8.7)}}}
+    monkeypatch.setattr(render, "load", lambda name: saved if name == "studies_steps" else None)
+    text = render.study_times("old", [])
+    assert text.startswith("PFA tiling study (timing mode) 5.0 min; PFA what-if study (estimate mode) 1.5 min;")
+    assert "load average 1.2-1.6 during" in text

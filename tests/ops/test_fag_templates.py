@@ -260,6 +260,9 @@ def test_generic_split_is_contiguous_per_aiv():
     assert generic_split(16, 48, 2) == (tuple(range(0, 18, 2)), 8)
     assert generic_split(16, 4, 2) == ((0, 8, 16), 2)  # tiling={"blockDim": 2}: coreNum 4 AIVs
     assert generic_split(0, 48, 2) == ((0, 0), 1)
+    second = generic_split(100, 48, 2, with_aivs=True)[2]  # each core's second AIV: 3 CV blocks after its first
+    assert len(second) == 17 and second[:3] == (3, 9, 15) and second[-1] == 99
+    assert generic_split(16, 4, 2, with_aivs=True) == ((0, 8, 16), 2, (4, 12))
 
 
 def test_generic_weighted_split():
@@ -268,6 +271,8 @@ def test_generic_weighted_split():
     assert balanced_split([5, 5, 5, 5, 10, 10], 3, 2) == ((0, 5, 6), 2)
     assert balanced_split([5, 5, 5, 5, 10, 10], 3, 1) == ((0, 3, 5, 6), 3)
     assert balanced_split([1, 2], 5, 2) == ((0, 2, 2, 2), 3)
+    assert balanced_split([5, 5, 5, 5, 10, 10], 3, 2, with_aivs=True)[2] == (3, 6)  # core 1's second AIV: none
+    assert balanced_split([1, 2], 5, 2, with_aivs=True)[2] == (1, 2, 2)
     assert balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True))
     assert not balance_applies(_problem([2100, 2000], [60, 60], d=32, dropout=True, sparse_mode=2, causal=True))
     assert not balance_applies(_problem([300, 100], [300, 100], d=32, pse=True))
@@ -346,3 +351,25 @@ def test_generic_deterministic_runs_the_generic_template():
     gold = golden_of(a, p, res)
     for k, g in gold.items():
         np.testing.assert_array_equal(bits(res.outputs[k]), bits(g), err_msg=k)
+
+
+def test_generic_aivs_run_their_own_cv_blocks():
+    """Each AIV of a generic call runs its own run of CV blocks with every row (CANN's vector-driven kernel), the cube
+    taking one CV block of each run per ring step: the core's adds come in that alternating order (a golden with
+    the core's sections in run order differs), and an AIV whose run holds a short CV block idles while the other
+    works (core 0 of this call: AIV 0 has the 128-row CV block, AIV 1 the 22-row one)."""
+    a, p = make_case(seq_q=[300], seq_kv=[300], n1=2, n2=1, d=32, dropout=0.9)
+    res = fag(**a, tiling={"blockDim": 1})
+    t = res.tiling
+    assert t.template == "generic" and t.secCoreStart == (0, 6) and t.secAivSplit == (3,)
+    assert [[(s, v) for s, _, v in step] for step in t.core_steps(0)] == [[(0, 0), (3, 1)], [(1, 0), (4, 1)],
+                                                                          [(2, 0), (5, 1)]]
+    check_golden_and_accuracy(a, p, res)
+    assert _differs(res, lambda: golden_of(a, p, res, contiguous=None, core_starts=t.secCoreStart, aiv_split=None))
+    kw, til = GENERIC["fp16_d64_cv1024_drop"]
+    a, p = make_case(**kw)
+    res = fag(**a, tiling=til, mode="timing")
+    assert res.tiling.secAivSplit == (1, 3)
+    busy = res.trace.busy()
+    vec = busy[(busy["core"] == 0) & (busy["pipe"] == "VECTOR")].set_index("sub_core")["busy_cycles"]
+    assert vec["veccore0"] > 3 * vec["veccore1"]
