@@ -220,6 +220,9 @@ def _halves_cell(e: dict) -> str:
                      f"{'met' if ok else 'NOT met'})")
     if e.get("halves_run") not in ("all", None):
         parts.append(f"run: --half {e['halves_run']}")
+    for half, c in sorted(e.get("cpu", {}).items()):
+        parts.append(f"{'checking' if half == 'check' else 'tuning'} estimates up to {c['max_s']:.2f} s CPU "
+                     f"(load average {c['load'][0]}-{c['load'][1]}; target < 1 s {'met' if c['max_s'] < 1 else 'NOT met'})")
     return "; ".join(parts) + f" (seed {e['seed']})"
 
 
