@@ -222,3 +222,28 @@ def test_sfag_estimate_skips_the_full_probe_where_hbm_bound(monkeypatch):
     upper = skipped.extra["estimate"].per_core_cycles
     assert full.extra["estimate"].per_core_cycles.max() < upper.max() <= skipped.extra["bandwidth_bound"]
     assert full.cycles == skipped.cycles
+
+
+def test_sfag_estimate_of_a_bound_launch_off_the_slack_fit():
+    """An HBM-bound launch unlike the three BOUND_SLACK was fitted on (N1 = 128, 16 blocks of 64 per token,
+    T1 = 96 on a 32 MiB L2; chosen and run once before being written here): within 3% of timing mode
+    (measured -0.39%; -5.2% without the slack)."""
+    from ops.sparse_flash_attention_grad.estimate import BOUND_SLACK
+
+    spec = chip("Ascend910B2").replace(l2_bytes=32 * 1024 * 1024)
+    t1, n1, s2, bs = 96, 128, 8192, 64
+    rng = np.random.default_rng(0)
+    idx = np.full((t1, 1, 2048), -1, np.int64)
+    for t in range(t1):
+        idx[t, 0, :16] = rng.choice(s2 // bs, 16, replace=False)
+    q, qr = TensorSpec((t1, n1, 512), np.float16), TensorSpec((t1, n1, 64), np.float16)
+    k, kr = TensorSpec((s2, 1, 512), np.float16), TensorSpec((s2, 1, 64), np.float16)
+    sm = TensorSpec((1, t1, n1), np.float32)
+    kw = dict(scale_value=1 / 24, sparse_block_size=bs, layout="TND", chip=spec)
+    est = sparse_flash_attention_grad(q, k, k, idx, q, q, sm, sm, [t1], [s2], qr, kr, mode="estimate", **kw)
+    tim = sparse_flash_attention_grad(q, k, k, idx, q, q, sm, sm, [t1], [s2], qr, kr, mode="timing", trace="none", **kw)
+    e = est.extra["estimate"]
+    assert est.extra["bandwidth_bound"] >= e.per_core_cycles.max()  # bound: the main loop is the bound
+    assert abs(est.cycles / tim.cycles - 1) < 0.03
+    bare = e.fixed_cycles + est.extra["bandwidth_bound"] / BOUND_SLACK
+    assert bare / tim.cycles < 0.97  # the bare bound is the few percent low the slack makes up
