@@ -14,11 +14,13 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them), and the most loaded core's K-section time is
-  extended to its real block count at the cost per block of the sections the two runs differ by, pooled
-  over the simulated cores; the prologue before SyncAll (sfmg rows, fp32 transposes, drop-mask
-  adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is extrapolated on its own
-  line.
+  block), twice (K sections, then every other one of them; K at least 8 for the basic templates' 4 x 4
+  sections, 4 for CV blocks), and the most loaded core's K-section time is extended to its real block
+  count at the cost per block of the sections the two runs differ by, pooled over the simulated cores,
+  each weighted by the blocks it is extended over; the prologue before SyncAll (sfmg rows, fp32
+  transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
+  extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
+  (npusim.estimate.steady_l2_touched).
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
