@@ -4,8 +4,8 @@ Tuning set: GRID, every configuration looked at while the estimate model was cha
 (an earlier split of it into halves with benchmarks/halves.py's seed 13 had its checking half inspected),
 the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
-IS_DTM, which the first grid did not, and the two SameAB calls session 6's checking set (seed 620261125)
-missed on the sampled path. Checking set: configurations drawn at random (fresh_check, seed
+IS_DTM, which the first grid did not, the two SameAB calls session 6's checking set (seed 620261125)
+missed on the sampled path, and the five calls session 8's checking set (seed 820261124) missed on it. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
