@@ -196,8 +196,8 @@ class KernelFlashAttentionVarLenScore:
 
     def ComputeMm1(self, t: int, k: int = 0):
         a, ti, D = self.a, self.t, self.D
-        b, n, s1o, rows, col0, cols, pitch, first, _ = self._task(t, k)
-        n1d, n2d = ti.n1Size * D, ti.n2Size * D
+        b, n, s1o, rows, _, cols, _, first, _ = self._task(t, k)
+        n1d = ti.n1Size * D
         if first:
             if self.qL1[k] is not None:
                 self.qQues[k].FreeTensor(self.qL1[k])
@@ -206,71 +206,87 @@ class KernelFlashAttentionVarLenScore:
             DataCopy(qL1, self.qGm[off], Nd2NzParams(1, rows, D, 0, n1d, c16(rows), 1, 0))
             self.qQues[k].EnQue(qL1)
             self.qL1[k] = self.qQues[k].DeQue(self.inDt)
+        for nc in range(0, cols, ti.nChunk):
+            self.ComputeMm1Chunk(t, k, nc)
+
+    def ComputeMm1Chunk(self, t: int, k: int, nc: int):
+        """Scores of task t's columns nc .. nc + nChunk: that K chunk to L1, Q K^T per 128 rows, to the slot."""
+        a, ti, D = self.a, self.t, self.D
+        b, n, _, rows, col0, cols, pitch, _, _ = self._task(t, k)
+        n2d = ti.n2Size * D
         qL1 = self.qL1[k]
         kvOff = a.cuKv[b] * n2d + (n // ti.gSize) * D
         wsS = self.ws[k][0][t % 2]
-        for nc in range(0, cols, ti.nChunk):
-            ncols = min(ti.nChunk, cols - nc)
-            kL1 = self.kQue.AllocTensor(self.inDt)
-            DataCopy(kL1, self.kGm[kvOff + (col0 + nc) * n2d], Nd2NzParams(1, ncols, D, 0, n2d, c16(ncols), 1, 0))
-            self.kQue.EnQue(kL1)
-            kL1 = self.kQue.DeQue(self.inDt)
-            for mc in range(0, rows, CUBE_M):
-                mrows = min(CUBE_M, rows - mc)
-                cL0 = self.cQue.AllocTensor(F32)
-                for kc in range(0, D, ti.kChunk):
-                    kcols = min(ti.kChunk, D - kc)
-                    self.tiles.SplitA(qL1, c16(rows) // 16, mc, mrows, kc, kcols)
-                    self.tiles.SplitBTransposed(kL1, c16(ncols) // 16, kc, kcols)
-                    self.tiles.Compute(cL0, mrows, ncols, kcols, kc == 0)
-                self.cQue.EnQue(cL0)
-                cL0 = self.cQue.DeQue(F32)
-                Fixpipe(wsS[mc * pitch + nc], cL0,
-                        FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=c16(mrows), dstStride=pitch))
-                self.cQue.FreeTensor(cL0)
-            self.kQue.FreeTensor(kL1)
+        ncols = min(ti.nChunk, cols - nc)
+        kL1 = self.kQue.AllocTensor(self.inDt)
+        DataCopy(kL1, self.kGm[kvOff + (col0 + nc) * n2d], Nd2NzParams(1, ncols, D, 0, n2d, c16(ncols), 1, 0))
+        self.kQue.EnQue(kL1)
+        kL1 = self.kQue.DeQue(self.inDt)
+        for mc in range(0, rows, CUBE_M):
+            mrows = min(CUBE_M, rows - mc)
+            cL0 = self.cQue.AllocTensor(F32)
+            for kc in range(0, D, ti.kChunk):
+                kcols = min(ti.kChunk, D - kc)
+                self.tiles.SplitA(qL1, c16(rows) // 16, mc, mrows, kc, kcols)
+                self.tiles.SplitBTransposed(kL1, c16(ncols) // 16, kc, kcols)
+                self.tiles.Compute(cL0, mrows, ncols, kcols, kc == 0)
+            self.cQue.EnQue(cL0)
+            cL0 = self.cQue.DeQue(F32)
+            Fixpipe(wsS[mc * pitch + nc], cL0,
+                    FixpipeParamsV220(nSize=ncols, mSize=mrows, srcStride=c16(mrows), dstStride=pitch))
+            self.cQue.FreeTensor(cL0)
+        self.kQue.FreeTensor(kL1)
 
     def ComputeMm2(self, t: int, k: int = 0):
         """P V per 128 columns of D: each k chunk of P (all block rows) and of V is loaded to L1 once and
         multiplied into one L0C accumulator per 128-row chunk (the SameAB ComputeMm2 reuse)."""
-        a, ti, D, dp = self.a, self.t, self.D, self.Dp
-        b, n, s1o, rows, col0, cols, pitch, _, _ = self._task(t, k)
-        n2d, n2 = ti.n2Size * D, n // ti.gSize
-        wsP, wsPV = self.ws[k][1][t % 2], self.ws[k][2][t % 2]
+        ti, D, dp = self.t, self.D, self.Dp
+        _, _, _, rows, _, cols, _, _, _ = self._task(t, k)
+        wsPV = self.ws[k][2][t % 2]
         chunks = [(mc, min(CUBE_M, rows - mc)) for mc in range(0, rows, CUBE_M)]
         for dn in range(0, D, CUBE_M):
             dcols = min(CUBE_M, D - dn)
             accs = [self.cQue.AllocTensor(F32) for _ in chunks]
             for kc in range(0, cols, ti.kChunk):
-                kcols = min(ti.kChunk, cols - kc)
-                pL1 = self.pQue.AllocTensor(self.inDt)
-                DataCopy(pL1, wsP[kc], Nd2NzParams(1, rows, kcols, 0, pitch, c16(rows), 1, 0))
-                self.pQue.EnQue(pL1)
-                vL1 = self.vQue.AllocTensor(self.inDt)
-                if self.isz == 4:  # V^T rows (d) from the pre-pass: NZ of B^T
-                    src = self.vTGm[(n2 * D + dn) * ti.vTransPitch + a.cuKv[b] + col0 + kc]
-                    DataCopy(vL1, src, Nd2NzParams(1, dcols, kcols, 0, ti.vTransPitch, c16(dcols), 1, 0))
-                else:
-                    src = self.vGm[(a.cuKv[b] + col0 + kc) * n2d + n2 * D + dn]
-                    DataCopy(vL1, src, Nd2NzParams(1, kcols, dcols, 0, n2d, c16(kcols), 1, 0))
-                self.vQue.EnQue(vL1)
-                pL1 = self.pQue.DeQue(self.inDt)
-                vL1 = self.vQue.DeQue(self.inDt)
-                for (mc, mrows), cL0 in zip(chunks, accs):
-                    self.tiles.SplitA(pL1, c16(rows) // 16, mc, mrows, 0, kcols)
-                    if self.isz == 4:
-                        self.tiles.SplitBTransposed(vL1, c16(dcols) // 16, 0, kcols)
-                    else:
-                        self.tiles.SplitB(vL1, c16(kcols) // 16, kcols, dcols)
-                    self.tiles.Compute(cL0, mrows, dcols, kcols, kc == 0)
-                self.pQue.FreeTensor(pL1)
-                self.vQue.FreeTensor(vL1)
+                self.ComputeMm2Chunk(t, k, dn, kc, accs)
             for (mc, mrows), cL0 in zip(chunks, accs):
                 self.cQue.EnQue(cL0)
                 cL0 = self.cQue.DeQue(F32)
                 Fixpipe(wsPV[mc * dp + dn], cL0,
                         FixpipeParamsV220(nSize=dcols, mSize=mrows, srcStride=c16(mrows), dstStride=dp))
                 self.cQue.FreeTensor(cL0)
+
+    def ComputeMm2Chunk(self, t: int, k: int, dn: int, kc: int, accs: list):
+        """P V of task t's columns kc .. kc + kChunk and D columns dn .. dn + 128: that chunk of P and of V
+        to L1, one Mmad per 128-row accumulator of *accs* (the first chunk initialises them)."""
+        a, ti, D = self.a, self.t, self.D
+        b, n, _, rows, col0, cols, pitch, _, _ = self._task(t, k)
+        n2d, n2 = ti.n2Size * D, n // ti.gSize
+        wsP = self.ws[k][1][t % 2]
+        dcols, kcols = min(CUBE_M, D - dn), min(ti.kChunk, cols - kc)
+        pL1 = self.pQue.AllocTensor(self.inDt)
+        DataCopy(pL1, wsP[kc], Nd2NzParams(1, rows, kcols, 0, pitch, c16(rows), 1, 0))
+        self.pQue.EnQue(pL1)
+        vL1 = self.vQue.AllocTensor(self.inDt)
+        if self.isz == 4:  # V^T rows (d) from the pre-pass: NZ of B^T
+            src = self.vTGm[(n2 * D + dn) * ti.vTransPitch + a.cuKv[b] + col0 + kc]
+            DataCopy(vL1, src, Nd2NzParams(1, dcols, kcols, 0, ti.vTransPitch, c16(dcols), 1, 0))
+        else:
+            src = self.vGm[(a.cuKv[b] + col0 + kc) * n2d + n2 * D + dn]
+            DataCopy(vL1, src, Nd2NzParams(1, kcols, dcols, 0, n2d, c16(kcols), 1, 0))
+        self.vQue.EnQue(vL1)
+        pL1 = self.pQue.DeQue(self.inDt)
+        vL1 = self.vQue.DeQue(self.inDt)
+        for mc, cL0 in zip(range(0, rows, CUBE_M), accs):
+            mrows = min(CUBE_M, rows - mc)
+            self.tiles.SplitA(pL1, c16(rows) // 16, mc, mrows, 0, kcols)
+            if self.isz == 4:
+                self.tiles.SplitBTransposed(vL1, c16(dcols) // 16, 0, kcols)
+            else:
+                self.tiles.SplitB(vL1, c16(kcols) // 16, kcols, dcols)
+            self.tiles.Compute(cL0, mrows, dcols, kcols, kc == 0)
+        self.pQue.FreeTensor(pL1)
+        self.vQue.FreeTensor(vL1)
 
     # ------------------------------------------------------------------------------------- AIV pre-passes
     def PrePass(self):
@@ -358,68 +374,17 @@ class KernelFlashAttentionVarLenScore:
 
     # ---- vec1: softmax of one score tile
     def ProcessVec1(self, t: int):
-        a, E = self.a, self.E
-        b, n, s1o, rows, col0, cols, pitch, first, last = self._task(t)
+        a = self.a
+        b, n, s1o, rows, _, _, pitch, _, last = self._task(t)
         lo, mine = self._my_rows(rows)
         if not mine:
             return
-        sliceRows = min(E // pitch, mine)
-        st = self.stat
-        m8, l8 = st["m8"].Get(F32), st["l8a" if self.par[t] == 0 else "l8b"].Get(F32)
-        al8 = st["al8a" if t % 2 == 0 else "al8b"].Get(F32)
-        x8, y8, rowv = st["x8"].Get(F32), st["y8"].Get(F32), self.rowv.Get(F32)
-        acc = self.common.Get(F32)
+        sliceRows = min(self.E // pitch, mine)
         for r in range(0, mine, sliceRows):
-            sr = min(sliceRows, mine - r)
-            r0 = s1o * self.s1B + lo + r
-            cnt = sr * pitch
-            S = self.inS.AllocTensor(F32)
-            DataCopy(S, self.mm1Res[t % 2][(lo + r) * pitch], cnt)
-            self.inS.EnQue(S)
-            S = self.inS.DeQue(F32)
-            if a.pseForm != "none":
-                self.AddPse(S, b, n, r0, col0, sr, cols, pitch, sliceRows)
-            Muls(S, S, self.t.scaleValue, cnt)
-            PipeBarrier(Pipe.V)
-            self.ApplyMask(S, b, r0, col0, sr, cols, pitch, sliceRows)
-            mr, lr, ar = m8[r * 8:], l8[r * 8:], al8[r * 8:]
-            RowReduce("max", rowv, S, acc, sr, cols, pitch)
-            PipeBarrier(Pipe.V)
-            BroadcastRows(x8, rowv, sr)
-            PipeBarrier(Pipe.V)
-            if first:
-                Copy(mr, x8, sr * 8)
-            else:  # m_new = max(m, mx); alpha = exp(m - m_new); m = m_new
-                Max(y8, mr, x8, sr * 8)
-                PipeBarrier(Pipe.V)
-                Sub(x8, mr, y8, sr * 8)
-                PipeBarrier(Pipe.V)
-                Exp(ar, x8, sr * 8)
-                Copy(mr, y8, sr * 8)
-            PipeBarrier(Pipe.V)
-            RowBroadcast("sub", S, S, mr, sr, cols, pitch)
-            PipeBarrier(Pipe.V)
-            Exp(S, S, cnt)
-            PipeBarrier(Pipe.V)
-            RowReduce("sum", rowv, S, acc, sr, cols, pitch)
-            PipeBarrier(Pipe.V)
-            BroadcastRows(x8, rowv, sr)
-            PipeBarrier(Pipe.V)
-            if first:
-                Copy(lr, x8, sr * 8)
-            else:  # l = l * alpha + rowsum
-                Mul(lr, lr, ar, sr * 8)
-                PipeBarrier(Pipe.V)
-                Add(lr, lr, x8, sr * 8)
-            PipeBarrier(Pipe.V)
-            if a.invalidRowCalc:  # AdjustSoftMaxRes: rows whose max is still NEG -> P = 0
-                self._valid_rows_factor(x8, mr, sr)
-                RowBroadcast("mul", S, S, x8, sr, cols, pitch)
-                PipeBarrier(Pipe.V)
-            if a.dropout:
-                self.Dropout(S, b, n, r0, col0, sr, cols, pitch)
-            self.CopyOutP(S, self.stage1Res[t % 2][(lo + r) * pitch], cnt)
+            self.ProcessVec1Slice(t, r, sliceRows)
         if last:
+            st = self.stat
+            m8, l8 = st["m8"].Get(F32), st["l8a" if self.par[t] == 0 else "l8b"].Get(F32)
             if a.invalidRowCalc:  # sum := +FLT_MAX where the final max is NEG
                 bits = self.bits.Get(U8)
                 Compare(bits, m8, st["neg8"].Get(F32), CMPMODE.NE, mine * 8)
@@ -427,6 +392,67 @@ class KernelFlashAttentionVarLenScore:
                 Select(l8, bits, l8, POS, SELMODE.VSEL_TENSOR_SCALAR_MODE, mine * 8)
                 PipeBarrier(Pipe.V)
             self.SoftmaxOut(self.maxGm, m8, b, n, s1o * self.s1B + lo, mine)
+
+    def ProcessVec1Slice(self, t: int, r: int, sliceRows: int):
+        """Rows r .. r + sliceRows of this AIV's rows of tile t (one UB slice): pse, scale, mask, online
+        softmax, dropout, P to the workspace."""
+        a = self.a
+        b, n, s1o, rows, col0, cols, pitch, first, _ = self._task(t)
+        lo, mine = self._my_rows(rows)
+        st = self.stat
+        m8, l8 = st["m8"].Get(F32), st["l8a" if self.par[t] == 0 else "l8b"].Get(F32)
+        al8 = st["al8a" if t % 2 == 0 else "al8b"].Get(F32)
+        x8, y8, rowv = st["x8"].Get(F32), st["y8"].Get(F32), self.rowv.Get(F32)
+        acc = self.common.Get(F32)
+        sr = min(sliceRows, mine - r)
+        r0 = s1o * self.s1B + lo + r
+        cnt = sr * pitch
+        S = self.inS.AllocTensor(F32)
+        DataCopy(S, self.mm1Res[t % 2][(lo + r) * pitch], cnt)
+        self.inS.EnQue(S)
+        S = self.inS.DeQue(F32)
+        if a.pseForm != "none":
+            self.AddPse(S, b, n, r0, col0, sr, cols, pitch, sliceRows)
+        Muls(S, S, self.t.scaleValue, cnt)
+        PipeBarrier(Pipe.V)
+        self.ApplyMask(S, b, r0, col0, sr, cols, pitch, sliceRows)
+        mr, lr, ar = m8[r * 8:], l8[r * 8:], al8[r * 8:]
+        RowReduce("max", rowv, S, acc, sr, cols, pitch)
+        PipeBarrier(Pipe.V)
+        BroadcastRows(x8, rowv, sr)
+        PipeBarrier(Pipe.V)
+        if first:
+            Copy(mr, x8, sr * 8)
+        else:  # m_new = max(m, mx); alpha = exp(m - m_new); m = m_new
+            Max(y8, mr, x8, sr * 8)
+            PipeBarrier(Pipe.V)
+            Sub(x8, mr, y8, sr * 8)
+            PipeBarrier(Pipe.V)
+            Exp(ar, x8, sr * 8)
+            Copy(mr, y8, sr * 8)
+        PipeBarrier(Pipe.V)
+        RowBroadcast("sub", S, S, mr, sr, cols, pitch)
+        PipeBarrier(Pipe.V)
+        Exp(S, S, cnt)
+        PipeBarrier(Pipe.V)
+        RowReduce("sum", rowv, S, acc, sr, cols, pitch)
+        PipeBarrier(Pipe.V)
+        BroadcastRows(x8, rowv, sr)
+        PipeBarrier(Pipe.V)
+        if first:
+            Copy(lr, x8, sr * 8)
+        else:  # l = l * alpha + rowsum
+            Mul(lr, lr, ar, sr * 8)
+            PipeBarrier(Pipe.V)
+            Add(lr, lr, x8, sr * 8)
+        PipeBarrier(Pipe.V)
+        if a.invalidRowCalc:  # AdjustSoftMaxRes: rows whose max is still NEG -> P = 0
+            self._valid_rows_factor(x8, mr, sr)
+            RowBroadcast("mul", S, S, x8, sr, cols, pitch)
+            PipeBarrier(Pipe.V)
+        if a.dropout:
+            self.Dropout(S, b, n, r0, col0, sr, cols, pitch)
+        self.CopyOutP(S, self.stage1Res[t % 2][(lo + r) * pitch], cnt)
 
     def _valid_rows_factor(self, dst8, m8, rows: int):
         """dst8 row r = 1.0 where m8 row r != NEG else 0.0 ([rows, 8] blocks)."""
@@ -490,9 +516,8 @@ class KernelFlashAttentionVarLenScore:
             self._select_window(S, r0 * a.maskCols + col0, a.maskCols, sr, cols, pitch, CMPMODE.EQ)
             return
         if a.maskForm == "causal_2048":
-            delta = r0 - col0 + a.nextLU[b]
-            if delta < pitch:
-                off = causal_tile_offset(delta, sliceRows, self.W)
+            off = self._causal_window(b, r0, col0, pitch, sliceRows)
+            if off is not None:
                 self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
             if a.sparseMode == 4:
                 dpre = r0 - col0 - a.preLU[b] - 1
@@ -508,6 +533,12 @@ class KernelFlashAttentionVarLenScore:
             self._select_window(S, off, COMPRESSED_MASK_SIZE, sr, cols, pitch, CMPMODE.EQ)
         elif kind == "both":
             self._select_and_windows(S, causal, rect, sr, cols, pitch)
+
+    def _causal_window(self, b: int, r0: int, col0: int, pitch: int, sliceRows: int):
+        """Offset of a slice's window of the compressed causal mask (the next-tokens diagonal), None when the
+        diagonal leaves the slice's columns unmasked."""
+        delta = r0 - col0 + self.a.nextLU[b]
+        return causal_tile_offset(delta, sliceRows, self.W) if delta < pitch else None
 
     def _load_window(self, off: int, gm_pitch: int, sr: int, cols: int, pitch: int):
         m = self.maskQ.AllocTensor(U8)
@@ -655,21 +686,27 @@ def _stat_offset(k: KernelFlashAttentionVarLenScore, b: int, n: int, row0: int) 
     return (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
 
 
-def _vec1_key(k: KernelFlashAttentionVarLenScore, t: int):
-    """ProcessVec1 without pse, mask or dropout: first/last tile, rows and columns fix it; it reads its score
-    slot and writes its P slot; the last tile's softmax_max rows move with the item."""
+def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
+    """ProcessVec1Slice without pse or dropout, unmasked or with a full or causal (not band) mask: the tile's
+    first-ness, the slice's rows, the columns and whether a mask window is read fix it; it reads its rows of
+    the score slot and writes them to the P slot (a tile's slices repeat it); the mask window moves with the
+    slice."""
     a = k.a
-    if a.pseForm != "none" or a.maskForm != "none" or a.dropout:
+    if a.pseForm != "none" or a.dropout or a.maskForm not in ("none", "full", "causal_2048") or a.sparseMode == 4:
         return None
-    b, n, s1o, rows, _, cols, pitch, first, last = k._task(t)
+    b, _, s1o, rows, col0, cols, pitch, first, _ = k._task(t)
     lo, mine = k._my_rows(rows)
-    if not mine:
-        return None
-    s, p, _ = _slot_bytes(k)
-    bases = ((k.mm1Res[t % 2], s), (k.stage1Res[t % 2], p))
-    if last:
-        bases += (k.maxGm[_stat_offset(k, b, n, s1o * k.s1B + lo)],)
-    return (first, last, lo, mine, cols, pitch), bases
+    cnt = min(sliceRows, mine - r) * pitch
+    at, r0 = (lo + r) * pitch, s1o * k.s1B + lo + r
+    bases = ((k.mm1Res[t % 2][at], cnt * 4), (k.stage1Res[t % 2][at], cnt * k.isz))
+    window = None
+    if a.maskForm == "full":
+        window = r0 * a.maskCols + col0
+    elif a.maskForm == "causal_2048":
+        window = k._causal_window(b, r0, col0, pitch, sliceRows)
+    if window is not None:
+        bases += (k.maskGm[window],)
+    return (first, cnt, cols, pitch, window is not None), bases
 
 
 def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
@@ -688,36 +725,38 @@ def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
     return (first, last, lo, mine), bases
 
 
-def _mm1_key(k: KernelFlashAttentionVarLenScore, t: int, w: int = 0):
-    """ComputeMm1 after its item's first tile (whose Q copy changes the Q queue): worker, rows, columns and
-    the resident Q block fix it; it writes its score slot; K moves with the tile."""
-    b, n, _, rows, col0, cols, pitch, first, _ = k._task(t, w)
-    if first:
-        return None
-    ti = k.t
-    n2d = ti.n2Size * k.D
-    return (w, rows, cols, pitch, k.qL1[w].addr), \
-        ((k.ws[w][0][t % 2], _slot_bytes(k)[0]), k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + col0 * n2d])
-
-
-def _mm2_key(k: KernelFlashAttentionVarLenScore, t: int, w: int = 0):
-    """ComputeMm2 with fp16/bf16 V (fp32 reads V^T from the workspace): worker, rows and columns; it reads
-    its P slot and writes its PV slot; V moves with the tile."""
-    if k.isz == 4:
-        return None
+def _mm1_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int):
+    """ComputeMm1Chunk: worker, rows, the chunk's columns, the slot's pitch and the resident Q block fix it
+    (a tile's chunks repeat it); it writes its columns of the score slot; K moves with the chunk."""
     b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
     ti = k.t
     n2d = ti.n2Size * k.D
-    _, p, o = _slot_bytes(k)
-    return (w, rows, cols, pitch), ((k.ws[w][1][t % 2], p), (k.ws[w][2][t % 2], o),
-                                    k.vGm[(k.a.cuKv[b] + col0) * n2d + (n // ti.gSize) * k.D])
+    return (w, rows, min(ti.nChunk, cols - nc), pitch, k.qL1[w].addr), \
+        ((k.ws[w][0][t % 2][nc], _slot_bytes(k)[0] - nc * 4),
+         k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d])
 
 
-KernelFlashAttentionVarLenScore.ProcessVec1 = replayable(_vec1_key, shared=True)(
-    KernelFlashAttentionVarLenScore.ProcessVec1)
+def _mm2_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int, accs: list):
+    """ComputeMm2Chunk: worker, rows, the chunk's sizes and whether it initialises the accumulators fix it
+    (a tile's chunks repeat it); it reads its columns of the P slot; V (fp32: V^T, a workspace region the
+    pre-pass wrote) moves with the chunk."""
+    b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
+    ti, D = k.t, k.D
+    kcols, dcols = min(ti.kChunk, cols - kc), min(CUBE_M, D - dn)
+    n2 = n // ti.gSize
+    if k.isz == 4:
+        v = (k.vTGm[(n2 * D + dn) * ti.vTransPitch + k.a.cuKv[b] + col0 + kc],
+             ((dcols - 1) * ti.vTransPitch + kcols) * 4)
+    else:
+        v = k.vGm[(k.a.cuKv[b] + col0 + kc) * ti.n2Size * D + n2 * D + dn]
+    return (w, rows, kcols, dcols, pitch, kc == 0), ((k.ws[w][1][t % 2][kc], _slot_bytes(k)[1] - kc * k.isz), v)
+
+
+KernelFlashAttentionVarLenScore.ProcessVec1Slice = replayable(_vec1_slice_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ProcessVec1Slice)
 KernelFlashAttentionVarLenScore.ProcessVec2 = replayable(_vec2_key, shared=True)(
     KernelFlashAttentionVarLenScore.ProcessVec2)
-KernelFlashAttentionVarLenScore.ComputeMm1 = replayable(_mm1_key, shared=True)(
-    KernelFlashAttentionVarLenScore.ComputeMm1)
-KernelFlashAttentionVarLenScore.ComputeMm2 = replayable(_mm2_key, shared=True)(
-    KernelFlashAttentionVarLenScore.ComputeMm2)
+KernelFlashAttentionVarLenScore.ComputeMm1Chunk = replayable(_mm1_chunk_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ComputeMm1Chunk)
+KernelFlashAttentionVarLenScore.ComputeMm2Chunk = replayable(_mm2_chunk_key, shared=True)(
+    KernelFlashAttentionVarLenScore.ComputeMm2Chunk)

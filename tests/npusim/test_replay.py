@@ -212,6 +212,23 @@ def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(count
     assert booked_on == booked_off
 
 
+@pytest.mark.parametrize("dtype, mask", [(np.float16, "causal"), (np.float32, None)])
+def test_fa_varlen_causal_slices_and_fp32_chunks_replay_to_the_interpreted_trace(counted, booked, dtype, mask):
+    """FA varlen's row slices with a causal mask (the window's address moves with the slice) and its fp32 P V
+    chunks (V^T is a workspace region) are replayed; the trace and every GM transfer's buffer, address and
+    size are the interpreted run's."""
+    from ops import flash_attention_var_len_score
+    from ops.common.masks import compressed_causal_mask
+    extra = {} if mask is None else dict(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=3)
+    q = TensorSpec((1300, 2, 64), dtype)
+    (on, booked_on), (off, booked_off) = _both_booked(lambda: flash_attention_var_len_score(
+        q, q, q, actual_seq_qlen=[300, 1300], actual_seq_kvlen=[300, 1300], head_num=2, scale_value=0.125,
+        mode="timing", progress=False, **extra), booked)
+    assert counted["steps"] > 100
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
+
+
 @pytest.mark.parametrize("heads, kv_heads, seq, dim, split", [(4, 2, 2048, 64, "vector"), (2, 1, 4096, 128, "cube")])
 def test_pfa_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, booked, heads, kv_heads,
                                                                      seq, dim, split):

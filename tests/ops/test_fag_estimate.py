@@ -85,3 +85,15 @@ def test_fag_estimate_close_to_timing_with_features(extra):
     tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
     assert tim.tiling.sections > 4
     assert abs(est.time_us / tim.time_us - 1) < 0.05, (est.time_us, tim.time_us)
+
+
+def test_fag_generic_estimate_samples_each_aivs_own_run():
+    """Generic template: the sample tiling gives each sampled CV block to the AIV whose run holds it
+    (sab_work.core_aiv_split), so a call whose cores run whole is estimated at its timing-mode time; with the two
+    AIVs sharing every CV block by rows (no secAivSplit) this call runs about 17% faster."""
+    from tests.ops.fag_cases import make_case
+    a, _ = make_case(seq_q=[150], seq_kv=[1100], n1=1, n2=1, d=64, dropout=0.9)
+    est = fag(**a, mode="estimate", tiling={"blockDim": 2})
+    tim = fag(**a, mode="timing", tiling={"blockDim": 2})
+    assert tim.tiling.template == "generic" and tim.tiling.secAivSplit == (1, 3)
+    assert abs(est.time_us / tim.time_us - 1) < 0.005, (est.time_us, tim.time_us)
