@@ -220,7 +220,7 @@ def test_fa_varlen_causal_slices_and_fp32_chunks_replay_to_the_interpreted_trace
     trace and every GM transfer's buffer, address and size are the interpreted run's."""
     from ops import flash_attention_var_len_score
     from ops.common.masks import compressed_causal_mask
-    extra = {} if mask is None else dict(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=3)
+    extra = {} if mask is None else {"atten_mask": compressed_causal_mask().astype(bool), "sparse_mode": 3}
     if pse:
         extra["real_shift"] = TensorSpec((1, 2, 1024, 1000), dtype)
     q = TensorSpec((1300, 2, 64), dtype)
