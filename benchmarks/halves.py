@@ -38,13 +38,18 @@ def summary(errors: list[tuple[str, float]]) -> dict:
     return out
 
 
-def save_halves(name: str, stats: dict, rows: list, which: str, seed: int = SEED) -> None:
+def save_halves(name: str, stats: dict, rows: list, which: str, seed: int = SEED, cpu: dict | None = None) -> None:
     """Save an accuracy run (benchmarks/results/NAME.json): the seed of the checking half's split or draw,
     which halves ran, per-half stats and every row (half, configuration text, estimate us, timing us,
-    error %); the README rows render from it."""
-    from results import save
+    error %), and optionally {set run: {max_s: the slowest estimate's CPU s, load: load averages}}, kept
+    from the saved run for the set not run; the README rows render from it."""
+    from results import load, save
 
-    save(name, {"seed": seed, "halves_run": which, "halves": stats, "rows": rows})
+    old = load(name) or {}
+    if cpu is not None and old.get("seed") == seed:
+        cpu = {**{k: v for k, v in old.get("cpu", {}).items() if k not in cpu}, **cpu}
+    save(name, {"seed": seed, "halves_run": which, "halves": stats, "rows": rows,
+                **({"cpu": cpu} if cpu else {})})
 
 
 def with_saved_other(name: str, ran: set, rows: list, seed: int) -> tuple[list, dict | None]:

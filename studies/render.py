@@ -163,7 +163,8 @@ def _rows_performance() -> dict:
                    f"{t['instructions']:,} instructions; modeled {t['time_us']:.1f} us")
             if "estimate" in r:
                 e = r["estimate"]
-                txt += f"; estimate {e['time_us']:.1f} us ({100 * (e['time_us'] / t['time_us'] - 1):+.1f}%) in {e['cpu_s']:.1f} s CPU"
+                txt += (f"; estimate {e['time_us']:.1f} us ({100 * (e['time_us'] / t['time_us'] - 1):+.1f}%; tuning side: the "
+                        f"estimate's BOUND_SLACK was fitted on this case) in {e['cpu_s']:.1f} s CPU")
             rows[f"{name}, timing mode, `trace=\"summary\"` (`benchmarks/sfag.py`)"] = txt
         if "full" in r:
             f = r["full"]
@@ -219,6 +220,9 @@ def _halves_cell(e: dict) -> str:
                      f"{'met' if ok else 'NOT met'})")
     if e.get("halves_run") not in ("all", None):
         parts.append(f"run: --half {e['halves_run']}")
+    for half, c in sorted(e.get("cpu", {}).items()):
+        parts.append(f"{'checking' if half == 'check' else 'tuning'} estimates up to {c['max_s']:.2f} s CPU "
+                     f"(load average {c['load'][0]}-{c['load'][1]}; target < 1 s {'met' if c['max_s'] < 1 else 'NOT met'})")
     return "; ".join(parts) + f" (seed {e['seed']})"
 
 
@@ -459,6 +463,29 @@ def _example(name: str):
     return render_block
 
 
+def sfag_block_size(body: str, stale: list) -> str:
+    """The numbers of the README's SFAG block-size lesson (studies/sfag_block_size.py)."""
+    r = load("sfag_block_size")
+    if not r:
+        stale.append("README SFAG block-size lesson")
+        return body
+    by = {}
+    for x in r["records"]:
+        by.setdefault(x["rows"], {})[x["block_size"]] = x
+    rows = sorted(by)
+    one = " to ".join(f"{100 * (by[n][1]['time_us'] / by[n][64]['time_us'] - 1):+.0f}% ({n} rows)" for n in rows)
+    dmas = " or ".join(str(3 * n) for n in rows)
+    fastest = [min(by[n].values(), key=lambda x: x["time_us"]) for n in rows]
+    fast = "; ".join(f"{n} rows: blocks of {f['block_size']}, {100 * (1 - f['time_us'] / by[n][64]['time_us']):.1f}% "
+                     f"under blocks of 64" for n, f in zip(rows, fastest))
+    pct = [x["bound_pct"] for x in r["records"]]
+    units = sorted({x["bound_unit"] for x in r["records"]})
+    return (f"With blocks of 1 row (a gather of {dmas} small DMAs per token: K, K_rope and V per block) the same "
+            f"attention work takes {one} against blocks of 64. Fastest: {fast}. The slowest core's busiest pipe "
+            f"is {', '.join(units)} at every block size, {min(pct):.0f}-{max(pct):.0f}% busy "
+            f"(T1 = {r['T1']}, N1 = {r['N1']}, S2 = {r['S2']}; run of {r['machine']['date_utc'][:10]}).\n")
+
+
 def study_times(body: str, stale: list) -> str:
     t = load("studies_steps")
     if not t:
@@ -494,7 +521,7 @@ def timeout_table(body: str, stale: list) -> str:
 
 
 RENDERERS = {"performance": performance, "matmul": matmul, "quick-tour": quick_tour, "spkc": spkc,
-             "speed": speed, "study-times": study_times, "calibration": calibration,
+             "speed": speed, "study-times": study_times, "sfag-block-size": sfag_block_size, "calibration": calibration,
              "calibration-floor": calibration_floor, "timeout-table": timeout_table,
              "pfa-tiling": _from_table(sweep_tables.pfa_tiling_table, "README PFA tiling table"),
              "whatif-pfa": _from_table(lambda: sweep_tables.whatif_table("whatif_hbm_l2_pfa"), "README PFA what-if"),

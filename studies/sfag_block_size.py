@@ -6,13 +6,15 @@ fewer gathered blocks. One token per AI Core (T1 = 24 on Ascend910B2), N1 = 64 h
 S2 = 8192, sparse_mode 0, fp16, timing mode. For each case: modeled time, and for the slowest core the
 busiest pipe (lanes as the trace names them: MTE2 = the gather's loads, FIXP = Fixpipe scatter-adds,
 MTE3 = the gather's stores, CUBE, VECTOR) with its share of the core's time, and its Fixpipe count.
-Writes studies/out/sfag_block_size.csv and .png.
+Writes studies/out/sfag_block_size.csv and .png, and benchmarks/results/sfag_block_size.json (a full run, from
+which studies/render.py writes the numbers of the README's lesson).
 
     python studies/sfag_block_size.py [--quick]
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from npusim import TensorSpec
 from ops import sparse_flash_attention_grad
 
 OUT = Path(__file__).parent / "out"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from results import save  # noqa: E402
 BLOCK_SIZES = (1, 8, 16, 32, 64)
 T1, N1, S2, D, DR, K = 24, 64, 8192, 512, 64, 2048
 
@@ -84,6 +88,8 @@ def main(argv=None) -> pd.DataFrame:
     df.to_csv(OUT / "sfag_block_size.csv", index=False)
     plot(df, OUT / "sfag_block_size.png")
     print(df.to_string(index=False))
+    if not args.quick and not args.rows:
+        save("sfag_block_size", {"T1": T1, "N1": N1, "S2": S2, "records": recs})
     return df
 
 

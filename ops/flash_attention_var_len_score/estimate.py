@@ -7,15 +7,19 @@
    cost proxy per item (PROXY below: per-tile cycles from the tile's rows, width and head dim).
 2. The CANN core split of the items (tiling.core_split: greedy + BalanceLoad on the quantised loads,
    evaluated on prefix sums), each core ranked by its proxy plus a per-core constant (pipeline fill,
-   AIV pre-passes), and the load-weighted count of busy cores (``active``).
+   AIV pre-passes), and the load-weighted count of busy cores (``active``). A vector-master AI Core's
+   proxy is the sum of its lockstep steps (the AIC serves task t of both vector cores together:
+   LOCKSTEP_LONE), not of its tasks.
 3. Small cores: a subset of the launch runs whole on the real kernel in timing mode: the candidate
    slowest cores (one per work pattern) and companions spread over the other busy cores, in launch
    (block) order, with the chip's HBM/L2 bandwidth cut to the subset's share of the launch; the
-   estimate is the subset's latest end (_whole_group). A core too large for WHOLE_COMPANIONS of its
-   size to fit the instruction budget is sampled instead: SAMPLE_TASKS of its tiles, as items spread
-   over its range cut to their last SAMPLE_DEPTH tiles, run once next to companion copies of the
-   sample (rotated: out of phase); the sample's task-done cycles (cross-core flags) give each task's
-   time after the pipeline fill, and a least-squares fit of those times to the tasks' proxies and item
+   estimate is the subset's latest end (_whole_group); vector-master cores run on the tiling's own
+   split into vector cores. A core too large for WHOLE_COMPANIONS of its size to fit the instruction
+   budget is sampled instead: up to SAMPLE_TASKS of its tiles (fewer if two copies would not fit the
+   budget), as items spread over its proxy mass cut to their last SAMPLE_DEPTH tiles, run once next to
+   companion copies of the sample (rotated: out of phase; vector-master: the second vector core runs
+   the sample rotated by half); the sample's step-done cycles (cross-core flags) give each step's
+   time after the pipeline fill, and a least-squares fit of those times to the steps' proxies and item
    starts extrapolates to the whole core (_sampled_core).
    Every run starts with the L2 in the launch's steady state (l2_warm: _warm) and pays one core's share
    of the AIV pre-passes (fp32 V^T, byte-mode drop mask) per simulated core.
@@ -44,13 +48,15 @@ COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run
 COMPANION_RANGE = 0.5  # companions of small cores: cores ranked at least this fraction of the busiest
 WHOLE_COMPANIONS = 4  # the busiest core is simulated whole (with the others) when this many cores of its
 # size fit the instruction budget, or when it has no more tiles than a sample
-SAMPLE_TASKS = 12  # tiles simulated of a larger core (per companion)
+SAMPLE_TASKS = 24  # tiles simulated of a larger core (per companion) at most: 12 left two items of an
+# 8-item core, one a ragged 28-row block (-24% on a long causal launch; 24: 4 items)
 SAMPLE_DEPTH = 6  # ... at most this many per item: shorter cuts stay in the pipeline's fill, whose marginal
 # tile is cheaper than a steady-state one (3-tile cuts underestimated a long causal core by 15%)
 CANDIDATES = 5  # distinct busiest cores simulated at most (the latest end is the estimate)
 CANDIDATE_RANGE = 0.8  # ... among those whose proxy is at least this fraction of the largest
-SIM_INSTRUCTIONS = 240_000  # instructions simulated in the final run (companions included): ~0.65 s at
-# the simulator's ~370k instructions per second on this kernel (benchmarks/sim_speed.py)
+SIM_INSTRUCTIONS = 150_000  # instructions simulated in the final run (companions included): 0.7-1.0 s of
+# CPU at the 150-200k trace rows per CPU second measured on the tuning grid's final runs (load 7, 2 CPUs);
+# 240k took up to 1.5 s there, for max |error| 11.8% -> 9.7% and mean 1.35% -> 1.24% at 150k
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # drop-mask adapter units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
@@ -68,6 +74,19 @@ PROXY_FIT = {2: (599.0, 5.80, 0.134, 1916.0, 0.209), 4: (494.0, 18.09, 0.168, 18
 #: (mean of the two): a masked tile (Select with the mask windows), pse (load and add), dropout.
 PROXY_EXTRA = {"mask": 0.45, "pse": 0.55, "dropout": 0.25}
 PROXY_ITEM = 0.0  # per item: the pipeline hides it (8 one-tile items cost as 4 two-tile items, +-4%)
+#: Vector-master AI Cores run their two vector cores' tasks in lockstep (kernel.ProcessCube: step t is
+#: mm1/mm2 of both workers' task t), so a core's time is the sum of its steps, not of its tasks: a step
+#: of tasks p0, p1 (proxies) costs max(p0 + p1, LOCKSTEP_LONE * max(p0, p1)); a lone task (its sibling's
+#: list ended, or a short task beside it) costs LOCKSTEP_LONE of its proxy, not half a step. Measured on
+#: one core of the tuning grid's 16/4-head bf16 launch (128 x 2000 items, single-core runs at the
+#: launch's bandwidth share): 8 + 8 items 776k cycles, 4 + 4 425k, 8 + 0 616k, 4 + 0 337k: a lone step
+#: 34.8k, a pair step 43.9k = 2 x 21.9k, so a lone task costs 1.58 tasks of a pair; 8 big items beside
+#: 8 small ones 621k, as the big ones alone. In that launch's timing-mode run the same core (16 one-tile
+#: items on one vector core beside long ones, then 8 lone steps) ends at 1,084k cycles against 845k for
+#: a neighbour of 20 paired steps: 1.87 by the same rule. 1.8 is taken between the two (that launch's
+#: estimate: -15.5% at 1.58, -11.8% at 1.8, -9.4% at 2.0, the last lowering the count of busy cores).
+LOCKSTEP_LONE = 1.8
+LOCKSTEP_TASKS = 4_000_000  # tasks of a launch counted step by step at most; beyond, the per-core task sum
 
 
 @dataclass(frozen=True)
@@ -118,6 +137,29 @@ class Work:
         self.core_tiles = cum_t[st[1:]] - cum_t[st[:-1]]
         self.core_proxy = cum_p[st[1:]] - cum_p[st[:-1]]
         self.total_tiles = int(cum_t[-1])
+        if self.template != SAME_AB and self.total_tiles <= LOCKSTEP_TASKS:
+            self.core_proxy = self._lockstep_proxy(w)
+
+    def _lockstep_proxy(self, w: int) -> np.ndarray:
+        """Vector-master: each AI Core's proxy as the sum of its lockstep steps (LOCKSTEP_LONE), from
+        the proxy of every task (tile) of the launch in item order, the tiling's split into workers."""
+        blk = self.item_blk
+        n = self.tiles[blk]
+        full, last, mask_extra = _proxy_parts(self.problem, self.blk["rows"], self.last_cols, w, self.masked)
+        task_item = np.repeat(np.arange(len(blk)), n)
+        first = np.concatenate(([0], np.cumsum(n)[:-1]))
+        pos = np.arange(task_item.size) - first[task_item]  # tile index inside its item
+        k, left = blk[task_item], n[task_item] - pos  # left: tiles from this one to the item's end
+        cost = np.where(left == 1, last[k], full[k]) + np.where(left <= self.masked[k], mask_extra[k], 0.0)
+        cum_t = np.concatenate(([0], np.cumsum(n)))
+        ws = np.asarray(self.worker_starts, np.int64)
+        if len(ws) % 2 == 0:  # an odd worker count: the last AI Core's second vector core has no items
+            ws = np.append(ws, ws[-1])
+        t0, t1, t2 = cum_t[ws[0:-1:2]], cum_t[ws[1::2]], cum_t[ws[2::2]]  # each core's two task ranges
+        out = np.zeros(len(t0))
+        for c in range(len(t0)):
+            out[c] = _lockstep_steps(cost[t0[c]:t1[c]], cost[t1[c]:t2[c]]).sum()
+        return out
 
     def item(self, i: int) -> tuple:
         """(b, n, s1o, rows, s2Start, s2End, load) of item *i*."""
@@ -136,6 +178,13 @@ class Work:
         n = p.N1
         return dict(full=int(n * (self.tiles - self.masked - edge_only).sum()), edge=int(n * edge_only.sum()),
                     masked=int(n * self.masked.sum()), skipped=int(n * skipped.sum()))
+
+
+def _lockstep_steps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Proxy of each lockstep step of two vector cores' task proxies *a*, *b* (LOCKSTEP_LONE)."""
+    m = min(a.size, b.size)
+    pair = np.maximum(a[:m] + b[:m], LOCKSTEP_LONE * np.maximum(a[:m], b[:m]))
+    return np.concatenate((pair, LOCKSTEP_LONE * a[m:], LOCKSTEP_LONE * b[m:]))
 
 
 def _masked_tiles(problem, blk, s1b: int, w: int, tiles):
@@ -170,13 +219,20 @@ def _tile_proxy(problem, rows, pitch, extra: float):
     return (cube ** PROXY_POWER + vec ** PROXY_POWER) ** (1.0 / PROXY_POWER)
 
 
-def _proxy(problem, rows, tiles, last_cols, w: int, masked):
-    """Proxy cycles per block: tiles - 1 full tiles, one last tile, the mask's extra on masked tiles."""
+def _proxy_parts(problem, rows, last_cols, w: int, masked) -> tuple:
+    """Per block: the proxy of a full tile, of its last tile and the mask's extra on a masked tile."""
     rows = np.asarray(rows, np.float64)
     extra = PROXY_EXTRA["pse"] * (problem.pse_form != "none") + PROXY_EXTRA["dropout"] * problem.dropout
     full = _tile_proxy(problem, rows, _a64(w), extra)
     mask_extra = _tile_proxy(problem, rows, _a64(w), extra + PROXY_EXTRA["mask"]) - full
-    last = np.where(tiles > 0, _tile_proxy(problem, rows, _a64(np.asarray(last_cols)), extra), 0.0)
+    last = _tile_proxy(problem, rows, _a64(np.asarray(last_cols)), extra)
+    return full, last, mask_extra
+
+
+def _proxy(problem, rows, tiles, last_cols, w: int, masked):
+    """Proxy cycles per block: tiles - 1 full tiles, one last tile, the mask's extra on masked tiles."""
+    full, last, mask_extra = _proxy_parts(problem, rows, last_cols, w, masked)
+    last = np.where(tiles > 0, last, 0.0)
     return PROXY_ITEM + np.maximum(tiles - 1, 0) * full + last + masked * mask_extra
 
 
@@ -270,17 +326,16 @@ class _Runner:
         self.problem, self.spec, self.work, self.kin, self.full_til, self.warm = (problem, spec, work, kin,
                                                                                   full_til, warm)
 
-    def run(self, lists: list, share: float, t2_size=None, drop_bits=None, mirror: bool = False):
+    def run(self, lists: list, share: float, t2_size=None, drop_bits=None):
         """Core c runs the items lists[c] (tuples of Work.item) with the chip's HBM and L2 bandwidth
         divided by *share* (launch cores per simulated core); each core also runs one core's share of
         the launch's AIV pre-passes. Samples never time out: the verdict is on the estimate.
-        Vector-master: an AI Core's list is split between its two vector cores as the tiling splits
-        (BalanceLoad on the items' loads), or, with *mirror*, each vector core runs the whole list
-        (a sample whose steps are pairs of like tasks)."""
+        Vector-master: lists[c] is the pair of its two vector cores' lists (_items), or one list split
+        between them as the tiling splits (BalanceLoad on the items' loads)."""
         p, work, comp = self.problem, self.work, len(lists)
         t2, bits, _, _ = _prepass_share(p, self.full_til, comp, work.block_dim)
         if work.template != SAME_AB:
-            lists = [part for lst in lists for part in _halves(lst, mirror)]
+            lists = [part for lst in lists for part in (lst if isinstance(lst, tuple) else _halves(lst))]
         arr = np.array([it for lst in lists for it in lst], np.int64).reshape(-1, 7)
         starts = tuple(np.concatenate(([0], np.cumsum([len(x) for x in lists]))).astype(int).tolist())
         til = assemble(p, work.sizes, work.kind, arr, starts, comp)
@@ -325,19 +380,22 @@ class _Runner:
         return _prepass_rest(simulate, t2, bits, v_left, d_left, self.problem, comp)
 
 
-def _halves(items: list, mirror: bool) -> tuple[list, list]:
-    """A vector-master AI Core's items for its two vector cores: both the whole list (*mirror*) or the
-    tiling's two-way split of their loads (tiling.split_cores)."""
-    if mirror:
-        return items, items
+def _halves(items: list) -> tuple[list, list]:
+    """A vector-master AI Core's items for its two vector cores: the tiling's two-way split of their
+    loads (tiling.split_cores)."""
     if not items:
         return [], []
     cut = split_cores([it[6] for it in items], 2)[1]
     return items[:cut], items[cut:]
 
 
-def _items(work: Work, core: int) -> list:
-    return [work.item(i) for i in range(work.starts[core], work.starts[core + 1])]
+def _items(work: Work, core: int):
+    """AI Core *core*'s items; vector-master: a pair, the items of its two vector cores as the tiling
+    split them."""
+    if work.template == SAME_AB:
+        return [work.item(i) for i in range(work.starts[core], work.starts[core + 1])]
+    ws = work.worker_starts
+    return tuple([work.item(i) for i in range(ws[u], ws[u + 1])] if u + 1 < len(ws) else [] for u in (2 * core, 2 * core + 1))
 
 
 def _whole_group(runner: _Runner, work: Work, rank: np.ndarray, active: float, cost) -> tuple:
@@ -386,32 +444,56 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     cycles, cores in run order (-1: a copy), False)."""
     s, e = work.starts[core], work.starts[core + 1]
     depth = int(min(SAMPLE_DEPTH, work.tiles[work.item_blk[s:e]].max()))
-    picks = np.unique(np.linspace(s, e - 1, min(max(2, SAMPLE_TASKS // depth), e - s)).round().astype(np.int64))
+    count, pair = min(max(2, SAMPLE_TASKS // depth), e - s), work.template != SAME_AB
+    while count > 2 and COMPANIONS[-1] * cost(count * (1 + pair), count * depth * (1 + pair)) > SIM_INSTRUCTIONS:
+        count -= 1  # the fewest companions must fit the budget
+    picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
     items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
     task_proxy, first = _task_proxies(work, picks, depth)
-    mirror = work.template != SAME_AB
-    if mirror:  # both vector cores run the sample: a step is two like tasks, one per vector core
-        task_proxy = 2 * task_proxy
-    per_copy = cost(len(picks) * (1 + mirror), task_proxy.size * (1 + mirror))
+    n = len(items)
+    # vector-master: the second vector core runs the sample rotated by half its items, so that a step
+    # pairs two different items' tasks, as the launch does, in lockstep (LOCKSTEP_LONE); both running
+    # the same list (like pairs only) ran 5% faster on the tuning grid's 16/4-head bf16 launch
+    rot = n // 2 if pair else 0
+    if pair:
+        cut = np.cumsum(np.minimum(work.tiles[work.item_blk[picks]], depth))[:-1]
+        seg, fseg = np.split(task_proxy, cut), np.split(first, cut)
+        task_proxy = _lockstep_steps(task_proxy, np.concatenate(seg[rot:] + seg[:rot]))
+        first = first + np.concatenate(fseg[rot:] + fseg[:rot])
+    per_copy = cost(n * (1 + pair), task_proxy.size * (1 + pair))
     comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
     comp = min(comp, work.block_dim)
-    n = len(items)
     pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
-    res = runner.run([items[(j - pos) % comp * n // comp:] + items[:(j - pos) % comp * n // comp]
-                      for j in range(comp)], active / comp, mirror=mirror)
+
+    def copy(j: int):  # companion copies rotated by items (out of phase); copy *pos* unrotated
+        r = (j - pos) % comp * n // comp
+        lst = items[r:] + items[:r]
+        return (lst, lst[rot:] + lst[:rot]) if pair else lst
+
+    res = runner.run([copy(j) for j in range(comp)], active / comp)
     end = runner.end(res, pos)
     done = task_done_cycles(res.trace, len(task_proxy), pos)
-    # per-task times after the first two tasks (pipeline fill), against (first task of an item, proxy)
+    # per-step times after the first two steps (pipeline fill), against (items started, proxy)
     dt, f, p = np.diff(done)[1:], first[2:], task_proxy[2:]
     a, b = 0.0, (float(dt.sum() / p.sum()) if p.size and p.sum() > 0 else (end / task_proxy.sum()))
     if f.size > 2 and f.min() != f.max():
         (fa, fb), *_ = np.linalg.lstsq(np.stack([f, p], 1), dt, rcond=None)
         if fa >= 0 and fb > 0:
             a, b = float(fa), float(fb)
-    fixed = end - b * float(task_proxy.sum()) - a * n
-    item_steps = (e - s) / (2 if mirror else 1)  # vector-master: the two vector cores start items side by side
-    cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * (item_steps - n)
+    fixed = end - b * float(task_proxy.sum()) - a * float(first.sum())
+    cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * (e - s - float(first.sum()))
     return cycles, fixed, [core if j == pos else -1 for j in range(comp)], False
+
+
+def _spread_picks(item_proxy: np.ndarray, count: int) -> np.ndarray:
+    """Indices of *count* items spread over a core's proxy mass: the items holding the (k + 1/2) / count
+    quantiles of the cumulative proxy (a ragged last block, light in proxy, is picked only as often as its
+    share: picking the range's ends made it half of a two-item sample, and its proxy is the least exact)."""
+    cum = np.cumsum(item_proxy)
+    if cum.size == 0 or cum[-1] <= 0:
+        return np.unique(np.linspace(0, item_proxy.size - 1, count).round().astype(np.int64))
+    q = (np.arange(count) + 0.5) / count * cum[-1]
+    return np.unique(np.minimum(np.searchsorted(cum, q, side="right"), item_proxy.size - 1)).astype(np.int64)
 
 
 def _task_proxies(work: Work, picks: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

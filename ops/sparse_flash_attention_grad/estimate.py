@@ -15,10 +15,12 @@ few cores with HBM/L2 bandwidth cut to their share of the used cores (npusim.est
 where each core runs its own list of tokens built from the busiest core's widest token (its real index
 row): 1, 2 and 3 tokens of a half chunk, 1 and 3 of a full chunk, 1 and 3 of two chunks (when some token
 spans chunks). Each core's last cycle is read from the trace. The zero-fill and post steps stream the
-fp32 accumulators: they are timed on all used cores at two scaled sizes and extrapolated linearly in
-bytes. A launch that outgrows the L2 turns HBM bound, which a probe of a few cores cannot show: the
-main loop is the larger of the slowest core's token sum and the GM bytes of every token over the chip's
-HBM and L2 bandwidths at the L2 model's hit scale (bandwidth_bound; zero_post_bound likewise). The
+fp32 accumulators: they run on all used cores at the call's sizes (up to ZP_DIRECT_BYTES; beyond, two scaled
+sizes extrapolated linearly in bytes). A launch that outgrows the L2 turns HBM bound, which a probe of a few
+cores cannot show: the main loop is the larger of the slowest core's token sum and the GM bytes of every
+token over the chip's HBM and L2 bandwidths at the L2 model's hit scale, times BOUND_SLACK (bandwidth_bound;
+zero_post_bound likewise, without the slack). A small lone-token probe runs first (lone_probe): it gives the
+bytes, and where the bound exceeds an upper sum of every core's tokens the full probe is skipped. The
 estimate is zero-fill/post + the main loop. Where token widths differ, a second probe runs the real token
 sequences of the slowest-ranked cores (as many as fit a work budget) inside the call itself (sequence_probe)
 and replaces the token sum: a token's cost depends on its neighbours' gathers, which the sum cannot see.
@@ -47,11 +49,22 @@ from ops.sparse_flash_attention_grad.tiling import CHUNK_ROWS, SYSTEM_WORKSPACE_
 PROBE_TOKENS = 3  # tokens of the longest probe core: the third runs in the steady state
 PROBE_BLOCKS = 64  # bs = 1: the narrow probe width is 64 slots, the wide 128 (3 DMAs per slot)
 DIRECT_BLOCKS = 3000  # a launch with at most this many gathered blocks (and chunks * 16) runs whole
-ZP_BYTES = 8 * 1024 * 1024  # accumulator bytes of the smaller zero-fill/post probe
+ZP_DIRECT_BYTES = 128 * 1024 * 1024  # accumulators up to this run their zero-fill/post whole (~0.4 s CPU; a cost)
+ZP_BYTES = 8 * 1024 * 1024  # ... beyond it, accumulator bytes of the smaller zero-fill/post probe
+ZP_SPAN = 4  # ... and the larger probe is this many times bigger (a slope over 24 MB, not 8)
 ROW_BLOCK = 4096  # tokens per block when scanning a full index array
 SEQUENCE_CORES = 8  # most cores whose real token sequences the sequence probe runs
 SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores (a cost, not fitted)
 SEQUENCE_ONE_BLOCKS = 8192  # ... but the slowest core alone runs up to this much (a cost: ~3 s CPU)
+# Fitted (session 9, on the tuning side): a bound launch's main loop over its GM bytes / bandwidth. Timing mode
+# books the bytes the bound counts (HBM bytes of the whole launch within 0.1% of bound + zero/post on T1 = 240),
+# but its HBM calendar (npusim/memory/bandwidth.py) is full in about 84% of its 256-cycle buckets (96.5% busy in
+# the steady state, 90% in the first tenth of the launch, 93% in the last: the cores' compute and flag waits
+# leave gaps). Measured main loop / bound, issue-11 benchmark shape (N1 = 64, 32 blocks of 64, S2 = 8192): T1 = 96
+# on a 24 MiB L2 1.0473, T1 = 240 on a 50 MiB L2 1.0547, T1 = 2048 on the 910B2's L2 1.0615 (benchmarks/sfag.py's
+# case); their mean, so the three are within -0.8% .. +0.6% (docs/sfag.md "Estimate mode"). The ratio grows
+# with the token sum over the bound (0.64, 0.74, 0.79 there): a constant is the simplest fit, not the law.
+BOUND_SLACK = 1.0545
 GM_PIPES = (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX))  # the pipes that move this kernel's GM bytes
 
 
@@ -147,16 +160,9 @@ def _core_ends(problem, lists: list, s2: int, chip) -> tuple:
     return ends, float(res.cycles) - float(ends.max()), moved
 
 
-def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
-    """The token-cost model of the main loop from one probe launch (module docstring).
-
-    A token of w columns in c chunks costs ``Tk + Mc * w + Ch * (c - 1)`` in the steady state: the gather and
-    matmuls grow with the columns, while the softmax-grad pass works all 512 columns of a chunk however many
-    are filled, so every chunk has a fixed part. Probe widths (slots of the representative token, the
-    busiest core's widest): a = b / 2 and b inside one chunk give Mc (and alpha, the overlap of a token with
-    the previous token's last chunk); a token of two chunks gives Ch. Cores run 1, 2 and 3 tokens of a
-    (steady cost from the third, the second token's correction) and 1 and 3 of the others; the single
-    tokens give each core's first-token fill (a one-chunk first token and a longer one differ)."""
+def _probe_tokens(problem, used: int, work: dict) -> tuple:
+    """The probe's token widths and index rows (probe_coefficients): (wa, wb, wm, row, rowm, s2); wm is None when
+    no token spans chunks."""
     bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
     core_of = np.arange(problem.T1) % used
     busiest = int(np.argmax(np.bincount(core_of, weights=work["columns"], minlength=used)))
@@ -168,19 +174,53 @@ def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
     step = min(cs, PROBE_BLOCKS)
     wb = min(n, cs, 2 * PROBE_BLOCKS)  # one chunk, or 128 slots of a wider chunk (bs = 1)
     wa = max(1, wb // 2)
-    lists = [[row[:wa]] * m for m in range(1, PROBE_TOKENS + 1)]
-    if wb != wa:
-        lists += [[row[:wb]], [row[:wb]] * PROBE_TOKENS]
-    wm = None
+    wm, rowm = None, row
     if work["chunks"].max() > 1:  # some token spans chunks: a probe token of two chunks
         if n > cs:
-            wm, rowm, s2m = min(n, cs + step), row, s2
+            wm = min(n, cs + step)
         else:  # the representative token fits one chunk: the widest multi-chunk token's row
             tw = int(np.argmax(work["slots"]))
             wm = min(int(work["slots"][tw]), cs + step)
             rowm = [int(v) for v in problem.indices[tw, :wm]]
             s2m = int(problem.seq_kv[int(problem.batch_of_tokens()[tw])])
             s2 = max(s2, s2m)  # one sub-problem for all probe cores: keys of the longer batch
+    return wa, wb, wm, row, rowm, s2
+
+
+def lone_probe(problem, spec, used: int, work: dict) -> dict:
+    """One small probe launch of one token a core at each probe width (probe_coefficients' single-token cores
+    alone): each width's GM bytes ("bytes": per token, per column, per extra chunk; they do not depend on the
+    timing, so they are the full probe's) and a lone token's cycles fitted the same way ("lone": per token Tk1,
+    per column Mc1, per extra chunk). A lone one-chunk token carries the whole pipeline fill and drain, so
+    charging every chunk of every token Tk1 (and every column Mc1) bounds the token sum from above: estimate_sfag
+    skips the full probe where the bandwidth bound is larger still. (The lone per-chunk term is no such bound:
+    a lone two-chunk token hides part of its fill behind its second chunk, so it comes out negative.)"""
+    bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
+    wa, wb, wm, row, rowm, s2 = _probe_tokens(problem, used, work)
+    widths = [(wa, row)] + ([(wb, row)] if wb != wa else []) + ([(wm, rowm)] if wm else [])
+    lists = [[r[:w]] for w, r in widths]
+    chip = contention_chip(spec, used / len(lists))
+    ends, overhead, moved = _core_ends(problem, lists, s2, chip)
+    return {"bytes": _token_fit({w: moved[i] for i, (w, _) in enumerate(widths)}, bs, cs),
+            "lone": _token_fit({w: ends[i] + overhead for i, (w, _) in enumerate(widths)}, bs, cs)}
+
+
+def probe_coefficients(problem, spec, used: int, work: dict) -> dict:
+    """The token-cost model of the main loop from one probe launch (module docstring).
+
+    A token of w columns in c chunks costs ``Tk + Mc * w + Ch * (c - 1)`` in the steady state: the gather and
+    matmuls grow with the columns, while the softmax-grad pass works all 512 columns of a chunk however many
+    are filled, so every chunk has a fixed part. Probe widths (slots of the representative token, the
+    busiest core's widest): a = b / 2 and b inside one chunk give Mc (and alpha, the overlap of a token with
+    the previous token's last chunk); a token of two chunks gives Ch. Cores run 1, 2 and 3 tokens of a
+    (steady cost from the third, the second token's correction) and 1 and 3 of the others; the single
+    tokens give each core's first-token fill (a one-chunk first token and a longer one differ)."""
+    bs, cs = problem.block_size, CHUNK_ROWS // problem.block_size
+    wa, wb, wm, row, rowm, s2 = _probe_tokens(problem, used, work)
+    lists = [[row[:wa]] * m for m in range(1, PROBE_TOKENS + 1)]
+    if wb != wa:
+        lists += [[row[:wb]], [row[:wb]] * PROBE_TOKENS]
+    if wm:
         lists += [[rowm[:wm]], [rowm[:wm]] * PROBE_TOKENS]
     chip = contention_chip(spec, used / len(lists))
     ends, overhead, moved = _core_ends(problem, lists, s2, chip)
@@ -252,7 +292,9 @@ def bandwidth_bound(problem, til, spec, work: dict, co: dict) -> float:
     books every transfer on them). Each token moves ``Bt + Bc * columns + Bch * (chunks - 1)`` bytes (probe);
     its inputs come from HBM, the rest from the L2 in the proportion of the L2 model's hit scale (l2_hits)
     and from HBM beyond it. A launch whose accumulators and inputs outgrow the L2 turns HBM bound: the
-    probe's few cores cannot show it (cores that finish early leave their bandwidth share to the others)."""
+    probe's few cores cannot show it (cores that finish early leave their bandwidth share to the others).
+    The bytes over the bandwidth are scaled by BOUND_SLACK: a bound launch does not keep the HBM busy every
+    cycle (fitted; its data beside the constant)."""
     bt, bc, bch = co["bytes"]
     has = work["chunks"] > 0
     moved = np.where(has, bt + bc * work["columns"] + bch * (work["chunks"] - 1), 0.0)
@@ -260,7 +302,7 @@ def bandwidth_bound(problem, til, spec, work: dict, co: dict) -> float:
     hit = l2_hits(problem, til, spec)
     hbm = float(np.sum(first + (moved - first) * (1.0 - hit)))
     l2 = float(np.sum((moved - first) * hit))
-    return max(hbm * spec.clock_hz / spec.hbm_bw_bytes_per_s, l2 * spec.clock_hz / spec.l2_bw_bytes_per_s)
+    return BOUND_SLACK * max(hbm * spec.clock_hz / spec.hbm_bw_bytes_per_s, l2 * spec.clock_hz / spec.l2_bw_bytes_per_s)
 
 
 def zero_post_bound(problem, til, spec) -> float:
@@ -301,19 +343,27 @@ def nth_tokens(work: dict, used: int, nth: int) -> np.ndarray:
 
 
 def zero_post_cycles(problem, spec, used: int) -> float:
-    """Cycles of the zero-fill and post steps (with the launch overhead) on *used* cores, linear in bytes."""
+    """Cycles of the zero-fill and post steps (with the launch overhead) on *used* cores: run at the call's own
+    sizes up to ZP_DIRECT_BYTES of accumulators; beyond, linear in bytes through probes of ZP_BYTES and
+    ZP_SPAN * ZP_BYTES. (Session 8 extrapolated from 8 and 16 MB everywhere: the steps' time is not linear in
+    bytes to better than about 10% between nearby sizes, each core's share rounding to whole row tiles, and
+    a slope over 8 MB carried that to +6.8% at 100 MB; docs/sfag.md "Estimate mode".)"""
     g, dt, d = problem.G, problem.Dt, problem.D
     per_t1, per_t2 = g * dt * 4, (dt + d) * 4
     total = problem.T1 * per_t1 + problem.T2 * per_t2
-    f = min(1.0, ZP_BYTES / max(total, 1))
+
+    def run(t1, t2):
+        p = _sub_problem(problem, t1, [], t2)
+        return _run(p, spec, mainLoop=False, blockDim=min(used, t1))
+
+    if total <= ZP_DIRECT_BYTES:
+        return run(problem.T1, problem.T2)
+    f = ZP_BYTES / total
     pts = {}
-    for mult in (1, 2):
+    for mult in (1, ZP_SPAN):
         t1 = max(int(problem.T1 * f * mult), used)
         t2 = max(int(problem.T2 * f * mult), 1)
-        p = _sub_problem(problem, t1, [], t2)
-        pts[t1 * per_t1 + t2 * per_t2] = _run(p, spec, mainLoop=False, blockDim=min(used, t1))
-    if f >= 1.0:
-        return pts[min(pts)]
+        pts[t1 * per_t1 + t2 * per_t2] = run(t1, t2)
     intercept, slope = marginal(pts)
     return intercept + slope * total
 
@@ -331,8 +381,22 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
         return OpResult(outputs=None, cycles=int(res.cycles), time_us=float(res.time_us), trace=None, tiling=til,
                         workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",
                         extra={"problem": problem, "estimate": est, "work": work})
+    lone = lone_probe(problem, spec, used, work)
+    has = work["chunks"] > 0
+    zp = max(zero_post_cycles(problem, spec, used), zero_post_bound(problem, til, spec))
+    fixed = zp - spec.launch_overhead_cycles
+    bound = bandwidth_bound(problem, til, spec, work, lone)
+    tk1, mc1, _ = lone["lone"]
+    # every chunk charged a lone one-chunk token's whole cost (its fill and drain included): above the token sum
+    lone_cost = np.where(has, tk1 * work["chunks"] + mc1 * work["columns"], 0.0)
+    lone_core = np.bincount(np.arange(problem.T1) % used, weights=lone_cost, minlength=used)
+    if bound >= lone_core.max():
+        # HBM bound beyond doubt: the main loop is the bound whatever the token sum, so the full probe is not
+        # run (the 128K case: docs/sfag.md "Estimate mode")
+        return _result(problem, spec, til, used, work, fixed, bound, lone_cost, lone_core, bound,
+                       {"bandwidth_bound": bound, "sequence_probe": None, "lone_only": True}, (tk1, mc1))
     co = probe_coefficients(problem, spec, used, work)
-    cost = np.where(work["chunks"] > 0, co["Tk"] + co["Mc"] * work["columns"] + co["Ch"] * (work["chunks"] - 1), 0.0)
+    cost = np.where(has, co["Tk"] + co["Mc"] * work["columns"] + co["Ch"] * (work["chunks"] - 1), 0.0)
     firsts = first_tokens(work, used)
     fill = np.where(work["chunks"][firsts] > 1, co["fill_multi"], co["fill_one"])
     cost[firsts] += fill  # the pipeline fill rides on each core's first token
@@ -345,19 +409,22 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     ref = ref[lasts % used]
     cost[lasts] += co["alpha"] * (last_chunk_columns(work["slots"][lasts], problem.block_size) - ref)
     per_core = np.bincount(np.arange(problem.T1) % used, weights=cost, minlength=used)
-    zp = max(zero_post_cycles(problem, spec, used), zero_post_bound(problem, til, spec))
-    fixed = zp - spec.launch_overhead_cycles
-    bound = bandwidth_bound(problem, til, spec, work, co)
     main = per_core.max()
     seq = sequence_probe(problem, spec, til, work, per_core)
     if seq is not None:  # the leading cores' real token sequences, run: replaces the token sum
         main = seq
-    cycles = round(fixed + max(main, bound))
-    extra_bound = {"bandwidth_bound": bound, "sequence_probe": seq}
+    return _result(problem, spec, til, used, work, fixed, max(main, bound), cost, per_core, bound,
+                   {"bandwidth_bound": bound, "sequence_probe": seq, "lone_only": False}, (co["Tk"], co["Mc"]))
+
+
+def _result(problem, spec, til, used, work, fixed, main, cost, per_core, bound, extra_bound, coeffs):
+    """The estimate's OpResult: zero-fill/post (*fixed*) + the main loop *main*; the verdict's split advice from
+    the token costs *cost*."""
+    cycles = round(fixed + main)
     time_us = cycles / spec.clock_hz * 1e6
     has = work["chunks"] > 0
     est = Estimate(cycles, time_us, per_core, fixed,
-                   classes={"tokens": (int(has.sum()), co["Tk"]), "columns": (int(work["columns"][has].sum()), co["Mc"])})
+                   classes={"tokens": (int(has.sum()), coeffs[0]), "columns": (int(work["columns"][has].sum()), coeffs[1])})
     verdict = split_advice(problem, cost, fixed, spec, time_us * 1e-6, used)
     return OpResult(outputs=None, cycles=cycles, time_us=time_us, trace=None, tiling=til,
                     workspace_size=til.workspaceSize, block_dim=used, timeout=verdict, mode="estimate",

@@ -56,6 +56,25 @@ def test_timeout_table_renders_verdicts_and_refusals(monkeypatch):
     assert render.timeout_table("old", stale) == "old" and stale
 
 
+def test_sfag_block_size_lesson_renders_from_the_study(monkeypatch):
+    """The README's SFAG block-size figures come from studies/sfag_block_size.py's saved records."""
+    import render
+
+    def rec(rows, bs, t, pct):
+        return {"rows": rows, "block_size": bs, "time_us": t, "bound_unit": "veccore0.MTE2", "bound_pct": pct}
+    saved = {"T1": 24, "N1": 64, "S2": 8192, "machine": {"date_utc": "2026-11-24 17:40"},
+             "records": [rec(256, 1, 110.0, 20.0), rec(256, 8, 99.0, 30.0), rec(256, 64, 100.0, 25.0),
+                         rec(512, 1, 150.0, 21.0), rec(512, 64, 100.0, 22.0)]}
+    monkeypatch.setattr(render, "load", lambda name: saved if name == "sfag_block_size" else None)
+    text = render.sfag_block_size("old", [])
+    assert "768 or 1536 small DMAs" in text and "+10% (256 rows) to +50% (512 rows)" in text
+    assert "256 rows: blocks of 8, 1.0% under blocks of 64; 512 rows: blocks of 64, 0.0%" in text
+    assert "veccore0.MTE2 at every block size, 20-30% busy" in text
+    stale = []
+    monkeypatch.setattr(render, "load", lambda name: None)
+    assert render.sfag_block_size("old", stale) == "old" and stale
+
+
 def test_study_times_quote_each_steps_own_load(monkeypatch):
     """A later `--only` run of another step re-stamps studies_steps.json's machine; the README's study times
     must keep the load their own runs had."""

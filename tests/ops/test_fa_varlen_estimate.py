@@ -184,6 +184,41 @@ def test_fa_varlen_estimate_counts_match_tiling():
     assert fa_var_len_tiling(res.extra["problem"], get_chip("Ascend910B2")) == til
 
 
+def test_fa_varlen_vector_master_cores_ranked_by_lockstep_steps():
+    """Vector-master: the AIC serves its two vector cores' tasks in lockstep, so an AI Core whose first
+    vector core holds many short items and its second few long ones costs more than its tasks' proxy sum
+    (the step rule of estimate.LOCKSTEP_LONE, recomputed here task by task); the whole-core runs use the
+    tiling's own split into vector cores."""
+    from ops.flash_attention_var_len_score import estimate as est_mod
+    res = run([777, 1500, 33, 2000], [777, 1600, 400, 2000], n1=16, n2=4, run_mode="estimate")
+    work = Work(res.extra["problem"], get_chip("Ascend910B2"), None)
+    assert work.template == "VectorMaster"
+    w, lone = work.sizes["s2BaseNratioSize"], est_mod.LOCKSTEP_LONE
+
+    def tasks(u):  # the proxy of each task (tile) of vector core u, item by item
+        out = []
+        for i in range(work.worker_starts[u], work.worker_starts[u + 1]):
+            b, n, s1o, rows, start, end, load = work.item(i)
+            k = work.item_blk[i]
+            cuts = np.arange(int(work.tiles[k]), -1, -1)
+            p = est_mod._proxy(work.problem, np.full(cuts.size, float(rows)), np.minimum(work.tiles[k], cuts),
+                               np.full(cuts.size, work.last_cols[k]), w, np.minimum(work.masked[k], cuts))
+            out += (p[:-1] - p[1:]).tolist()  # in run order: a cut keeps an item's last tiles
+        return out
+
+    summed = np.zeros(work.block_dim)
+    for c in range(work.block_dim):
+        a, b = tasks(2 * c), tasks(2 * c + 1)
+        steps = [max(x + y, lone * max(x, y)) for x, y in zip(a, b)] + [lone * x for x in a[len(b):] + b[len(a):]]
+        assert work.core_proxy[c] == pytest.approx(sum(steps), rel=1e-9)
+        summed[c] = sum(a) + sum(b)
+    uneven = np.argmax(work.core_proxy / summed)
+    assert work.core_proxy[uneven] > 1.1 * summed[uneven]  # the imbalanced core pays for its lone steps
+    pair = est_mod._items(work, int(uneven))
+    assert len(pair) == 2 and [len(x) for x in pair] == [work.worker_starts[2 * uneven + k + 1] -
+                                                         work.worker_starts[2 * uneven + k] for k in (0, 1)]
+
+
 def test_fa_varlen_estimate_split_advice():
     """Past the timeout the verdict is exceeded and advises the largest T1 split whose heaviest launch
     stays under 80% of the limit by the proxy scaling; a launch of the advised chunk, estimated, stays

@@ -39,6 +39,7 @@ GRID = [
     dict(B=2, S1=2, S2=33, N1=16, bs=32, dtype="bf16", kind="edge"),
     dict(B=1, S1=2, S2=600, N1=8, bs=1, kind="random", max_slots=600, mode=0),
     dict(B=1, S1=1, S2=20, N1=1, bs=1, kind="full"),
+    dict(B=1, S1=2, S2=80, N1=128, bs=16, mode=3, max_slots=4, kind="edge"),  # G = 128: eight 16-head slices
 ]
 
 

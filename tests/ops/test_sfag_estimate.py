@@ -101,9 +101,9 @@ def test_sfag_predict_command_line(capsys):
 
 def test_sfag_estimate_sees_the_l2_spill():
     """A launch whose accumulators and inputs outgrow the L2 turns HBM bound (docs/sfag.md "Estimate mode"): on a
-    chip with a 2 MiB L2 the estimate's bandwidth bound sets the main loop, it stays within 10% of timing mode
-    (the bound ignores the first chunks' ramp and the cores' tails), and the pipeline sum alone would be far
-    under it."""
+    chip with a 2 MiB L2 the estimate's bandwidth bound sets the main loop, it stays within 5% of timing mode
+    (three tokens a core: the first chunks' ramp and the cores' tails weigh more than on the longer launches
+    BOUND_SLACK was fitted on), and the pipeline sum alone would be far under it."""
     small = chip("Ascend910B2").replace(l2_bytes=2 * 1024 * 1024)
     args, kw, prob = make_case(B=1, S1=72, S2=2048, N1=16, bs=64, seed=3)
     rng = np.random.default_rng(3)
@@ -117,7 +117,7 @@ def test_sfag_estimate_sees_the_l2_spill():
     timing = sparse_flash_attention_grad(*sa, **k2, mode="timing", trace="none", chip=small)
     e = est.extra["estimate"]
     assert est.extra["bandwidth_bound"] > e.per_core_cycles.max()
-    assert abs(est.cycles / timing.cycles - 1) < 0.10  # measured -7.3%: three tokens a core, ramp and tail show
+    assert abs(est.cycles / timing.cycles - 1) < 0.05  # measured -2.4% (-7.3% before BOUND_SLACK)
     assert (e.fixed_cycles + e.per_core_cycles.max()) / timing.cycles < 0.7  # measured 0.59
 
 
@@ -191,3 +191,59 @@ def test_sfag_sequence_probe_of_one_core_is_its_end_in_the_launch(monkeypatch):
     got = est_mod.sequence_probe(prob, spec, til, work, per_core)
     overhead = float(res.cycles) - ends.max()
     assert abs((got - overhead) / ends[slowest] - 1) < 0.01  # measured 0.0; with the session-6 bandwidth cut +6.2%
+
+
+def test_sfag_estimate_skips_the_full_probe_where_hbm_bound(monkeypatch):
+    """Where the bandwidth bound exceeds the lone-token upper sums (every chunk charged a lone token's whole cost),
+    the full probe is not run and the estimate is the same as with it: the full path's token sum is under the
+    upper sums and under the bound (a chip with a 2 MiB L2 and a quarter of the HBM bandwidth, every token two
+    full chunks)."""
+    from ops.sparse_flash_attention_grad import estimate as est_mod
+
+    base = chip("Ascend910B2")
+    spec = base.replace(l2_bytes=2 * 1024 * 1024, hbm_bw_bytes_per_s=base.hbm_bw_bytes_per_s / 4)
+    _, _, prob = make_case(B=1, S1=72, S2=2048, N1=16, bs=64, seed=3, forward=False)
+    rng = np.random.default_rng(3)
+    prob.indices[:] = -1
+    for t in range(72):
+        prob.indices[t, :16] = rng.choice(32, 16, replace=False)
+    counts = estimate_counts(prob)
+    til = sfag_tiling(prob, spec, None, counts)
+    calls = []
+    real = est_mod.probe_coefficients
+    monkeypatch.setattr(est_mod, "probe_coefficients", lambda *a: calls.append(1) or real(*a))
+    skipped = estimate_sfag(prob, spec, til, counts, force_probes=True)
+    assert skipped.extra["lone_only"] and not calls
+    assert skipped.cycles == round(skipped.extra["estimate"].fixed_cycles + skipped.extra["bandwidth_bound"])
+    lone = est_mod.lone_probe
+    monkeypatch.setattr(est_mod, "lone_probe", lambda *a: dict(lone(*a), lone=(1e12, 0.0, 0.0)))  # never skip
+    full = estimate_sfag(prob, spec, til, counts, force_probes=True)
+    assert not full.extra["lone_only"] and calls
+    upper = skipped.extra["estimate"].per_core_cycles
+    assert full.extra["estimate"].per_core_cycles.max() < upper.max() <= skipped.extra["bandwidth_bound"]
+    assert full.cycles == skipped.cycles
+
+
+def test_sfag_estimate_of_a_bound_launch_off_the_slack_fit():
+    """An HBM-bound launch unlike the three BOUND_SLACK was fitted on (N1 = 128, 16 blocks of 64 per token,
+    T1 = 96 on a 32 MiB L2; chosen and run once before being written here): within 3% of timing mode
+    (measured -0.39%; -5.2% without the slack)."""
+    from ops.sparse_flash_attention_grad.estimate import BOUND_SLACK
+
+    spec = chip("Ascend910B2").replace(l2_bytes=32 * 1024 * 1024)
+    t1, n1, s2, bs = 96, 128, 8192, 64
+    rng = np.random.default_rng(0)
+    idx = np.full((t1, 1, 2048), -1, np.int64)
+    for t in range(t1):
+        idx[t, 0, :16] = rng.choice(s2 // bs, 16, replace=False)
+    q, qr = TensorSpec((t1, n1, 512), np.float16), TensorSpec((t1, n1, 64), np.float16)
+    k, kr = TensorSpec((s2, 1, 512), np.float16), TensorSpec((s2, 1, 64), np.float16)
+    sm = TensorSpec((1, t1, n1), np.float32)
+    kw = dict(scale_value=1 / 24, sparse_block_size=bs, layout="TND", chip=spec)
+    est = sparse_flash_attention_grad(q, k, k, idx, q, q, sm, sm, [t1], [s2], qr, kr, mode="estimate", **kw)
+    tim = sparse_flash_attention_grad(q, k, k, idx, q, q, sm, sm, [t1], [s2], qr, kr, mode="timing", trace="none", **kw)
+    e = est.extra["estimate"]
+    assert est.extra["bandwidth_bound"] >= e.per_core_cycles.max()  # bound: the main loop is the bound
+    assert abs(est.cycles / tim.cycles - 1) < 0.03
+    bare = e.fixed_cycles + est.extra["bandwidth_bound"] / BOUND_SLACK
+    assert bare / tim.cycles < 0.97  # the bare bound is the few percent low the slack makes up
