@@ -4,8 +4,8 @@ Tuning set: GRID, every configuration looked at while the estimate model was cha
 (an earlier split of it into halves with benchmarks/halves.py's seed 13 had its checking half inspected),
 the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
-IS_DTM, which the first grid did not, and the two SameAB calls session 6's checking set (seed 620261125)
-missed on the sampled path. Checking set: configurations drawn at random (fresh_check, seed
+IS_DTM, which the first grid did not, the two SameAB calls session 6's checking set (seed 620261125)
+missed on the sampled path, and the five calls session 8's checking set (seed 820261124) missed on it. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -81,10 +81,17 @@ GRID = [
     # session 6's checking set (seed 620261125): its two SameAB misses on the sampled path, studied in sessions 7-8
     ([5145, 170], [5145, 170], 16, 8, 128, F16, 4, {"pre": 274, "next": 412}),
     ([1598, 4072, 3419], [1598, 4072, 3419], 2, 1, 192, F16, 2, {"blockDim": 12}),
+    # session 8's checking set (seed 820261124): its five misses on the sampled path, studied in session 9
+    ([3288, 4322, 158], [3288, 4322, 158], 4, 1, 128, F16, 2, {"blockDim": 17}),
+    ([417, 1539, 2767], [417, 1539, 2767], 16, 8, 64, BF16, 2, {"layout": ""}),
+    ([338, 5624, 429], [338, 5624, 429], 4, 4, 256, F32, 2, {"deterministic": True, "layout": ""}),
+    ([763, 680, 340], [1366, 723, 766], 16, 4, 64, F32, None, {"deterministic": True, "layout": ""}),
+    ([5983, 2028, 5201], [321, 291, 491], 16, 4, 192, F16, None, {"deterministic": True}),
 ]
-#: session 8's draw, made after the last model change (pooled cost per block; B's last FAG schedule change
-#: 6f660c3 already on main) and run once; earlier draws 620261124 and 620261125 were looked at
-CHECK_SEED = 820261124
+#: session 9's draw (secrets.randbelow), made after the last model change of estimate.py (basic sample length, growth
+#: weighted by span, whole pre/post up to 192 steps, L2 state of the sample) and after B's last FAG schedule change
+#: (af26a29, generic AIV split), run once; earlier draws 620261124, 620261125 and 820261124 were looked at
+CHECK_SEED = 869883353
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata

@@ -14,11 +14,13 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them), and the most loaded core's K-section time is
-  extended to its real block count at the cost per block of the sections the two runs differ by, pooled
-  over the simulated cores; the prologue before SyncAll (sfmg rows, fp32 transposes, drop-mask
-  adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is extrapolated on its own
-  line.
+  block), twice (K sections, then every other one of them; K at least 8 for the basic templates' 4 x 4
+  sections, 4 for CV blocks), and the most loaded core's K-section time is extended to its real block
+  count at the cost per block of the sections the two runs differ by, pooled over the simulated cores,
+  each weighted by the blocks it is extended over; the prologue before SyncAll (sfmg rows, fp32
+  transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
+  extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
+  (npusim.estimate.steady_l2_touched).
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
@@ -33,7 +35,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from npusim.estimate import Estimate, contention_chip
+from npusim.estimate import Estimate, contention_chip, steady_l2_touched
 from npusim.launch import TimeoutVerdict
 from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
@@ -49,9 +51,15 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
+#: the same for the basic templates' 4 x 4-block sections (basic, basic_bn2): their smaller run of 2 sections still
+#: carries the start of the ring (the cube's first sections overlap the AIVs' prologue), so its difference to the
+#: larger run was 13-18% off per block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md)
+BASIC_SAMPLE_SECTIONS = 8
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
-STREAM_STEPS = 64  # pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements)
+#: pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements; 103 steps of post ran in 0.5 s CPU,
+#: where the miniature's line came out 76% over on a long-q short-kv call: its 8 AIVs pay more per step)
+STREAM_STEPS = 192
 STREAM_AIVS = 8  # AIVs of a pre/post miniature beyond that (the launch's AIVs all stream alike, in step)
 STREAM_SAMPLE = 16  # steps per AIV of the longer pre/post miniature
 
@@ -196,7 +204,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if not busy:
         return launch_main(problem, til, spec, "timing", inputs, _ws(til)).cycles
     sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for k, v in inputs.items()}
-    warm = (sum(sizes.values()), {k: 1.0 for k in sizes})
+    # inputs beyond L2: the sample starts at the launch's average L2 state, not at its last, most-missed one (the
+    # whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much)
+    warm = (steady_l2_touched(sum(sizes.values()), spec.l2_bytes), {k: 1.0 for k in sizes})
 
     def run(positions: dict, prologue=1.0):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
@@ -216,7 +226,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         return max(ends) + overhead
     cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
-    big = max(MIN_SAMPLE_SECTIONS, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
+    least = BASIC_SAMPLE_SECTIONS if til.template in ("basic", "basic_bn2") else MIN_SAMPLE_SECTIONS
+    big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
     big_pos = {c: _core_positions(work, c, big) for c in cores}
     # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
@@ -230,9 +241,13 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     k = len(cores)
     i = max(range(k), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
     prologue = _line(f / 2, p_small, f, p_big, 1.0)
-    grown = sum(w_big) - sum(w_small)
-    per_block = (sum(e_big) - sum(e_small) - k * (p_big - p_small)) / grown if grown else 0.0
-    return prologue + e_big[i] - p_big + per_block * (float(work.core_blocks[cores[i]]) - w_big[i]) + overhead
+    # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
+    # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
+    span = np.maximum(np.array([float(work.core_blocks[c]) for c in cores]) - np.array(w_big, float), 0.0)
+    grown = float(span @ (np.array(w_big, float) - np.array(w_small, float)))
+    spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
+    per_block = spent / grown if grown else 0.0
+    return prologue + e_big[i] - p_big + per_block * span[i] + overhead
 
 
 def _round_positions(work, k: int, rounds) -> dict:
@@ -318,13 +333,15 @@ def _post_cycles(problem, til, spec) -> float:
         shapes |= {"dq_rope": (problem.T1, problem.N1, problem.rope_d),
                    "dk_rope": (problem.T2, problem.N2, problem.rope_d)}
     p_nosink = replace(problem, sink=False)
-    steps = max(_per_aiv(int(np.prod(s)), spec) for s in shapes.values()) / POST_ELEMS
+    sizes = {k: int(np.prod(s)) for k, s in shapes.items()}
+    steps = _per_aiv(max(sizes.values()), spec) / POST_ELEMS
 
     def run(count, chip):
         if count is None:
             outs = {k: TensorSpec(s, problem.dtype) for k, s in shapes.items()}
-        else:
-            outs = {k: TensorSpec((count * POST_ELEMS * chip.aiv_count,), problem.dtype) for k in shapes}
+        else:  # each output its own share of the miniature: dk/dv are far smaller than dq when q is long
+            outs = {k: TensorSpec((max(1, round(count * POST_ELEMS * chip.aiv_count * n / max(sizes.values()))),),
+                                  problem.dtype) for k, n in sizes.items()}
         return launch_post(p_nosink, til, chip, "timing", _ws(til), outs).cycles
     return _streamed(steps, spec, run)
 

@@ -494,18 +494,25 @@ class KernelFlashAttentionVarLenScore:
 
     # ---- pse, masks, dropout
     def AddPse(self, S, b: int, n: int, r0: int, col0: int, sr: int, cols: int, pitch: int, sliceRows: int):
+        window = self._pse_window(b, n, r0, col0, cols, sliceRows)
+        if window is None:
+            return
+        off, gm_pitch, read = window
+        p = self.pseQ.AllocTensor(self.inDt)
+        AddPseSlice(S, p, self.common.Get(F32), self.pseGm[off], sr, read, gm_pitch, pitch, self.pseQ)
+
+    def _pse_window(self, b: int, n: int, r0: int, col0: int, cols: int, sliceRows: int):
+        """(element offset, row pitch, columns read) of a slice's pse rows in GM; None when an alibi slice
+        needs none (every row above the diagonal)."""
         a = self.a
         if a.pseForm == "full":
             off = full_pse_offset(self.t.n1Size, a.cuSS[b], a.seqQ[b] * a.seqKv[b], a.seqKv[b], n, r0, col0)
-            gm_pitch, read = a.seqKv[b], cols
-        else:
-            if not alibi_slice_needed(r0, sliceRows, col0):
-                return
-            m0, k0 = alibi_read_window(r0, col0, a.pseS2)
-            off = (((b % a.pseB) * self.t.n1Size + n) * ALIBI_ROWS + m0) * a.pseS2 + k0
-            gm_pitch, read = a.pseS2, min(cols, a.pseS2 - k0)
-        p = self.pseQ.AllocTensor(self.inDt)
-        AddPseSlice(S, p, self.common.Get(F32), self.pseGm[off], sr, read, gm_pitch, pitch, self.pseQ)
+            return off, a.seqKv[b], cols
+        if not alibi_slice_needed(r0, sliceRows, col0):
+            return None
+        m0, k0 = alibi_read_window(r0, col0, a.pseS2)
+        off = (((b % a.pseB) * self.t.n1Size + n) * ALIBI_ROWS + m0) * a.pseS2 + k0
+        return off, a.pseS2, min(cols, a.pseS2 - k0)
 
     def ApplyMask(self, S, b: int, r0: int, col0: int, sr: int, cols: int, pitch: int, sliceRows: int):
         """Masked scores := NEG (docs/fa_varlen.md step 4)."""
@@ -687,14 +694,14 @@ def _stat_offset(k: KernelFlashAttentionVarLenScore, b: int, n: int, row0: int) 
 
 
 def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
-    """ProcessVec1Slice without pse or dropout, unmasked or with a full or causal (not band) mask: the tile's
-    first-ness, the slice's rows, the columns and whether a mask window is read fix it; it reads its rows of
-    the score slot and writes them to the P slot (a tile's slices repeat it); the mask window moves with the
-    slice."""
+    """ProcessVec1Slice without dropout, unmasked or with a full or causal (not band) mask: the tile's
+    first-ness, the slice's rows, the columns, whether a mask window is read and the pse rows' pitch and width
+    fix it; it reads its rows of the score slot and writes them to the P slot (a tile's slices repeat it); the
+    mask window and the pse rows move with the slice."""
     a = k.a
-    if a.pseForm != "none" or a.dropout or a.maskForm not in ("none", "full", "causal_2048") or a.sparseMode == 4:
+    if a.dropout or a.maskForm not in ("none", "full", "causal_2048") or a.sparseMode == 4:
         return None
-    b, _, s1o, rows, col0, cols, pitch, first, _ = k._task(t)
+    b, n, s1o, rows, col0, cols, pitch, first, _ = k._task(t)
     lo, mine = k._my_rows(rows)
     cnt = min(sliceRows, mine - r) * pitch
     at, r0 = (lo + r) * pitch, s1o * k.s1B + lo + r
@@ -706,7 +713,10 @@ def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRow
         window = k._causal_window(b, r0, col0, pitch, sliceRows)
     if window is not None:
         bases += (k.maskGm[window],)
-    return (first, cnt, cols, pitch, window is not None), bases
+    pse = k._pse_window(b, n, r0, col0, cols, sliceRows) if a.pseForm != "none" else None
+    if pse is not None:
+        bases += (k.pseGm[pse[0]],)
+    return (first, cnt, cols, pitch, window is not None, pse and pse[1:]), bases
 
 
 def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):

@@ -214,14 +214,17 @@ def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(count
     assert booked_on == booked_off
 
 
-@pytest.mark.parametrize("dtype, mask", [(np.float16, "causal"), (np.float32, None)])
-def test_fa_varlen_causal_slices_and_fp32_chunks_replay_to_the_interpreted_trace(counted, booked, dtype, mask):
-    """FA varlen's row slices with a causal mask (the window's address moves with the slice) and its fp32 P V
-    chunks (V^T is a workspace region) are replayed; the trace and every GM transfer's buffer, address and
-    size are the interpreted run's."""
+@pytest.mark.parametrize("dtype, mask, pse", [(np.float16, "causal", False), (np.float16, "causal", True),
+                                             (np.float32, None, False)])
+def test_fa_varlen_causal_slices_and_fp32_chunks_replay_to_the_interpreted_trace(counted, booked, dtype, mask, pse):
+    """FA varlen's row slices with a causal mask and an alibi pse (the mask window's and the pse rows'
+    addresses move with the slice) and its fp32 P V chunks (V^T is a workspace region) are replayed; the
+    trace and every GM transfer's buffer, address and size are the interpreted run's."""
     from ops import flash_attention_var_len_score
     from ops.common.masks import compressed_causal_mask
-    extra = {} if mask is None else dict(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=3)
+    extra = {} if mask is None else {"atten_mask": compressed_causal_mask().astype(bool), "sparse_mode": 3}
+    if pse:
+        extra["real_shift"] = TensorSpec((1, 2, 1024, 1000), dtype)
     q = TensorSpec((1300, 2, 64), dtype)
     (on, booked_on), (off, booked_off) = _both_booked(lambda: flash_attention_var_len_score(
         q, q, q, actual_seq_qlen=[300, 1300], actual_seq_kvlen=[300, 1300], head_num=2, scale_value=0.125,
