@@ -5,7 +5,8 @@ Tuning set: GRID, every configuration looked at while the estimate model was cha
 the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
 IS_DTM, which the first grid did not, the two SameAB calls session 6's checking set (seed 620261125)
-missed on the sampled path, and the five calls session 8's checking set (seed 820261124) missed on it. Checking set: configurations drawn at random (fresh_check, seed
+missed on the sampled path, the five calls session 8's checking set (seed 820261124) missed on it, and session 9's
+(seed 869883353) two misses and one basic_bn2 fp32 causal call looked at with them. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -87,6 +88,11 @@ GRID = [
     ([338, 5624, 429], [338, 5624, 429], 4, 4, 256, F32, 2, {"deterministic": True, "layout": ""}),
     ([763, 680, 340], [1366, 723, 766], 16, 4, 64, F32, None, {"deterministic": True, "layout": ""}),
     ([5983, 2028, 5201], [321, 291, 491], 16, 4, 192, F16, None, {"deterministic": True}),
+    # session 9's checking set (seed 869883353): its two misses and one basic_bn2 fp32 causal call, studied after it
+    ([608, 2969, 1565], [608, 2969, 1565], 8, 2, 128, F32, 4,
+     {"pre": 842, "next": 422, "deterministic": True, "blockDim": 8, "layout": ""}),
+    ([4582], [4582], 4, 2, 256, F32, 2, {"deterministic": True}),
+    ([667, 1475], [667, 1475], 16, 8, 64, F32, 3, {"deterministic": True, "layout": ""}),
 ]
 #: session 9's draw (secrets.randbelow), made after the last model change of estimate.py (basic sample length, growth
 #: weighted by span, whole pre/post up to 192 steps, L2 state of the sample) and after B's last FAG schedule change
