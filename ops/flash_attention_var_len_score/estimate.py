@@ -444,31 +444,36 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     cycles, cores in run order (-1: a copy), False)."""
     s, e = work.starts[core], work.starts[core + 1]
     depth = int(min(SAMPLE_DEPTH, work.tiles[work.item_blk[s:e]].max()))
-    count, pair = min(max(2, SAMPLE_TASKS // depth), e - s), work.template != SAME_AB
-    while count > 2 and COMPANIONS[-1] * cost(count * (1 + pair), count * depth * (1 + pair)) > SIM_INSTRUCTIONS:
-        count -= 1  # the fewest companions must fit the budget
-    picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
-    items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
-    task_proxy, first = _task_proxies(work, picks, depth)
-    n = len(items)
-    # vector-master: the second vector core runs the sample rotated by half its items, so that a step
-    # pairs two different items' tasks, as the launch does, in lockstep (LOCKSTEP_LONE); both running
-    # the same list (like pairs only) ran 5% faster on the tuning grid's 16/4-head bf16 launch
-    rot = n // 2 if pair else 0
-    if pair:
-        cut = np.cumsum(np.minimum(work.tiles[work.item_blk[picks]], depth))[:-1]
-        seg, fseg = np.split(task_proxy, cut), np.split(first, cut)
-        task_proxy = _lockstep_steps(task_proxy, np.concatenate(seg[rot:] + seg[:rot]))
-        first = first + np.concatenate(fseg[rot:] + fseg[:rot])
-    per_copy = cost(n * (1 + pair), task_proxy.size * (1 + pair))
+    pair = work.template != SAME_AB
+    count = min(max(2, SAMPLE_TASKS // depth) * (1 + pair), e - s)  # vector-master: for both vector cores
+    w = work.sizes["s2BaseNratioSize"]
+    if pair:  # vector-master: each vector core samples its own items (_worker_sample), as many as the
+        # fewest companions fit in the budget with the picked items' own tile counts
+        while True:
+            (items0, tp0, f0), (items1, tp1, f1) = _worker_sample(work, core, count, depth)
+            if count <= 2 or COMPANIONS[-1] * cost(len(items0) + len(items1), tp0.size + tp1.size) <= SIM_INSTRUCTIONS:
+                break
+            count -= 1
+        task_proxy, first = _lockstep_steps(tp0, tp1), _step_sum(f0, f1)
+        items, n = (items0, items1), len(items0) + len(items1)
+    else:
+        while count > 2 and COMPANIONS[-1] * cost(count, count * depth) > SIM_INSTRUCTIONS:
+            count -= 1  # the fewest companions must fit the budget
+        picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
+        items = [_cut(work.item(int(i)), depth, w=w) for i in picks]
+        task_proxy, first = _task_proxies(work, picks, depth)
+        n = len(items)
+    per_copy = cost(n, (tp0.size + tp1.size) if pair else task_proxy.size)
     comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
     comp = min(comp, work.block_dim)
     pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
 
+    def rotated(lst: list, j: int) -> list:
+        r = (j - pos) % comp * len(lst) // comp
+        return lst[r:] + lst[:r]
+
     def copy(j: int):  # companion copies rotated by items (out of phase); copy *pos* unrotated
-        r = (j - pos) % comp * n // comp
-        lst = items[r:] + items[:r]
-        return (lst, lst[rot:] + lst[:rot]) if pair else lst
+        return (rotated(items[0], j), rotated(items[1], j)) if pair else rotated(items, j)
 
     res = runner.run([copy(j) for j in range(comp)], active / comp)
     end = runner.end(res, pos)
@@ -483,6 +488,34 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     fixed = end - b * float(task_proxy.sum()) - a * float(first.sum())
     cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * (e - s - float(first.sum()))
     return cycles, fixed, [core if j == pos else -1 for j in range(comp)], False
+
+
+def _worker_sample(work: Work, core: int, count: int, depth: int) -> tuple:
+    """A vector-master AI Core's sample, per vector core: *count* items in all, shared between its two vector
+    cores in proportion to their items (at least one each that has items), each picked from that vector core's
+    own items (_spread_picks) and cut to *depth* tiles. Run in lockstep, the sample then holds the core's mix of
+    pair and lone steps (a core whose vector cores hold 52 and 28 tasks ends with 24 lone steps); sampling the
+    core's items for both vector cores alike gave only pair steps, whose rate LOCKSTEP_LONE then had to carry
+    alone. Returns, per vector core, (items, task proxies, task starts an item)."""
+    ws = work.worker_starts
+    bounds = [(ws[u], ws[u + 1]) if u + 1 < len(ws) else (ws[-1], ws[-1]) for u in (2 * core, 2 * core + 1)]
+    total = max(sum(b - a for a, b in bounds), 1)
+    share = [min(b - a, max(1, int(round(count * (b - a) / total)))) if b > a else 0 for a, b in bounds]
+    out = []
+    for (a, b), k in zip(bounds, share):
+        if k == 0:
+            out.append(([], np.zeros(0), np.zeros(0)))
+            continue
+        picks = _spread_picks(work.proxy[work.item_blk[a:b]], k) + a
+        items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
+        out.append((items, *_task_proxies(work, picks, depth)))
+    return out
+
+
+def _step_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per lockstep step, the sum of the two vector cores' per-task values (a lone step: its task's)."""
+    m = min(a.size, b.size)
+    return np.concatenate((a[:m] + b[:m], a[m:], b[m:]))
 
 
 def _spread_picks(item_proxy: np.ndarray, count: int) -> np.ndarray:
