@@ -17,8 +17,9 @@
    split into vector cores. A core too large for WHOLE_COMPANIONS of its size to fit the instruction
    budget is sampled instead: up to SAMPLE_TASKS of its tiles (fewer if two copies would not fit the
    budget), as items spread over its proxy mass cut to their last SAMPLE_DEPTH tiles, run once next to
-   companion copies of the sample (rotated: out of phase; vector-master: the second vector core runs
-   the sample rotated by half); the sample's step-done cycles (cross-core flags) give each step's
+   companion copies of the sample (rotated: out of phase; vector-master: each vector core samples its
+   own items, so that the sample's lockstep steps mix pairs and lone steps as the core's do); the
+   sample's step-done cycles (cross-core flags) give each step's
    time after the pipeline fill, and a least-squares fit of those times to the steps' proxies and item
    starts extrapolates to the whole core (_sampled_core).
    Every run starts with the L2 in the launch's steady state (l2_warm: _warm) and pays one core's share
@@ -46,8 +47,11 @@ COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run
 # max |error| 4.95% (mean 2.34%), always 4 gives 3.14% (1.36%), up to 6 as budgeted 2.74% (1.03%)
 # (benchmarks/estimate_accuracy_fa.py; docs/estimate.md)
 COMPANION_RANGE = 0.5  # companions of small cores: cores ranked at least this fraction of the busiest
-WHOLE_COMPANIONS = 4  # the busiest core is simulated whole (with the others) when this many cores of its
-# size fit the instruction budget, or when it has no more tiles than a sample
+WHOLE_COMPANIONS = 2  # the busiest core is simulated whole (with the others) when this many cores of its
+# size fit the instruction budget, or when it has no more tiles than a sample. Was 4: on the tuning grid
+# two vector-master cores sampled at 4 run whole at 2 (16/4-head bf16: -15.1% -> -10.3%; fp32 16/4 heads
+# causal: +4.4% -> +2.5%), no other configuration moves; a sample of such a core simulates about as many
+# tasks as the whole core and runs its pair steps faster than the launch does (33k vs 41-43k cycles)
 SAMPLE_TASKS = 24  # tiles simulated of a larger core (per companion) at most: 12 left two items of an
 # 8-item core, one a ragged 28-row block (-24% on a long causal launch; 24: 4 items)
 SAMPLE_DEPTH = 6  # ... at most this many per item: shorter cuts stay in the pipeline's fill, whose marginal
@@ -435,7 +439,8 @@ def _companions(rank: np.ndarray, cands: list, comp: int) -> list:
 
 
 def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -> tuple:
-    """A larger core, sampled: SAMPLE_TASKS tiles of it, as items spread over its range cut to their last
+    """A larger core, sampled: SAMPLE_TASKS tiles of it (vector-master: twice, shared by its two vector
+    cores, each from its own items: _worker_sample), as items spread over its range cut to their last
     tiles (at most SAMPLE_DEPTH: the K/V stream reaches its steady state), simulated once next to
     companion copies (rotated by items: out of phase), the unrotated one at the core's relative place in
     the launch's block order (see _whole_group). Its task-done cycles give each task's time after the
