@@ -17,8 +17,9 @@
    split into vector cores. A core too large for WHOLE_COMPANIONS of its size to fit the instruction
    budget is sampled instead: up to SAMPLE_TASKS of its tiles (fewer if two copies would not fit the
    budget), as items spread over its proxy mass cut to their last SAMPLE_DEPTH tiles, run once next to
-   companion copies of the sample (rotated: out of phase; vector-master: the second vector core runs
-   the sample rotated by half); the sample's step-done cycles (cross-core flags) give each step's
+   companion copies of the sample (rotated: out of phase; vector-master: each vector core samples its
+   own items, so that the sample's lockstep steps mix pairs and lone steps as the core's do); the
+   sample's step-done cycles (cross-core flags) give each step's
    time after the pipeline fill, and a least-squares fit of those times to the steps' proxies and item
    starts extrapolates to the whole core (_sampled_core).
    Every run starts with the L2 in the launch's steady state (l2_warm: _warm) and pays one core's share
@@ -46,8 +47,11 @@ COMPANIONS = (6, 5, 4, 3, 2)  # AI Cores simulated side by side in the final run
 # max |error| 4.95% (mean 2.34%), always 4 gives 3.14% (1.36%), up to 6 as budgeted 2.74% (1.03%)
 # (benchmarks/estimate_accuracy_fa.py; docs/estimate.md)
 COMPANION_RANGE = 0.5  # companions of small cores: cores ranked at least this fraction of the busiest
-WHOLE_COMPANIONS = 4  # the busiest core is simulated whole (with the others) when this many cores of its
-# size fit the instruction budget, or when it has no more tiles than a sample
+WHOLE_COMPANIONS = 2  # the busiest core is simulated whole (with the others) when this many cores of its
+# size fit the instruction budget, or when it has no more tiles than a sample. Was 4: on the tuning grid
+# two vector-master cores sampled at 4 run whole at 2 (16/4-head bf16: -15.1% -> -10.3%; fp32 16/4 heads
+# causal: +4.4% -> +2.5%), no other configuration moves; a sample of such a core simulates about as many
+# tasks as the whole core and runs its pair steps faster than the launch does (33k vs 41-43k cycles)
 SAMPLE_TASKS = 24  # tiles simulated of a larger core (per companion) at most: 12 left two items of an
 # 8-item core, one a ragged 28-row block (-24% on a long causal launch; 24: 4 items)
 SAMPLE_DEPTH = 6  # ... at most this many per item: shorter cuts stay in the pipeline's fill, whose marginal
@@ -435,7 +439,8 @@ def _companions(rank: np.ndarray, cands: list, comp: int) -> list:
 
 
 def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -> tuple:
-    """A larger core, sampled: SAMPLE_TASKS tiles of it, as items spread over its range cut to their last
+    """A larger core, sampled: SAMPLE_TASKS tiles of it (vector-master: twice, shared by its two vector
+    cores, each from its own items: _worker_sample), as items spread over its range cut to their last
     tiles (at most SAMPLE_DEPTH: the K/V stream reaches its steady state), simulated once next to
     companion copies (rotated by items: out of phase), the unrotated one at the core's relative place in
     the launch's block order (see _whole_group). Its task-done cycles give each task's time after the
@@ -444,31 +449,36 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     cycles, cores in run order (-1: a copy), False)."""
     s, e = work.starts[core], work.starts[core + 1]
     depth = int(min(SAMPLE_DEPTH, work.tiles[work.item_blk[s:e]].max()))
-    count, pair = min(max(2, SAMPLE_TASKS // depth), e - s), work.template != SAME_AB
-    while count > 2 and COMPANIONS[-1] * cost(count * (1 + pair), count * depth * (1 + pair)) > SIM_INSTRUCTIONS:
-        count -= 1  # the fewest companions must fit the budget
-    picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
-    items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
-    task_proxy, first = _task_proxies(work, picks, depth)
-    n = len(items)
-    # vector-master: the second vector core runs the sample rotated by half its items, so that a step
-    # pairs two different items' tasks, as the launch does, in lockstep (LOCKSTEP_LONE); both running
-    # the same list (like pairs only) ran 5% faster on the tuning grid's 16/4-head bf16 launch
-    rot = n // 2 if pair else 0
-    if pair:
-        cut = np.cumsum(np.minimum(work.tiles[work.item_blk[picks]], depth))[:-1]
-        seg, fseg = np.split(task_proxy, cut), np.split(first, cut)
-        task_proxy = _lockstep_steps(task_proxy, np.concatenate(seg[rot:] + seg[:rot]))
-        first = first + np.concatenate(fseg[rot:] + fseg[:rot])
-    per_copy = cost(n * (1 + pair), task_proxy.size * (1 + pair))
+    pair = work.template != SAME_AB
+    count = min(max(2, SAMPLE_TASKS // depth) * (1 + pair), e - s)  # vector-master: for both vector cores
+    w = work.sizes["s2BaseNratioSize"]
+    if pair:  # vector-master: each vector core samples its own items (_worker_sample), as many as the
+        # fewest companions fit in the budget with the picked items' own tile counts
+        while True:
+            (items0, tp0, f0), (items1, tp1, f1) = _worker_sample(work, core, count, depth)
+            if count <= 2 or COMPANIONS[-1] * cost(len(items0) + len(items1), tp0.size + tp1.size) <= SIM_INSTRUCTIONS:
+                break
+            count -= 1
+        task_proxy, first = _lockstep_steps(tp0, tp1), _step_sum(f0, f1)
+        items, n = (items0, items1), len(items0) + len(items1)
+    else:
+        while count > 2 and COMPANIONS[-1] * cost(count, count * depth) > SIM_INSTRUCTIONS:
+            count -= 1  # the fewest companions must fit the budget
+        picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
+        items = [_cut(work.item(int(i)), depth, w=w) for i in picks]
+        task_proxy, first = _task_proxies(work, picks, depth)
+        n = len(items)
+    per_copy = cost(n, (tp0.size + tp1.size) if pair else task_proxy.size)
     comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
     comp = min(comp, work.block_dim)
     pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
 
+    def rotated(lst: list, j: int) -> list:
+        r = (j - pos) % comp * len(lst) // comp
+        return lst[r:] + lst[:r]
+
     def copy(j: int):  # companion copies rotated by items (out of phase); copy *pos* unrotated
-        r = (j - pos) % comp * n // comp
-        lst = items[r:] + items[:r]
-        return (lst, lst[rot:] + lst[:rot]) if pair else lst
+        return (rotated(items[0], j), rotated(items[1], j)) if pair else rotated(items, j)
 
     res = runner.run([copy(j) for j in range(comp)], active / comp)
     end = runner.end(res, pos)
@@ -483,6 +493,34 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
     fixed = end - b * float(task_proxy.sum()) - a * float(first.sum())
     cycles = end + b * (float(work.core_proxy[core]) - float(task_proxy.sum())) + a * (e - s - float(first.sum()))
     return cycles, fixed, [core if j == pos else -1 for j in range(comp)], False
+
+
+def _worker_sample(work: Work, core: int, count: int, depth: int) -> tuple:
+    """A vector-master AI Core's sample, per vector core: *count* items in all, shared between its two vector
+    cores in proportion to their items (at least one each that has items), each picked from that vector core's
+    own items (_spread_picks) and cut to *depth* tiles. Run in lockstep, the sample then holds the core's mix of
+    pair and lone steps (a core whose vector cores hold 52 and 28 tasks ends with 24 lone steps); sampling the
+    core's items for both vector cores alike gave only pair steps, whose rate LOCKSTEP_LONE then had to carry
+    alone. Returns, per vector core, (items, task proxies, task starts an item)."""
+    ws = work.worker_starts
+    bounds = [(ws[u], ws[u + 1]) if u + 1 < len(ws) else (ws[-1], ws[-1]) for u in (2 * core, 2 * core + 1)]
+    total = max(sum(b - a for a, b in bounds), 1)
+    share = [min(b - a, max(1, int(round(count * (b - a) / total)))) if b > a else 0 for a, b in bounds]
+    out = []
+    for (a, b), k in zip(bounds, share):
+        if k == 0:
+            out.append(([], np.zeros(0), np.zeros(0)))
+            continue
+        picks = _spread_picks(work.proxy[work.item_blk[a:b]], k) + a
+        items = [_cut(work.item(int(i)), depth, w=work.sizes["s2BaseNratioSize"]) for i in picks]
+        out.append((items, *_task_proxies(work, picks, depth)))
+    return out
+
+
+def _step_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per lockstep step, the sum of the two vector cores' per-task values (a lone step: its task's)."""
+    m = min(a.size, b.size)
+    return np.concatenate((a[:m] + b[:m], a[m:], b[m:]))
 
 
 def _spread_picks(item_proxy: np.ndarray, count: int) -> np.ndarray:

@@ -219,6 +219,32 @@ def test_fa_varlen_vector_master_cores_ranked_by_lockstep_steps():
                                                          work.worker_starts[2 * uneven + k] for k in (0, 1)]
 
 
+def test_fa_varlen_sampled_vector_master_core_samples_each_vector_core():
+    """A sampled vector-master core whose vector cores hold very different task counts (52 short tasks
+    beside 28): each vector core's sample is drawn from its own items, in proportion to their counts, so
+    the lockstep sample ends in lone steps as the core does (a sample shared by both vector cores had
+    none, and the estimate missed such cores by 8-20% either way)."""
+    from ops.flash_attention_var_len_score import estimate as est_mod
+    res = run([250, 3719], [250, 3719], n1=16, n2=8, mode=2, chip="Ascend910B4", run_mode="estimate")
+    est = res.extra["estimate"]
+    assert est.sampled_whole is False
+    work = Work(res.extra["problem"], get_chip("Ascend910B4"), None)
+    core, ws = est.sampled_core, work.worker_starts
+    own = [set(map(work.item, range(ws[u], ws[u + 1]))) for u in (2 * core, 2 * core + 1)]
+    counts = [len(x) for x in own]
+    assert max(counts) > 2 * min(counts) > 0  # the uneven core this test is about
+    w, depth = work.sizes["s2BaseNratioSize"], est_mod.SAMPLE_DEPTH
+    sample = est_mod._worker_sample(work, core, 16, depth)
+    for (items, tp, first), mine in zip(sample, own):
+        cut_of_mine = {est_mod._cut(it, depth, w) for it in mine}
+        assert items and set(items) <= cut_of_mine  # drawn from this vector core's own items only
+        assert tp.size == first.size and first.sum() == len(items)
+    sizes = [len(x[0]) for x in sample]
+    assert sum(sizes) <= 16 and abs(sizes[0] / sum(sizes) - counts[0] / sum(counts)) < 0.15
+    steps = est_mod._lockstep_steps(sample[0][1], sample[1][1])
+    assert steps.size == max(x[1].size for x in sample) > min(x[1].size for x in sample)  # lone steps
+
+
 def test_fa_varlen_estimate_split_advice():
     """Past the timeout the verdict is exceeded and advises the largest T1 split whose heaviest launch
     stays under 80% of the limit by the proxy scaling; a launch of the advised chunk, estimated, stays
