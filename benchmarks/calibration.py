@@ -77,9 +77,7 @@ def fa_vector_cycles_per_step(chip_name: str, s: int, d: int) -> float:
     res = fa_run(chip_name, s, d, 1, trace="summary")
     pipes = res.trace.summary().pipes
     busy = pipes[pipes["pipe"] == "VECTOR"]["busy_cycles"].max()
-    spec = get_chip(chip_name)
-    blocks = -(-s // FA_ROWS)
-    return float(busy) / (-(-blocks // (spec.aic_count * spec.aiv_per_aic)) * -(-s // FA_TILE))
+    return float(busy) / fa_busiest_steps(get_chip(chip_name), s)[2]
 
 
 #: the board's PFA precision mode: torch_npu.npu_fused_infer_attention_score's default inner_precise (0 =
@@ -214,6 +212,14 @@ def fia_floor(chip_name: str, sq: int, d: int, slice_cycles_model: float) -> dic
 FA_ROWS, FA_TILE = 128, 1024
 
 
+def fa_busiest_steps(spec, s: int) -> tuple[int, int, int]:
+    """(128-row blocks, blocks of the busiest vector core, its steps) at S = Sq = Skv, one head: ceil(blocks / aivNum)
+    blocks of ceil(S / 1024) key tiles each (S1s2Bn2gs1's split)."""
+    blocks = -(-s // FA_ROWS)
+    per_aiv = -(-blocks // (spec.aic_count * spec.aiv_per_aic))
+    return blocks, per_aiv, per_aiv * -(-s // FA_TILE)
+
+
 def fa_step_l2_bytes(d: int, kv_shared: bool = True) -> int:
     """L2 bytes of one FA step (128 rows x one 1024-key tile per worker) on one AI Core with two workers."""
     worker = FA_ROWS * FA_TILE * (4 + 4 + 2 + 2) + FA_ROWS * d * 4 * 4  # scores w+r, P w+r, PV w+r, running out r+w
@@ -234,10 +240,8 @@ def fa_floor(chip_name: str, s: int, d: int, board_us: float, launch_us: float, 
     (fa_step_l2_bytes) on every busy AI Core at each L2_CANDIDATES budget; the vector floor is npusim's own FA step
     (vector busy cycles per step, from the trace); the cube floor mm1 + mm2 of two workers."""
     spec = get_chip(chip_name)
-    blocks = -(-s // FA_ROWS)
-    per_aiv = -(-blocks // (spec.aic_count * spec.aiv_per_aic))
+    blocks, per_aiv, steps = fa_busiest_steps(spec, s)
     cores = -(-blocks // (2 * per_aiv))
-    steps = per_aiv * -(-s // FA_TILE)
     step = (board_us - launch_us) * spec.clock_hz / 1e6 / steps
     nbytes = fa_step_l2_bytes(d)
     return {"cores": cores, "steps": steps, "board_step_cycles": step, "l2_mb_per_core_step": nbytes / 1e6,
