@@ -165,6 +165,12 @@ class Work:
             out[c] = _lockstep_steps(cost[t0[c]:t1[c]], cost[t1[c]:t2[c]]).sum()
         return out
 
+    def worker_range(self, u: int) -> tuple[int, int]:
+        """Vector-master: the items of vector core *u* (first, end); none for the second vector core of the
+        last AI Core when the worker count is odd."""
+        ws = self.worker_starts
+        return (ws[u], ws[u + 1]) if u + 1 < len(ws) else (ws[-1], ws[-1])
+
     def item(self, i: int) -> tuple:
         """(b, n, s1o, rows, s2Start, s2End, load) of item *i*."""
         k = int(self.item_blk[i])
@@ -398,8 +404,7 @@ def _items(work: Work, core: int):
     split them."""
     if work.template == SAME_AB:
         return [work.item(i) for i in range(work.starts[core], work.starts[core + 1])]
-    ws = work.worker_starts
-    return tuple([work.item(i) for i in range(ws[u], ws[u + 1])] if u + 1 < len(ws) else [] for u in (2 * core, 2 * core + 1))
+    return tuple([work.item(i) for i in range(*work.worker_range(u))] for u in (2 * core, 2 * core + 1))
 
 
 def _whole_group(runner: _Runner, work: Work, rank: np.ndarray, active: float, cost) -> tuple:
@@ -502,8 +507,7 @@ def _worker_sample(work: Work, core: int, count: int, depth: int) -> tuple:
     pair and lone steps (a core whose vector cores hold 52 and 28 tasks ends with 24 lone steps); sampling the
     core's items for both vector cores alike gave only pair steps, whose rate LOCKSTEP_LONE then had to carry
     alone. Returns, per vector core, (items, task proxies, task starts an item)."""
-    ws = work.worker_starts
-    bounds = [(ws[u], ws[u + 1]) if u + 1 < len(ws) else (ws[-1], ws[-1]) for u in (2 * core, 2 * core + 1)]
+    bounds = [work.worker_range(u) for u in (2 * core, 2 * core + 1)]
     total = max(sum(b - a for a, b in bounds), 1)
     share = [min(b - a, max(1, int(round(count * (b - a) / total)))) if b > a else 0 for a, b in bounds]
     out = []
