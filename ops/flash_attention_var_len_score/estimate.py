@@ -465,15 +465,15 @@ def _sampled_core(runner: _Runner, work: Work, core: int, active: float, cost) -
                 break
             count -= 1
         task_proxy, first = _lockstep_steps(tp0, tp1), _step_sum(f0, f1)
-        items, n = (items0, items1), len(items0) + len(items1)
+        items, n, tasks = (items0, items1), len(items0) + len(items1), tp0.size + tp1.size
     else:
         while count > 2 and COMPANIONS[-1] * cost(count, count * depth) > SIM_INSTRUCTIONS:
             count -= 1  # the fewest companions must fit the budget
         picks = _spread_picks(work.proxy[work.item_blk[s:e]], count) + s
         items = [_cut(work.item(int(i)), depth, w=w) for i in picks]
         task_proxy, first = _task_proxies(work, picks, depth)
-        n = len(items)
-    per_copy = cost(n, (tp0.size + tp1.size) if pair else task_proxy.size)
+        n, tasks = len(items), task_proxy.size
+    per_copy = cost(n, tasks)
     comp = next((c for c in COMPANIONS if c * per_copy <= SIM_INSTRUCTIONS), COMPANIONS[-1])
     comp = min(comp, work.block_dim)
     pos = int(round(core / max(work.block_dim - 1, 1) * (comp - 1)))
