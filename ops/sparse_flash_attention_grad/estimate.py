@@ -393,7 +393,7 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     if bound >= lone_core.max():
         # HBM bound beyond doubt: the main loop is the bound whatever the token sum, so the full probe is not
         # run (the 128K case: docs/sfag.md "Estimate mode")
-        return _result(problem, spec, til, used, work, fixed, bound, lone_cost, lone_core, bound,
+        return _result(problem, spec, til, used, work, fixed, bound, lone_cost, lone_core,
                        {"bandwidth_bound": bound, "sequence_probe": None, "lone_only": True}, (tk1, mc1))
     co = probe_coefficients(problem, spec, used, work)
     cost = np.where(has, co["Tk"] + co["Mc"] * work["columns"] + co["Ch"] * (work["chunks"] - 1), 0.0)
@@ -413,11 +413,11 @@ def estimate_sfag(problem, spec, til, counts, force_probes: bool = False):
     seq = sequence_probe(problem, spec, til, work, per_core)
     if seq is not None:  # the leading cores' real token sequences, run: replaces the token sum
         main = seq
-    return _result(problem, spec, til, used, work, fixed, max(main, bound), cost, per_core, bound,
+    return _result(problem, spec, til, used, work, fixed, max(main, bound), cost, per_core,
                    {"bandwidth_bound": bound, "sequence_probe": seq, "lone_only": False}, (co["Tk"], co["Mc"]))
 
 
-def _result(problem, spec, til, used, work, fixed, main, cost, per_core, bound, extra_bound, coeffs):
+def _result(problem, spec, til, used, work, fixed, main, cost, per_core, extra_bound, coeffs):
     """The estimate's OpResult: zero-fill/post (*fixed*) + the main loop *main*; the verdict's split advice from
     the token costs *cost*."""
     cycles = round(fixed + main)
