@@ -243,8 +243,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     prologue = _line(f / 2, p_small, f, p_big, 1.0)
     # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
-    span = np.maximum(np.array([float(work.core_blocks[c]) for c in cores]) - np.array(w_big, float), 0.0)
-    grown = float(span @ (np.array(w_big, float) - np.array(w_small, float)))
+    w_big = np.array(w_big, float)
+    span = np.maximum(work.core_blocks[cores].astype(float) - w_big, 0.0)
+    grown = float(span @ (w_big - np.array(w_small, float)))
     spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
     per_block = spent / grown if grown else 0.0
     return prologue + e_big[i] - p_big + per_block * span[i] + overhead
