@@ -399,7 +399,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     if core_starts is not None:
         owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
     strips, adds = [], []
-    for k, sec in enumerate(secs):  # in section order (the dsink partials' order)
+    for sec in secs:  # in section order (the dsink partials' order)
         if cv is None and not regions:
             adds.append([c for blk in sec for c in _block(p, ctx, blk)])
         elif dtm:
