@@ -303,14 +303,10 @@ class CoreUnit:
             sink.add_rows_spans(self.block_idx, self.sub_index, self.records, self.spans, self.tally, watermark)
             self.flushed_rows += len(self.records) // 7 + len(self.spans) // 3
             self.records, self.spans, self.tally = [], [], [0] * 24
-        elif self.blocks:
+        elif self.records or self.blocks:  # records, with the rows of replayed steps (if any) among them
             sink.rows(self.block_idx, self.sub_index, self.records, watermark, self.blocks)
             self.flushed_rows += len(self.records) // 7 + self.block_rows  # for the launch's instruction budget
             self.records, self.blocks, self.block_rows = [], [], 0
-        elif self.records:
-            sink.rows(self.block_idx, self.sub_index, self.records, watermark)
-            self.flushed_rows += len(self.records) // 7  # for the launch's instruction budget
-            self.records = []
         if self.flows:
             sink.flows(self.block_idx, self.sub_index, self.flows)
             self.flows = []

@@ -21,9 +21,10 @@ from collections import deque
 
 import numpy as np
 
+from npusim.core import FLOWCTRL
+
 #: kinds of a compiled call (npusim/replay.py ``_compile``)
 C_ISSUE, C_GM, C_GM_REL, C_BARRIER, C_SET, C_WAIT, C_XWAIT, C_XSET = range(8)
-_FLOWCTRL = 7  # trace pipe code of flag and barrier rows (core.FLOWCTRL)
 
 _CODE: dict = {}  # generated source -> function (relocated copies of a shared recording differ in constants only)
 _CODE_LIMIT = 4096
@@ -180,7 +181,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put(f"    f{p} = e{i}")
                 put(f"    if e{i} < s{i}:")
                 put(f"        s{i} = e{i}")
-            row(_FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
+            row(FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
         elif kind == C_SET:
             _, p, key, label_id, line, lane = op
             put("    t = scalar + ic")
@@ -197,7 +198,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put("    if q is None:")
                 put(f"        q = flags[{lit(key)}] = deque()")
                 put(f"    q.append((e{i}, {p}))")
-            row(_FLOWCTRL, label_id, f"e{i} - fc", f"e{i}", 0, 0, line, lane)
+            row(FLOWCTRL, label_id, f"e{i} - fc", f"e{i}", 0, 0, line, lane)
         elif kind == C_WAIT:
             _, p, key, label_id, what, line, lane = op
             if key in held and not pending.get(key) and held[key]:  # the set of this step it takes
@@ -225,7 +226,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             if p == scalar_pipe:
                 put(f"    if e{i} > scalar:")
                 put(f"        scalar = e{i}")
-            row(_FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
+            row(FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
             pending_flows.append(f"{src}, {fire}, {p}, e{i}, {lit(label_id)}, block, sub")
         else:  # cross-core flags run live: a wait may suspend until the peer's set
             emit()

@@ -214,10 +214,8 @@ def _pairs_by_matmul(a: np.ndarray, b: np.ndarray, k: int, acc: np.ndarray, init
     m1, k1, _, k0 = a.shape
     n1 = b.shape[1]
     rows, cols, half = m1 * M0, n1 * N0, k0 // 2
-    # pair i of fractal kf: A[kf, i] = (rows x 2) columns 2i, 2i+1 of the fractal; B[kf, i] = (2 x cols).
-    # The pairs are stored in bit-reversed order of i, so every further level of the tree adds the first half
-    # of the partial sums to the second (contiguous) half; converted to fp32 on the way in (one copy each).
-    bits = half.bit_length() - 1
+    # pair i of fractal kf: A[kf, i] = (rows x 2) columns 2i, 2i+1 of the fractal; B[kf, i] = (2 x cols), in the
+    # order _pair_order gives; converted to fp32 on the way in (one copy each).
     ia, ib = _pair_order(m1, k1, n1, k0)
     # NOTE: gathered as 16-bit patterns by one index array each, then widened by table (widen16), for
     # performance reasons: about half the time of a cast through the 8-axis transpose (benchmarks/pfa.py)
@@ -225,6 +223,7 @@ def _pairs_by_matmul(a: np.ndarray, b: np.ndarray, k: int, acc: np.ndarray, init
     pb = widen16(b.view(np.uint16).reshape(-1).take(ib).view(b.dtype)).reshape(k1, half, 2, cols)
     valid = k - (k1 - 1) * k0
     if valid < k0:  # elements past k are read as +0
+        bits = half.bit_length() - 1
         dead = np.zeros(k0, bool)
         dead[valid:] = True
         dead = dead.reshape((2,) * bits + (2,)).transpose(tuple(range(bits - 1, -1, -1)) + (bits,)).reshape(half, 2)
