@@ -30,6 +30,7 @@ are added in block order (half 0, then half 1) from +0, and dsink = -total.
 from __future__ import annotations
 
 from collections import deque
+from itertools import zip_longest
 
 import numpy as np
 
@@ -343,11 +344,9 @@ def _cube_order(n: int, contiguous, core_starts, aiv_split) -> list:
             runs += [range(core_starts[c], mid), range(mid, core_starts[c + 1])]
     else:
         return list(range(n))
-    runs += [range(0)] * (len(runs) % 2)
     order = []
-    for first, second in zip(runs[0::2], runs[1::2]):
-        for t in range(max(len(first), len(second))):
-            order += [run[t] for run in (first, second) if t < len(run)]
+    for pair in zip_longest(runs[0::2], runs[1::2], fillvalue=range(0)):  # an AI Core's two runs
+        order += [k for ks in zip_longest(*pair) for k in ks if k is not None]
     return order
 
 
@@ -400,7 +399,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     if core_starts is not None:
         owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
     strips, adds = [], []
-    for k, sec in enumerate(secs):  # in section order (the dsink partials' order)
+    for sec in secs:  # in section order (the dsink partials' order)
         if cv is None and not regions:
             adds.append([c for blk in sec for c in _block(p, ctx, blk)])
         elif dtm:

@@ -322,14 +322,15 @@ def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list
 BN2_WEIGHT_ALIGN = 64  # BASE_LEN_64: S1s2Bn2's (batch, key/value head) weight ceil(Sq / 64) ceil(Skv / 64)
 
 
-def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int]:
+def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tuple[tuple, int, int, tuple]:
     """The deterministic S1s2Bn2 template's core split (DoBlockTiling, ..._tiling_s1s2_bn2.cpp): the (batch,
     key/value head) pairs, each weighing ceil(Sq / 64) ceil(Skv / 64) (batch outer), cut into contiguous runs
     over coreNum = every AIV (TND never takes its L1-custom variant, which splits over AI Cores): one pair per
     AIV when they are no more than the AIVs, else GetSplitArrayMinMaxSum and the greedy walk of balanced_split.
     An AI Core runs its AIVs' runs; every section (the basic sections, in (batch, head) order) goes to the core
     of its pair, so each output row has one writer. Returns (first section of every core and the end,
-    blockDim, coreNum AIVs)."""
+    blockDim, coreNum AIVs, ()): as generic_core_split, with no second-AIV split (a core's AIVs share its
+    sections by rows)."""
     p = problem
     aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
     sq, skv = np.asarray(p.seq_q, np.int64), np.asarray(p.seq_kv, np.int64)
@@ -338,7 +339,7 @@ def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tupl
     pair_starts, block_dim = balanced_split(weights, min(len(weights), aivs), ratio)
     pair = [blk_pair for sec in sections for blk_pair in [sec[0][0] * p.N2 + sec[0][1] // p.G]]
     starts = tuple(int(np.searchsorted(pair, ps, side="left")) for ps in pair_starts)
-    return starts, block_dim, aivs
+    return starts, block_dim, aivs, ()
 
 
 def block_dim_override(overrides: dict | None, chip) -> int | None:
@@ -493,11 +494,9 @@ def sab_work(problem, chip, deterministic: bool, block_dim: int | None) -> Liste
     per = np.array([[len(sec), sum(blk[6] for blk in sec)] for sec in listed], np.int64).reshape(-1, 2)
     aiv_first = None
     if template in ("generic", "basic_bn2"):
-        if template == "basic_bn2":
-            starts, bd, _ = bn2_core_split(problem, listed, chip, block_dim)
-        else:
-            starts, bd, _, second = generic_core_split(problem, listed, chip, block_dim)
-            aiv_first = np.asarray(second, np.int64) - np.asarray(starts[:-1], np.int64) if second else None
+        split = bn2_core_split if template == "basic_bn2" else generic_core_split
+        starts, bd, _, second = split(problem, listed, chip, block_dim)
+        aiv_first = np.asarray(second, np.int64) - np.asarray(starts[:-1], np.int64) if second else None
         pos = np.repeat(np.arange(bd), np.diff(starts))
         slot = np.arange(len(listed)) - np.asarray(starts)[pos]
         placed = [None] * (int(slot.max(initial=-1)) + 1) * bd
@@ -549,11 +548,11 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
     core_starts, split_aivs, aiv_split = (), 0, ()
     if template in ("generic", "basic_bn2"):
-        if work is None and template == "basic_bn2":
-            core_starts, block_dim, split_aivs = bn2_core_split(problem, sections, chip, requested)
-        elif work is None:
-            core_starts, block_dim, split_aivs, aiv_split = generic_core_split(problem, sections, chip, requested)
-            assert max((len(sec) for sec in sections), default=0) <= SECTION_BLOCKS // 2  # core_steps' slots
+        if work is None:
+            split = bn2_core_split if template == "basic_bn2" else generic_core_split
+            core_starts, block_dim, split_aivs, aiv_split = split(problem, sections, chip, requested)
+            if template == "generic":  # core_steps' slots: each AIV's CV block in half the section buffers
+                assert max((len(sec) for sec in sections), default=0) <= SECTION_BLOCKS // 2
         else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
             block_dim = work.block_dim
     if sections is None:
