@@ -56,7 +56,7 @@ ROW_BLOCK = 4096  # tokens per block when scanning a full index array
 SEQUENCE_CORES = 8  # most cores whose real token sequences the sequence probe runs
 SEQUENCE_BLOCKS = 3000  # most work (gathered blocks + 16 per chunk) of those cores (a cost, not fitted)
 SEQUENCE_ONE_BLOCKS = 8192  # ... but the slowest core alone runs up to this much (a cost: ~3 s CPU)
-# Fitted (session 9, on the tuning side): a bound launch's main loop over its GM bytes / bandwidth. Timing mode
+# Fitted on the tuning side: a bound launch's main loop over its GM bytes / bandwidth. Timing mode
 # books the bytes the bound counts (HBM bytes of the whole launch within 0.1% of bound + zero/post on T1 = 240),
 # but its HBM calendar (npusim/memory/bandwidth.py) is full in about 84% of its 256-cycle buckets (96.5% busy in
 # the steady state, 90% in the first tenth of the launch, 93% in the last: the cores' compute and flag waits
@@ -345,9 +345,9 @@ def nth_tokens(work: dict, used: int, nth: int) -> np.ndarray:
 def zero_post_cycles(problem, spec, used: int) -> float:
     """Cycles of the zero-fill and post steps (with the launch overhead) on *used* cores: run at the call's own
     sizes up to ZP_DIRECT_BYTES of accumulators; beyond, linear in bytes through probes of ZP_BYTES and
-    ZP_SPAN * ZP_BYTES. (Session 8 extrapolated from 8 and 16 MB everywhere: the steps' time is not linear in
-    bytes to better than about 10% between nearby sizes, each core's share rounding to whole row tiles, and
-    a slope over 8 MB carried that to +6.8% at 100 MB; docs/sfag.md "Estimate mode".)"""
+    ZP_SPAN * ZP_BYTES. Why run them whole: the steps' time is not linear in bytes to better than about 10%
+    between nearby sizes (each core's share rounds to whole row tiles), and a slope over 8 MB probes carried
+    that to +6.8% at 100 MB (docs/sfag.md "Estimate mode")."""
     g, dt, d = problem.G, problem.Dt, problem.D
     per_t1, per_t2 = g * dt * 4, (dt + d) * 4
     total = problem.T1 * per_t1 + problem.T2 * per_t2
@@ -446,7 +446,7 @@ def sequence_probe(problem, spec, til, work: dict, per_core: np.ndarray):
     The kept cores get the chip's whole HBM/L2 bandwidth: npusim books every transfer on the chip-wide budgets,
     so a core only waits where the launch's whole demand exceeds them, and that case is the bandwidth bound's
     (bandwidth_bound, which the estimate takes when larger). Cutting the bandwidth to the kept cores' share of
-    the used cores, as session 6 did, charged every transfer as if all cores moved data at every moment: a probe
+    the used cores charged every transfer as if all cores moved data at every moment: a probe
     of one or two cores came out 3-10% slow (docs/sfag.md)."""
     used = til.blockDim
     if problem.T1 == 0 or til.deterministic:
@@ -474,8 +474,8 @@ def sequence_cores(problem, work: dict, per_core: np.ndarray, used: int) -> np.n
     in SEQUENCE_BLOCKS of work (gathered blocks + 16 per chunk), at most SEQUENCE_CORES. When the slowest alone
     does not fit, it runs alone if its work is at most SEQUENCE_ONE_BLOCKS (none beyond): such a core holds a few
     wide tokens, where the token sum's fill and last-token corrections, measured on narrower probe tokens, are
-    extrapolated furthest (session 8: the checking set of seed 20261127 missed by +5.7% to +10.9% on four such
-    calls; docs/sfag.md "Estimate mode")."""
+    extrapolated furthest (without this run, seed 20261127's set missed by +5.7% to +10.9% on four such calls;
+    docs/sfag.md "Estimate mode")."""
     order = np.argsort(-per_core, kind="stable")[:min(SEQUENCE_CORES, int(np.count_nonzero(per_core > 0)))]
     load = np.bincount(np.arange(problem.T1) % used, weights=work["blocks"] + 16 * work["chunks"], minlength=used)
     fits = np.cumsum(load[order]) <= SEQUENCE_BLOCKS
