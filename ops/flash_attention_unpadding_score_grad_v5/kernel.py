@@ -1276,6 +1276,47 @@ def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
     return (lo, mine, cols), (k._slot(k.mm1, task, j, F32),)
 
 
+def _dqkv_key(k: KernelFagBasic, task: int, s: int, off: int):
+    """ComputeMMDqkv: the CV block's blocks (slot, shape, Q/dY and K rows relative to the block's first) and its
+    strips (which blocks, destination pitch, whether the strip alone switches atomic adds on); the core's section
+    slots (task parity in the key), Q, K, dY (and the rope inputs) and each strip's destination move. The atomic
+    Fixpipes are transfers in timing mode (launch.atomic_add runs in full mode only, where nothing replays), and
+    the step leaves atomic adds off as it found them. Sets k.direct as the step's first line does, so that
+    _sab_dst answers as inside the step."""
+    t, D, Dr = k.t, k.D, k.Dr
+    if t.dtmBasic:  # a round's lone strips, once per round and core (det_direct costs as much as the step's lines)
+        rounds = k.__dict__.setdefault("_direct_of_round", {})
+        r = s // t.blockDim
+        if r not in rounds:
+            rounds[r] = det_direct(t, k.a, r)
+        k.direct = rounds[r]
+    else:
+        k.direct = set()
+    blocks = [(off + jj, i) for jj, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
+    rows_of = {i: k._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]) for _, i in blocks}
+    q0 = min(q for q, _ in rows_of.values())
+    kv0 = min(kv for _, kv in rows_of.values())
+    shape = tuple((j, t.blkRows[i], t.blkCols[i], rows_of[i][0] - q0, rows_of[i][1] - kv0) for j, i in blocks)
+    row_strips, col_strips = k._strips(s, off)
+    strips, regions = [], []
+    for group, kinds in ((row_strips, ("dq", "dq_rope")), (col_strips, ("dk", "dk_rope", "dv"))):
+        for strip in group:
+            i0 = strip[0][1]
+            m = t.blkRows[i0] if group is row_strips else t.blkCols[i0]
+            for kind in kinds:
+                width = Dr if kind.endswith("rope") else D
+                if not width:
+                    continue
+                dst, pitch, alone = k._sab_dst(kind, task, i0, width)
+                strips.append((kind, tuple(j for j, _ in strip), pitch, alone))
+                regions.append((dst, ((m - 1) * pitch + width) * 4))
+    bases = ((k.ws[k.mm1[0]], 4 * t.mmSectionBytes), *regions, k.qGm[q0], k.kGm[kv0], k.dyGm[q0])
+    if Dr:
+        bases += (k.qrGm[q0 // D * Dr], k.krGm[kv0 // D * Dr])
+    return (task % 2, shape, tuple(strips)), bases
+
+
 KernelFagBasic.Cube1Block = replayable(_cube1_key)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key)(KernelFagBasic.SubGrapB)
+KernelFagBasic.ComputeMMDqkv = replayable(_dqkv_key, shared=True)(KernelFagBasic.ComputeMMDqkv)

@@ -322,3 +322,47 @@ def test_vector_add_generated_replay_with_rows_in_blocks(counted):
     on, off = _both(run)
     assert counted["steps"] > 550 and replay_code._CODE
     assert_same_trace(on, off)
+
+
+# -- steps with atomic Fixpipes: FAG's ComputeMMDqkv ---------------------------------------------------------
+FAG_ATOMIC_CASES = {  # name: (make_case keywords, deterministic, tiling override, the template it must run)
+    "sameab": (dict(seq_q=[1024], seq_kv=[1024], n1=4, d=32, sink=True), False, {"blockDim": 2}, "sameab"),
+    "sameab_rope_gqa": (dict(seq_q=[1024], seq_kv=[1024], n1=4, n2=2, d=64, dtype="bf16", rope_d=64, sink=True),
+                        False, {"blockDim": 2}, "sameab"),
+    "sameab_dtm_causal": (dict(seq_q=[1536], seq_kv=[1536], n1=4, d=32, sparse_mode=2, causal=True, sink=True),
+                          True, {"blockDim": 2}, "sameab_det"),
+    "basic_det": (dict(seq_q=[1024, 1024], seq_kv=[1024, 1024], n1=2, d=64), True, {"blockDim": 3}, "basic_det"),
+}
+
+
+@pytest.mark.unsanitized
+@pytest.mark.parametrize("name", FAG_ATOMIC_CASES)
+def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, name):
+    """FAG's ComputeMMDqkv switches SetAtomicAdd on inside the step and its Fixpipes add atomically into the dq/dk/
+    dv workspaces (IS_DTM: plain writes into the core's partial slot, basic_det's lone dk/dv strips atomically
+    into the workspace). In timing mode an atomic Fixpipe is a transfer like any other (its adds are queued for
+    launch.atomic_add in full mode only, where nothing replays), so the step is replayed, shared by the streams:
+    the trace, every GM transfer's buffer, address and size, and the (empty) atomic log equal the interpreted
+    run's, while replayed ComputeMMDqkv calls skip the kernel lines."""
+    from ops import flash_attention_unpadding_score_grad_v5 as fag
+    from ops.flash_attention_unpadding_score_grad_v5.kernel import KernelFagBasic
+    from tests.ops.fag_cases import make_case
+    kw, det, til, template = FAG_ATOMIC_CASES[name]
+    strips = []  # the strips of each ComputeMMDqkv run as written
+    real, real_set = KernelFagBasic._mm_ab_strip, replay.ENABLED
+
+    def counting(self, kind, *args):
+        strips.append((replay.ENABLED, kind))
+        return real(self, kind, *args)
+    monkeypatch.setattr(KernelFagBasic, "_mm_ab_strip", counting)
+    a, _ = make_case(**kw)
+    (on, booked_on), (off, booked_off) = _both_booked(
+        lambda: fag(**a, deterministic=det, tiling=til, mode="timing", trace="full"), booked)
+    assert real_set and on.tiling.template == template
+    written_on, written_off = (sum(1 for e, _ in strips if e is flag) for flag in (True, False))
+    assert written_off - written_on >= 40  # strips of replayed steps did not run the kernel lines
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
+    assert on.extra["launches"].keys() == off.extra["launches"].keys()
+    assert all(on.extra["launches"][k].cycles == off.extra["launches"][k].cycles for k in on.extra["launches"])
+    assert on.extra["atomics"] == off.extra["atomics"]
