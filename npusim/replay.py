@@ -18,8 +18,8 @@ wait_flag, barrier) with its kernel line (a key seen once costs no recording); a
 full key replays those calls, then sets the queues and the named attributes to the state the recorded
 call left. Cross-core flags are replayed as calls into the launch, which run live (a wait still
 suspends until its peer's set). A step that does anything else
-to the stream (SyncAll, SetAtomicAdd, a new queue, rows written by other code) is never replayed: its
-recording is dropped and it always runs as written.
+to the stream (SyncAll, a SetAtomic state or atomic add it does not undo, a new queue, rows written by other
+code) is never replayed: its recording is dropped and it always runs as written.
 
 Replay is on in timing mode only, off when sanitizing (the sanitizer checks each interpreted instruction)
 and can be switched off for comparisons (:func:`disabled`).
@@ -261,15 +261,15 @@ class _Entry:
 
 def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
     """Run the step with the unit logging its calls (CoreUnit.recorder); the cache entry it earns."""
-    n_queues, rows0, atomic0 = len(unit.queues), _rows(unit), unit.atomic  # SetAtomicAdd steps: never replayed
+    n_queues, rows0, atomic0 = len(unit.queues), _rows(unit), _atomic_state(unit)
     calls = unit.recorder = []
     try:
         fn(kernel, *args)
     finally:
         unit.recorder = None
     if None in calls or len(unit.queues) != n_queues or _rows(unit) - rows0 != len(calls) \
-            or unit.atomic is not None or atomic0 is not None:
-        return _NEVER  # a SyncAll (None), a new queue, rows written by other code, atomics
+            or _atomic_state(unit) != atomic0:
+        return _NEVER  # a SyncAll (None), a new queue, rows written by other code, atomics it cannot redo
     ops = _compile(unit, calls, bases)
     if ops is None:
         return _NEVER
@@ -293,6 +293,17 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
     e.next = {}
     unit.replayed = (e, _rows(unit))
     return e
+
+
+def _atomic_state(unit) -> tuple:
+    """What a step's atomic Fixpipes depend on and leave behind: the SetAtomicAdd dtype in force and the atomic adds
+    queued so far (Launch.atomic_add).
+
+    A step that leaves both as it found them replays exactly: its atomic Fixpipes are transfers like any other in
+    timing mode (their adds are queued in full mode only, where nothing replays), and the SetAtomic state it enters
+    with is in its key. A step that changes either (a SetAtomicAdd left on, an add queued) is never replayed.
+    """
+    return unit.atomic, len(unit.launch.atomic_pending), len(unit.launch.atomic_log)
 
 
 # -- compiling a recording ---------------------------------------------------------------------------

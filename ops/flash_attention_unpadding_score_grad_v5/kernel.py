@@ -1316,7 +1316,23 @@ def _dqkv_key(k: KernelFagBasic, task: int, s: int, off: int):
     return (task % 2, shape, tuple(strips)), bases
 
 
-KernelFagBasic.Cube1Block = replayable(_cube1_key)(KernelFagBasic.Cube1Block)
-KernelFagBasic.SubGrapA = replayable(_suba_key)(KernelFagBasic.SubGrapA)
-KernelFagBasic.SubGrapB = replayable(_subb_key)(KernelFagBasic.SubGrapB)
+def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):
+    """_mm_ab_strip (one strip of ComputeMMDqkv, replayed inside a CV block too, where strips repeat): the strip's
+    kind and shape, its destination's pitch and whether it switches atomic adds on alone, and each part's shape; the
+    destination and each part's slot block and B rows move (regions of their buffers). Entered with SetAtomicAdd
+    in force (non-deterministic) or not (IS_DTM): that state is in the replay key."""
+    dst, pitch, alone = k._sab_dst(kind, task, i0, width)
+    a_item, b_item = k.inDt.itemsize, k.inDt.itemsize
+    bases = [(dst, ((m - 1) * pitch + width) * 4)]
+    shape = []
+    for a_src, a_rows, a_cols, trans, b_gm, kk, b_pitch in parts:
+        bases += [(a_src, ((a_rows - 1) * k.cast_pitch + a_cols) * a_item), (b_gm, ((kk - 1) * b_pitch + width) * b_item)]
+        shape.append((a_rows, a_cols, trans, kk, b_pitch))
+    return (kind, m, width, pitch, alone, tuple(shape)), tuple(bases)  # kind: which buffers B and dst are in
+
+
+KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
+KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
+KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
 KernelFagBasic.ComputeMMDqkv = replayable(_dqkv_key, shared=True)(KernelFagBasic.ComputeMMDqkv)
+KernelFagBasic._mm_ab_strip = replayable(_strip_key, shared=True)(KernelFagBasic._mm_ab_strip)

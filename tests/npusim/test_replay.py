@@ -3,7 +3,7 @@
 A replayed step hands its recorded calls to the same CoreUnit methods, so the trace (every column, flag
 arrow, name and source line) and the cycles equal those of the run with every step interpreted. The tests
 check that on operator runs where steps are replayed many times, and that steps the replay cannot
-reproduce (SyncAll, a changed SetAtomic state) and sanitized runs are always interpreted.
+reproduce (SyncAll, a SetAtomic state left changed) and sanitized runs are always interpreted.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import npusim.replay as replay
 from npusim.chip import chip as get_chip
 from npusim.kernel import (ASCEND_IS_AIC, Adds, CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, GlobalTensor, Pipe,
-                           PipeBarrier, SyncAll, TPipe, TPosition, TQue)
+                           PipeBarrier, SetAtomicAdd, SetAtomicNone, SyncAll, TPipe, TPosition, TQue)
 from npusim.launch import GmArg, launch
 from npusim.memory.gm import TensorSpec
 
@@ -140,6 +140,11 @@ def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
                 SyncAll()
             elif extra == "all":
                 PipeBarrier()  # PIPE_ALL
+            elif extra == "atomic":  # atomic adds on and off again inside the step
+                SetAtomicAdd(np.float32)
+                SetAtomicNone()
+            elif extra == "atomic_toggle":  # every step leaves the SetAtomic state changed
+                SetAtomicNone() if self.flip else SetAtomicAdd(np.float32)
             self.que.FreeTensor(t)
             self.flip ^= 1
 
@@ -155,10 +160,11 @@ def _mix_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, extra: str):
     assert k.flip == steps % 2  # the replayed steps restored it too
 
 
-@pytest.mark.parametrize("extra", ["none", "cross", "sync"])
+@pytest.mark.parametrize("extra", ["none", "cross", "sync", "atomic", "atomic_toggle"])
 def test_cross_core_flags_replay_live_and_sync_all_never(counted, extra):
-    """A step's cross-core flags are replayed as live calls into the launch; a step with a SyncAll is
-    always interpreted. Either way the trace is the interpreted one."""
+    """A step's cross-core flags are replayed as live calls into the launch; a step with a SyncAll, or one that
+    leaves the SetAtomic state other than it found it, is always interpreted (a step that switches atomic adds
+    on and off again is replayed). Either way the trace is the interpreted one."""
     x = TensorSpec((8192,), np.float16)
 
     def run():
@@ -166,7 +172,7 @@ def test_cross_core_flags_replay_live_and_sync_all_never(counted, extra):
                       mode="timing", kernel_type="mix", progress=False)
     on, off = _both(run)
     assert_same_trace(on, off)
-    if extra == "sync":
+    if extra in ("sync", "atomic_toggle"):
         assert counted["steps"] == 0
     else:
         assert counted["steps"] >= 2 * 30  # both vector cores replay after a few recorded steps
@@ -343,23 +349,21 @@ def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, n
     into the workspace). In timing mode an atomic Fixpipe is a transfer like any other (its adds are queued for
     launch.atomic_add in full mode only, where nothing replays), so the step is replayed, shared by the streams:
     the trace, every GM transfer's buffer, address and size, and the (empty) atomic log equal the interpreted
-    run's, while replayed ComputeMMDqkv calls skip the kernel lines."""
+    run's, while replayed ComputeMMDqkv calls and strips (entered with SetAtomicAdd on, non-deterministic) skip the
+    kernel lines."""
     from ops import flash_attention_unpadding_score_grad_v5 as fag
     from ops.flash_attention_unpadding_score_grad_v5.kernel import KernelFagBasic
     from tests.ops.fag_cases import make_case
     kw, det, til, template = FAG_ATOMIC_CASES[name]
-    strips = []  # the strips of each ComputeMMDqkv run as written
-    real, real_set = KernelFagBasic._mm_ab_strip, replay.ENABLED
-
-    def counting(self, kind, *args):
-        strips.append((replay.ENABLED, kind))
-        return real(self, kind, *args)
-    monkeypatch.setattr(KernelFagBasic, "_mm_ab_strip", counting)
+    strips = []  # the strips of ComputeMMDqkv run as written (by replay.ENABLED of the run)
+    real = KernelFagBasic._mm_ab_parts
+    monkeypatch.setattr(KernelFagBasic, "_mm_ab_parts",
+                        lambda self, *args: strips.append(replay.ENABLED) or real(self, *args))
     a, _ = make_case(**kw)
     (on, booked_on), (off, booked_off) = _both_booked(
         lambda: fag(**a, deterministic=det, tiling=til, mode="timing", trace="full"), booked)
-    assert real_set and on.tiling.template == template
-    written_on, written_off = (sum(1 for e, _ in strips if e is flag) for flag in (True, False))
+    assert on.tiling.template == template
+    written_on, written_off = strips.count(True), strips.count(False)
     assert written_off - written_on >= 40  # strips of replayed steps did not run the kernel lines
     assert_same_trace(on, off)
     assert booked_on == booked_off
