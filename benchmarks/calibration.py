@@ -24,9 +24,11 @@ and both files under what-if variants of shared constants (WHATIF: twice the vec
 budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped. And it sets
 both boards against every chip L2 budget with a source (docs/calibration.md "L2: what the two boards say"): the FA
 board's S = 16384 step against its floors, its L2 traffic counted as its own template moves it (fa_floor), and the
-fused-infer kernel's L2 floor at each budget (fia_l2_budgets).
+fused-infer kernel's L2 floor at each budget (fia_l2_budgets). Last, both files with the FA file's S1s2Bn2gs1 calls on
+the cube side the Matmul API sources give that template (board_cube_side_points, fa_board_cube_side.py: K and V shared
+in one one-deep L1 cache, L0C single or double) at one L2 budget for both files: a diagnostic, never shipped.
 
-    python benchmarks/calibration.py   # the FA S=16384 point runs 5 times; 4.8 min wall at load 8.7 (2026-11-24)
+    python benchmarks/calibration.py   # the FA S=16384 point runs 9 times; 6.9 min wall at load 8.2 (2026-11-24)
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
