@@ -29,7 +29,17 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from npusim.kernel import DataCopy, Fixpipe, FixpipeParamsV220, HardEvent, Nd2NzParams, SetFlag, TPosition, TQue, WaitFlag
+from npusim.kernel import (
+    DataCopy,
+    Fixpipe,
+    FixpipeParamsV220,
+    HardEvent,
+    Nd2NzParams,
+    SetFlag,
+    TPosition,
+    TQue,
+    WaitFlag,
+)
 from ops.common.cube_tiles import CubeTiles, c16
 from ops.flash_attention_var_len_score import kernel as fa_kernel
 from ops.flash_attention_var_len_score.tiling import CUBE_M, L0C_BUFFER_BYTES
@@ -136,7 +146,7 @@ def board_cube_side(l0c_depth: int):
     """Within the block, FA varlen calls run KernelFaSharedKv with *l0c_depth* L0C buffers (the kernel entry looks the
     class up by name at each call)."""
     shipped = fa_kernel.KernelFlashAttentionVarLenScore
-    cls = type("KernelFaSharedKvL0c%d" % l0c_depth, (KernelFaSharedKv,), {"l0c_depth": l0c_depth})
+    cls = type(f"KernelFaSharedKvL0c{l0c_depth}", (KernelFaSharedKv,), {"l0c_depth": l0c_depth})
     fa_kernel.KernelFlashAttentionVarLenScore = cls
     try:
         yield cls

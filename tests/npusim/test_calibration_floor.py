@@ -135,6 +135,7 @@ def test_board_cube_side_moves_one_k_and_v_tile_per_ai_core_step(l0c_depth):
     """With the board's cube side (fa_board_cube_side: K and V in one L1 cache shared by the two workers) one more
     1024-key tile adds exactly the board template's fa_step_l2_bytes (K/V shared); the shipped kernel is back after."""
     from fa_board_cube_side import board_cube_side
+
     from ops.flash_attention_var_len_score import kernel as fa_kernel
     shipped = fa_kernel.KernelFlashAttentionVarLenScore
     with board_cube_side(l0c_depth) as cls:
@@ -148,6 +149,7 @@ def test_board_cube_side_moves_one_k_and_v_tile_per_ai_core_step(l0c_depth):
 def test_board_cube_side_outputs_are_the_shipped_kernels_bits(l0c_depth):
     """Full mode, a ragged last key tile and two workers per AI Core on the same tiles: every output bit-identical."""
     from fa_board_cube_side import board_cube_side
+
     from ops import flash_attention_var_len_score
     rng = np.random.default_rng(7)
     s, d = 1024 + 64, 128
