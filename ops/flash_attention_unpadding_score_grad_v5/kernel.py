@@ -1276,6 +1276,19 @@ def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
     return (lo, mine, cols), (k._slot(k.mm1, task, j, F32),)
 
 
+def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """VecBlock: SubGrapA's key (this AIV's rows, the block's columns, the mask tiles); the S and dP slots and this
+    AIV's sfmg rows (regions of the workspace), the statistics rows and a full mask's rows move with the block."""
+    key = _suba_key(k, task, j, i)
+    if key is None or not key[0][1]:
+        return None
+    b, n, _, _, _, _, mine, _, _, row0 = k._geometry(i)
+    n1 = k.t.n1Size
+    slot = BASE * BASE * 4
+    return key[0], ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot),
+                    (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4), *key[1][1:])
+
+
 def _dqkv_key(k: KernelFagBasic, task: int, s: int, off: int):
     """ComputeMMDqkv: the CV block's blocks (slot, shape, Q/dY and K rows relative to the block's first) and its
     strips (which blocks, destination pitch, whether the strip alone switches atomic adds on); the core's section
@@ -1334,5 +1347,6 @@ def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, 
 KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
+KernelFagBasic.VecBlock = replayable(_vecblock_key, shared=True)(KernelFagBasic.VecBlock)
 KernelFagBasic.ComputeMMDqkv = replayable(_dqkv_key, shared=True)(KernelFagBasic.ComputeMMDqkv)
 KernelFagBasic._mm_ab_strip = replayable(_strip_key, shared=True)(KernelFagBasic._mm_ab_strip)
