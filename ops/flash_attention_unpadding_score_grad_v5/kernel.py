@@ -403,7 +403,7 @@ class KernelFagBasic:
             CrossCoreWaitFlag(V2C[v == 1])
             if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
                 CrossCoreWaitFlag(DET2CUBE)
-            if self.t.template in ("basic", "basic_bn2"):
+            if self.t.template == "basic":
                 self.Cube23(task, s)
             elif self.b32:
                 self.ComputeMMDqkvT(task, s, off)
