@@ -1,14 +1,16 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
 The template is CANN's choice (templates.py): SameAB, basic_det, the generic template (UnpaddedAttension /
-S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "basic_bn2": its (batch, key/value
-head) core split (bn2_core_split) over the basic template's sections (run_template).
+S1s2Bn2gs1s2), the deterministic S1s2Bn2 template ("basic_bn2") or the basic template (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
 slots. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
 one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
 (generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
-core's first section. The rest of this docstring is the basic template.
+core's first section. basic_bn2: the same CV block list with S1s2Bn2's CV shape (bn2_cv_inner) and
+rectangles (cv_columns), split by (batch, key/value head) pair over the AIVs (bn2_core_split); generic and
+basic_bn2 give every core's second AIV its own run (``secAivSplit``). The rest of this docstring is the basic
+template.
 
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
