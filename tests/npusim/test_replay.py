@@ -338,6 +338,8 @@ FAG_ATOMIC_CASES = {  # name: (make_case keywords, deterministic, tiling overrid
     "sameab_dtm_causal": (dict(seq_q=[1536], seq_kv=[1536], n1=4, d=32, sparse_mode=2, causal=True, sink=True),
                           True, {"blockDim": 2}, "sameab_det"),
     "basic_det": (dict(seq_q=[1024, 1024], seq_kv=[1024, 1024], n1=2, d=64), True, {"blockDim": 3}, "basic_det"),
+    "basic_bn2": (dict(seq_q=[600, 600], seq_kv=[600, 600], n1=4, n2=2, d=64, layout=""), True, {"blockDim": 2},
+                  "basic_bn2"),
 }
 
 
