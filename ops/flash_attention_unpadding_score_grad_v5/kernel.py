@@ -107,11 +107,25 @@ def strip_dst(tiling: FagTilingData, args, kind: str, b: int, n: int, s1o: int, 
     return base + (tok * heads + head) * width
 
 
+_ROUND_GROUPS = {"of": None, "rounds": {}}  # dtm_groups of the launch running now: (tiling, args), round -> groups
+
+
 def dtm_groups(tiling: FagTilingData, args, r: int) -> list:
     """The output strips the CV blocks of round r wrote (round r: sections r * blockDim ..., section k on core
     k % blockDim): (kind, workspace fp32 index of the strip, rows, width, row pitch, the fp32 indices of the
     partials in core order). Strips are 128-row pieces of dq rows (b, n1, s1 block) and of dk/dv rows (b, n2,
-    s2 block)."""
+    s2 block). Computed once per round of a launch (every cube asks for its round's lone strips and every AIV
+    for the round's groups; the same list, read only)."""
+    of = _ROUND_GROUPS["of"]
+    if of is None or of[0] is not tiling or of[1] is not args:
+        _ROUND_GROUPS["of"], _ROUND_GROUPS["rounds"] = (tiling, args), {}
+    rounds = _ROUND_GROUPS["rounds"]
+    if r not in rounds:
+        rounds[r] = _round_groups(tiling, args, r)
+    return rounds[r]
+
+
+def _round_groups(tiling: FagTilingData, args, r: int) -> list:
     t = tiling
     D, Dr = t.dSize, t.ropeD
     kinds = ("dq", "dk", "dv") + (("dq_rope", "dk_rope") if Dr else ())
@@ -1298,14 +1312,7 @@ def _dqkv_key(k: KernelFagBasic, task: int, s: int, off: int):
     the step leaves atomic adds off as it found them. Sets k.direct as the step's first line does, so that
     _sab_dst answers as inside the step."""
     t, D, Dr = k.t, k.D, k.Dr
-    if t.dtmBasic:  # a round's lone strips, once per round and core (det_direct costs as much as the step's lines)
-        rounds = k.__dict__.setdefault("_direct_of_round", {})
-        r = s // t.blockDim
-        if r not in rounds:
-            rounds[r] = det_direct(t, k.a, r)
-        k.direct = rounds[r]
-    else:
-        k.direct = set()
+    k.direct = det_direct(t, k.a, s // t.blockDim) if t.dtmBasic else set()
     blocks = [(off + jj, i) for jj, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
     rows_of = {i: k._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]) for _, i in blocks}
     q0 = min(q for q, _ in rows_of.values())
