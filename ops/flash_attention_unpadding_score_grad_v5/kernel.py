@@ -259,24 +259,31 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
         lo = GetBlockIdx() * share
         for e0 in range(lo, min(lo + share, total), POST_ELEMS):
             n = min(POST_ELEMS, lo + share - e0, total - e0)
-            x = inQ.AllocTensor(F32)
-            CopyRowsIn(x, workspace[off].ReinterpretCast(F32)[e0], 1, n, n, -(-n // 8) * 8)
-            inQ.EnQue(x)
-            x = inQ.DeQue(F32)
-            if scaled:
-                Muls(x, x, tiling.scaleValue, n)
-                PipeBarrier(Pipe.V)
-            y = outQ.AllocTensor(dt)
-            if dt.itemsize == 4:  # fp32 outputs: the fp32 sum itself
-                Copy(y, x, 64, -(-n // 64), CopyRepeatParams(1, 1, 8, 8))
-            else:
-                Cast(y, x, RoundMode.CAST_ROUND, n)
-            inQ.FreeTensor(x)
-            outQ.EnQue(y)
-            y = outQ.DeQue(dt)
-            CopyRowsOut(gm[e0], y, 1, n, -(-n // 16) * 16, n)
-            outQ.FreeTensor(y)
+            PostChunk((inQ, outQ), workspace[off].ReinterpretCast(F32)[e0], gm[e0], n,
+                      tiling.scaleValue if scaled else None, dt)
     pipe.Reset()
+
+
+def PostChunk(queues, src, dst, n: int, scale, dt):
+    """One post step: dst[:n] = cast(src[:n] * scale) (no scale: the fp32 sum itself), src the fp32 workspace."""
+    inQ, outQ = queues
+    x = inQ.AllocTensor(F32)
+    CopyRowsIn(x, src, 1, n, n, -(-n // 8) * 8)
+    inQ.EnQue(x)
+    x = inQ.DeQue(F32)
+    if scale is not None:
+        Muls(x, x, scale, n)
+        PipeBarrier(Pipe.V)
+    y = outQ.AllocTensor(dt)
+    if dt.itemsize == 4:  # fp32 outputs: the fp32 sum itself
+        Copy(y, x, 64, -(-n // 64), CopyRepeatParams(1, 1, 8, 8))
+    else:
+        Cast(y, x, RoundMode.CAST_ROUND, n)
+    inQ.FreeTensor(x)
+    outQ.EnQue(y)
+    y = outQ.DeQue(dt)
+    CopyRowsOut(dst, y, 1, n, -(-n // 16) * 16, n)
+    outQ.FreeTensor(y)
 
 
 def sink_slots(tiling: FagTilingData):
@@ -1352,6 +1359,13 @@ def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, 
     return (kind, m, width, pitch, alone, tuple(shape)), tuple(bases)  # kind: which buffers B and dst are in
 
 
+def _post_chunk_key(queues, src, dst, n: int, scale, dt):
+    """PostChunk: the output (a recording books its own GM buffers), the step's size, whether it scales and the output
+    dtype; the workspace and output rows move."""
+    return (dst.gm.name, n, scale, dt.str), (src, dst)
+
+
+PostChunk = replayable(_post_chunk_key, shared=True)(PostChunk)
 KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)

@@ -372,3 +372,23 @@ def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, n
     assert on.extra["launches"].keys() == off.extra["launches"].keys()
     assert all(on.extra["launches"][k].cycles == off.extra["launches"][k].cycles for k in on.extra["launches"])
     assert on.extra["atomics"] == off.extra["atomics"]
+
+
+@pytest.mark.unsanitized
+@pytest.mark.parametrize("dtype, rope_d", [("bf16", 64), ("fp32", 0)])
+def test_fag_post_chunks_replay_to_the_interpreted_trace(counted, booked, dtype, rope_d):
+    """FAG's post kernel casts dq/dk/dv (and the rope outputs) step by step (PostChunk, shared by the AIVs): its
+    trace, cycles and every GM transfer's buffer, address and size equal the interpreted run's, with a recording
+    per output (each books its own buffer)."""
+    from ops.flash_attention_unpadding_score_grad_v5.launch import launch_post, outputs
+    from ops.flash_attention_unpadding_score_grad_v5.tiling import fag_tiling
+    from tests.ops.fag_cases import make_case
+    _, p = make_case(seq_q=[1500, 500], seq_kv=[1500, 500], n1=4, n2=2, d=128, dtype=dtype, rope_d=rope_d)
+    spec = get_chip("Ascend910B2")
+    til = fag_tiling(p, spec)
+    ws = TensorSpec((til.workspaceSize,), np.uint8)
+    (on, booked_on), (off, booked_off) = _both_booked(
+        lambda: launch_post(p, til, spec, "timing", ws, outputs(p, False)), booked)
+    assert counted["steps"] > 100
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
