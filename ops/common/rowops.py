@@ -16,8 +16,8 @@ instructions, so their numerics and their cycles are those of the instructions (
 
 Callers order dependent instructions with PipeBarrier(PIPE_V), as Ascend C kernels must.
 """
-from __future__ import annotations
-import numpy as np  # NOTE: in the former blank line, so the instruction lines keep their numbers (trace sources)
+from __future__ import annotations  # noqa: I001 - no blank line below: the instruction lines keep their numbers
+import numpy as np
 from npusim.kernel import (Add, BinaryRepeatParams, Brcb, BrcbRepeatParams, Cast, Compare, Copy, CopyRepeatParams,
                            DataCopy, DataCopyExtParams, DataCopyPad, Div, Max, Mul, Pipe, PipeBarrier, ReduceOrder,
                            RoundMode, Sub, WholeReduceMax, WholeReduceSum)

@@ -8,14 +8,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from npusim.kernel import DataCopy, HardEvent, PipeBarrier, SetFlag, TBuf, TPipe, TPosition, WaitFlag
+from npusim.kernel import PipeBarrier
 from npusim.launch import GmArg, launch
 from npusim.types import Pipe
 from ops.common import rowops
 from ops.common.rowops import BroadcastRows, RowBroadcast, RowReduce
+from tests.npusim.test_vector import (
+    _kernel,  # GM arrays -> UB buffers, the body, UB -> GM
+)
+from tests.ops.helpers import bits
 
 F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
-UINT = {2: np.uint16, 4: np.uint32}
 
 
 def _data(rng, shape, dt):
@@ -23,30 +26,13 @@ def _data(rng, shape, dt):
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
     x[rng.random(shape) < 0.05] = 6.0e4 if dt != F32 else 3.0e38  # sums that overflow
     x = x.astype(dt)
-    u = x.view(UINT[dt.itemsize])
+    u = bits(x)
     special = {F16: (0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E01, 0xFE00),
                BF16: (0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0xFFC0),
                F32: (0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00001, 0xFFC00000)}[dt]
     pick = rng.random(shape) < 0.04
     u[pick] = rng.choice(np.array(special, u.dtype), int(pick.sum()))
     return x
-
-
-def _kernel(body, names, *gms):
-    pipe = TPipe()
-    local = {}
-    for name, g in zip(names, gms):
-        buf = TBuf(TPosition.VECCALC)
-        pipe.InitBuffer(buf, -(-g.GetSize() * g.dtype.itemsize // 32) * 32)
-        local[name] = buf.Get(g.dtype)
-        DataCopy(local[name], g, g.GetSize())
-    SetFlag(HardEvent.MTE2_V)
-    WaitFlag(HardEvent.MTE2_V)
-    body(**local)
-    SetFlag(HardEvent.V_MTE3)
-    WaitFlag(HardEvent.V_MTE3)
-    for name, g in zip(names, gms):
-        DataCopy(g, local[name], g.GetSize())
 
 
 def _both(body, arrays: dict):
@@ -67,7 +53,7 @@ def _both(body, arrays: dict):
 def _same(fused, plain):
     (rf, af), (rp, ap) = fused, plain
     for k in af:
-        assert np.array_equal(af[k].view(UINT[af[k].dtype.itemsize]), ap[k].view(UINT[ap[k].dtype.itemsize])), k
+        assert np.array_equal(bits(af[k]), bits(ap[k])), k
     assert rf.cycles == rp.cycles
     for key, col in rf.trace.columns.items():
         assert np.array_equal(col, rp.trace.columns[key]), key
@@ -91,7 +77,7 @@ def test_row_reduce_fused_same_bits_and_trace(dt, kind, rows, cols, pitch_blocks
     arrays = {"src": _data(rng, rows * pitch, dt), "acc": _data(rng, rows * lanes, dt), "dst": _data(rng, 64, dt)}
     fused, plain = _both(body, arrays)
     _same(fused, plain)
-    assert not np.array_equal(fused[1]["dst"].view(UINT[dt.itemsize]), arrays["dst"].view(UINT[dt.itemsize]))
+    assert not np.array_equal(bits(fused[1]["dst"]), bits(arrays["dst"]))
 
 
 @pytest.mark.parametrize("dt", (F16, F32, BF16))
@@ -113,4 +99,4 @@ def test_row_broadcast_fused_same_bits_and_trace(dt, op, rows, cols, pitch_block
     fused, plain = _both(body, arrays)
     _same(fused, plain)
     changed = fused[1]["src" if in_place else "dst"]
-    assert not np.array_equal(changed.view(UINT[dt.itemsize]), arrays["src" if in_place else "dst"].view(UINT[dt.itemsize]))
+    assert not np.array_equal(bits(changed), bits(arrays["src" if in_place else "dst"]))
