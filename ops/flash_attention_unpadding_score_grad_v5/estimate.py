@@ -55,6 +55,8 @@ MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the 
 #: carries the start of the ring (the cube's first sections overlap the AIVs' prologue), so its difference to the
 #: larger run was 13-18% off per block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md)
 BASIC_SAMPLE_SECTIONS = 8
+RING_TEMPLATES = ("basic_bn2",)
+RING_SECTIONS = 20000
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
 #: pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements; 103 steps of post ran in 0.5 s CPU,
@@ -93,10 +95,7 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     n = int(work.core_sections[core])
     if count is None or count >= n:
         return [core + j * work.block_dim for j in range(n)]
-    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
-    blocks, masked = _counts(work, core + probes * work.block_dim)
-    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
-    classes, label = np.unique(blocks * (int(masked.max()) + 1) + masked, return_inverse=True)
+    probes, label, classes = _core_classes(work, core)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -107,6 +106,18 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
         if take[c]:
             js += [int(members[int(round(i))]) for i in np.linspace(0, len(members) - 1, take[c])]
     return [core + j * work.block_dim for j in sorted(set(js))]
+
+
+def _core_classes(work, core: int) -> tuple[np.ndarray, np.ndarray, list]:
+    """(probed local section indices, class label of each, the classes as (blocks, masked) pairs) of *core*: at
+    most CLASS_PROBES evenly spaced sections of its run."""
+    n = int(work.core_sections[core])
+    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
+    blocks, masked = _counts(work, core + probes * work.block_dim)
+    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
+    width = int(masked.max()) + 1
+    keys, label = np.unique(blocks * width + masked, return_inverse=True)
+    return probes, label, [(int(k) // width, int(k) % width) for k in keys]
 
 
 def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prologue: float = 1.0) -> tuple:
@@ -216,7 +227,11 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
         ends, prologue_end = _trace_ends(res.trace, len(cores))
+        if til.template in RING_TEMPLATES:
+            rings.append(_ring_costs(res.trace, len(cores)))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
+
+    rings = []
 
     if til.sabDtm:
         return _rounds_cycles(problem, til, work, run)
@@ -248,7 +263,90 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     grown = float(span @ (w_big - np.array(w_small, float)))
     spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
     per_block = spent / grown if grown else 0.0
+    if til.template in RING_TEMPLATES:
+        ring = _ring_estimate(work, cores, big_pos, rings[-1], i, prologue, spec.cross_core_flag_latency_cycles)
+        if ring is not None:
+            return ring + overhead
     return prologue + e_big[i] - p_big + per_block * span[i] + overhead
+
+
+def _ring_costs(trace, k: int) -> list:
+    """Per simulated core of a basic-template sample, per ring step (one section each): (Cube1, vector pass,
+    Cube23) cycles read off its flags (the kernel's ring, KernelFagBasic.ProcessCube / ComputeVec): Cube1(t) ends
+    at the cube's C2V flag and starts when the cube's previous work ended (Cube23(t - 2), or Cube1(t - 1) for
+    t = 1); Cube23(t) runs from the cube's V2C wait to its SetAtomicNone; an AIV's pass ends at its V2C flag and
+    starts at its C2V wait or, where that wait ended earlier, at its previous V2C flag (the slower AIV counts).
+    None for a core whose flags do not pair one to one with its steps."""
+    c = trace.columns
+    ids = {name: trace.names.index(name) if name in trace.names else -1
+           for name in ("CrossCoreSetFlag", "CrossCoreWaitFlag", "SetAtomicNone")}
+    core, sub, name, end = c["core"], c["sub_core"], c["name_id"], c["end"].astype(float)
+
+    def at(i, u, nm):
+        return np.sort(end[(core == i) & (sub == u) & (name == ids[nm])])
+    out = []
+    for i in range(k):
+        cset, cwait, cnone = at(i, 0, "CrossCoreSetFlag"), at(i, 0, "CrossCoreWaitFlag"), at(i, 0, "SetAtomicNone")
+        n = len(cset)
+        passes = []
+        for u in (1, 2):
+            vset, vwait = at(i, u, "CrossCoreSetFlag"), at(i, u, "CrossCoreWaitFlag")
+            if len(vset) == n and len(vwait) == n:
+                passes.append(vset - np.maximum(vwait, np.concatenate(([-np.inf], vset[:-1]))))
+        if not n or len(cwait) != n or len(cnone) != n or not passes:
+            out.append(None)
+            continue
+        c1 = cset - np.concatenate(([0.0], cset[:1], cnone[:-2]))[:n]
+        out.append((c1, np.max(passes, axis=0), cnone - cwait))
+    return out
+
+
+def _ring_end(c1, vec, c23, vec_start: float, latency: float) -> float:
+    """The cube's last cycle of a basic-template core running sections of these (Cube1, vector pass, Cube23) costs
+    in order (ProcessCube / ComputeVec): the cube issues Cube1(t), then Cube23(t - 1) once the AIVs' flag for
+    section t - 1 arrived; an AIV pass of section t starts when the previous pass is done and the cube's flag for
+    Cube1(t) arrived (the first pass not before *vec_start*, the prologue's end); a flag arrives *latency* cycles
+    after it is set (the chip's cross-core flag latency)."""
+    cube, vec_end, n = 0.0, vec_start, len(c1)
+    prev = 0.0
+    for t in range(n):
+        cube += c1[t]
+        vec_end, prev = max(vec_end, cube + latency) + vec[t], vec_end
+        if t >= 1:
+            cube = max(cube, prev + latency) + c23[t - 1]
+    return max(cube, vec_end + latency) + c23[n - 1] if n else 0.0
+
+
+def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, latency: float) -> float | None:
+    """Core *i*'s main-launch cycles from its ring: each of its sections costs the mean (Cube1, vector pass,
+    Cube23) of the sampled sections of its class (blocks, masked): the core's own samples, else every sampled
+    core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's sections
+    in order (beyond RING_SECTIONS, over RING_SECTIONS evenly spaced ones, scaled to the core's count)."""
+    per_class, per_block = {}, []
+    for j, c in enumerate(cores):
+        if costs[j] is None or len(costs[j][0]) != len(positions[c]):
+            continue
+        blocks, masked = _counts(work, np.asarray(positions[c], np.int64))
+        for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
+            triple = np.array([costs[j][0][t], costs[j][1][t], costs[j][2][t]])
+            per_class.setdefault(key, {}).setdefault(j == i, []).append(triple)
+            per_block.append(triple / max(1, key[0]))
+    if costs[i] is None or not per_block:
+        return None
+    core, n = cores[i], int(work.core_sections[cores[i]])
+    local = np.arange(n) if n <= RING_SECTIONS else np.linspace(0, n - 1, RING_SECTIONS).round().astype(np.int64)
+    blocks, masked = _counts(work, core + local * work.block_dim)
+    mean_block = np.mean(per_block, axis=0)
+    table = {}
+    seq = np.zeros((len(local), 3))
+    for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
+        if key not in table:
+            seen = per_class.get(key, {})
+            got = seen.get(True) or seen.get(False)
+            table[key] = np.mean(got, axis=0) if got else mean_block * key[0]
+        seq[t] = table[key]
+    end = _ring_end(seq[:, 0], seq[:, 1], seq[:, 2], prologue, latency)
+    return prologue + (end - prologue) * n / len(local)
 
 
 def _round_positions(work, k: int, rounds) -> dict:
