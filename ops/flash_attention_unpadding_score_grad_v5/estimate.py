@@ -55,8 +55,19 @@ MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the 
 #: carries the start of the ring (the cube's first sections overlap the AIVs' prologue), so its difference to the
 #: larger run was 13-18% off per block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md)
 BASIC_SAMPLE_SECTIONS = 8
+#: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
+#: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
+#: smaller run must hold 4 steps (8 CV blocks) for the two runs to differ by steady steps (that call: -5.07% with 8
+#: and 4 CV blocks, -2.29% with 12 and 6, -0.36% with 16 and 8)
+GENERIC_SAMPLE_SECTIONS = 16
+#: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
+#: block: basic_bn2, whose cores run whole (batch, head) pairs with full, band-edge and corner sections of very
+#: different costs per block (the cost per block of the sections two runs differ by mispriced the rest: +26.37% on a
+#: band call). On the tuning set's basic calls (round-robin over many cores) the ring came out within 1.7% on six of
+#: seven sampled calls and -5.6% on the seventh (+1.4% by the cost per block), on its one sampled generic call +3.1%
+#: (-0.4%): their cube costs follow the launch's changing contention, which a class mean of the sample's averages away
 RING_TEMPLATES = ("basic_bn2",)
-RING_SECTIONS = 20000
+RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
 #: pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements; 103 steps of post ran in 0.5 s CPU,
@@ -228,7 +239,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
                           l2_warm=warm)
         ends, prologue_end = _trace_ends(res.trace, len(cores))
         if til.template in RING_TEMPLATES:
-            rings.append(_ring_costs(res.trace, len(cores)))
+            rings.append(_ring_costs(res.trace, sample, len(cores)))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     rings = []
@@ -241,7 +252,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         return max(ends) + overhead
     cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
-    least = BASIC_SAMPLE_SECTIONS if til.template in ("basic", "basic_bn2") else MIN_SAMPLE_SECTIONS
+    least = {"basic": BASIC_SAMPLE_SECTIONS, "basic_bn2": BASIC_SAMPLE_SECTIONS,
+             "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
     big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
     big_pos = {c: _core_positions(work, c, big) for c in cores}
@@ -270,13 +282,16 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     return prologue + e_big[i] - p_big + per_block * span[i] + overhead
 
 
-def _ring_costs(trace, k: int) -> list:
-    """Per simulated core of a basic-template sample, per ring step (one section each): (Cube1, vector pass,
-    Cube23) cycles read off its flags (the kernel's ring, KernelFagBasic.ProcessCube / ComputeVec): Cube1(t) ends
-    at the cube's C2V flag and starts when the cube's previous work ended (Cube23(t - 2), or Cube1(t - 1) for
-    t = 1); Cube23(t) runs from the cube's V2C wait to its SetAtomicNone; an AIV's pass ends at its V2C flag and
-    starts at its C2V wait or, where that wait ended earlier, at its previous V2C flag (the slower AIV counts).
-    None for a core whose flags do not pair one to one with its steps."""
+def _ring_costs(trace, sample, k: int) -> list:
+    """Per simulated core of a sample (its tiling *sample*), per section in the core's order: (Cube1, vector pass,
+    Cube23) cycles read off the ring's flags (KernelFagBasic.ProcessCube / WaitAndCube23 / ComputeVec). The cube
+    issues, per ring step, Cube1 and a C2V flag for each of the step's sections, then for each section of the
+    previous step a V2C wait and its Cube23 (ending with SetAtomicNone): Cube1 runs from the cube's previous event
+    to its flag, Cube23 from its wait or, where the cube's previous event ended later, from that to its
+    SetAtomicNone. An AIV waits for every C2V flag and sets every V2C
+    flag; its pass of a section it works on (its own, or a shared one by rows) ends at the V2C flag and starts at
+    the C2V wait or, where that ended earlier, at its previous V2C flag; a shared section's pass is the slower
+    AIV's. None for a core whose flags do not pair one to one with its sections."""
     c = trace.columns
     ids = {name: trace.names.index(name) if name in trace.names else -1
            for name in ("CrossCoreSetFlag", "CrossCoreWaitFlag", "SetAtomicNone")}
@@ -286,67 +301,105 @@ def _ring_costs(trace, k: int) -> list:
         return np.sort(end[(core == i) & (sub == u) & (name == ids[nm])])
     out = []
     for i in range(k):
+        steps = sample.core_steps(i)
+        # (the section's index in the core's order, its owning AIV) in issue order; round-robin tilings run one
+        # section per step
+        first = sample.secCoreStart[i] if sample.secCoreStart else None
+        order = [(s - first if first is not None else t, v) for t, step in enumerate(steps) for s, _, v in step]
+        n = len(order)
         cset, cwait, cnone = at(i, 0, "CrossCoreSetFlag"), at(i, 0, "CrossCoreWaitFlag"), at(i, 0, "SetAtomicNone")
-        n = len(cset)
-        passes = []
-        for u in (1, 2):
-            vset, vwait = at(i, u, "CrossCoreSetFlag"), at(i, u, "CrossCoreWaitFlag")
-            if len(vset) == n and len(vwait) == n:
-                passes.append(vset - np.maximum(vwait, np.concatenate(([-np.inf], vset[:-1]))))
-        if not n or len(cwait) != n or len(cnone) != n or not passes:
+        aiv = [(at(i, u, "CrossCoreSetFlag"), at(i, u, "CrossCoreWaitFlag")) for u in (1, 2)]
+        if not n or any(len(x) != n for x in (cset, cwait, cnone, *aiv[0], *aiv[1])):
             out.append(None)
             continue
-        c1 = cset - np.concatenate(([0.0], cset[:1], cnone[:-2]))[:n]
-        out.append((c1, np.max(passes, axis=0), cnone - cwait))
+        # the cube's events in issue order: step t's Cube1 flags, then step t - 1's Cube23 ends
+        events, pos, before, gate = [0.0], 0, np.zeros(n), np.zeros(n)
+        sizes = [len(step) for step in steps]
+        for t, size in enumerate(sizes + [0]):
+            for j in range(pos, pos + size):
+                before[j] = events[-1]
+                events.append(cset[j])
+            for j in range(pos - sizes[t - 1], pos) if t else ():
+                gate[j] = max(events[-1], cwait[j])  # Cube23 starts after the cube's previous event and its wait
+                events.append(cnone[j])
+            pos += size
+        costs = np.zeros((n, 3))
+        for j, (idx, owner) in enumerate(order):
+            passes = []
+            for u, (vset, vwait) in enumerate(aiv):
+                if owner is None or owner == u:
+                    passes.append(vset[j] - max(vwait[j], vset[j - 1] if j else -np.inf))
+            costs[idx] = (cset[j] - before[j], max(passes), cnone[j] - gate[j])
+        out.append(costs)
     return out
 
 
-def _ring_end(c1, vec, c23, vec_start: float, latency: float) -> float:
-    """The cube's last cycle of a basic-template core running sections of these (Cube1, vector pass, Cube23) costs
-    in order (ProcessCube / ComputeVec): the cube issues Cube1(t), then Cube23(t - 1) once the AIVs' flag for
-    section t - 1 arrived; an AIV pass of section t starts when the previous pass is done and the cube's flag for
-    Cube1(t) arrived (the first pass not before *vec_start*, the prologue's end); a flag arrives *latency* cycles
-    after it is set (the chip's cross-core flag latency)."""
-    cube, vec_end, n = 0.0, vec_start, len(c1)
-    prev = 0.0
-    for t in range(n):
-        cube += c1[t]
-        vec_end, prev = max(vec_end, cube + latency) + vec[t], vec_end
-        if t >= 1:
-            cube = max(cube, prev + latency) + c23[t - 1]
-    return max(cube, vec_end + latency) + c23[n - 1] if n else 0.0
+def _ring_end(steps: list, costs: np.ndarray, vec_start: float, latency: float) -> float:
+    """The cube's last cycle of a core running the ring *steps* (lists of (section row of *costs*, owning AIV or
+    None: shared by rows)) at these (Cube1, vector pass, Cube23) costs (ProcessCube / ComputeVec): per step the
+    cube issues each section's Cube1 and flag, then each section of the previous step's Cube23 once both AIVs'
+    flags for it arrived; an AIV takes the step's sections in order, waiting for each one's Cube1 flag, passing
+    over the ones it works on and flagging each back (the first pass not before *vec_start*, the prologue's end);
+    a flag arrives *latency* cycles after it is set (the chip's cross-core flag latency)."""
+    cube, aiv, acked = 0.0, [vec_start, vec_start], []
+    for t, step in enumerate(steps):
+        ready = []
+        for row, _ in step:
+            cube += costs[row, 0]
+            ready.append(cube + latency)
+        done = []
+        for (row, owner), arrive in zip(step, ready):
+            for u in (0, 1):
+                aiv[u] = max(aiv[u], arrive) + (costs[row, 1] if owner is None or owner == u else 0.0)
+            done.append(max(aiv) + latency)
+        for (row, _), back in zip(steps[t - 1] if t else (), acked):
+            cube = max(cube, back) + costs[row, 2]
+        acked = done
+    for (row, _), back in zip(steps[-1] if steps else (), acked):
+        cube = max(cube, back) + costs[row, 2]
+    return cube
 
 
 def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, latency: float) -> float | None:
     """Core *i*'s main-launch cycles from its ring: each of its sections costs the mean (Cube1, vector pass,
     Cube23) of the sampled sections of its class (blocks, masked): the core's own samples, else every sampled
-    core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's sections
-    in order (beyond RING_SECTIONS, over RING_SECTIONS evenly spaced ones, scaled to the core's count)."""
+    core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's own steps
+    (per-AIV runs paired as tiling.core_steps pairs them; beyond RING_SECTIONS, over RING_SECTIONS evenly spaced
+    sections of each run, scaled to the core's count)."""
     per_class, per_block = {}, []
     for j, c in enumerate(cores):
-        if costs[j] is None or len(costs[j][0]) != len(positions[c]):
+        if costs[j] is None:
             continue
         blocks, masked = _counts(work, np.asarray(positions[c], np.int64))
         for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
-            triple = np.array([costs[j][0][t], costs[j][1][t], costs[j][2][t]])
-            per_class.setdefault(key, {}).setdefault(j == i, []).append(triple)
-            per_block.append(triple / max(1, key[0]))
+            per_class.setdefault(key, {}).setdefault(j == i, []).append(costs[j][t])
+            per_block.append(costs[j][t] / max(1, key[0]))
     if costs[i] is None or not per_block:
         return None
     core, n = cores[i], int(work.core_sections[cores[i]])
-    local = np.arange(n) if n <= RING_SECTIONS else np.linspace(0, n - 1, RING_SECTIONS).round().astype(np.int64)
+    split = getattr(work, "core_aiv_split", None)
+    runs = [(0, int(split[core])), (int(split[core]), n)] if split is not None else [(0, n)]
+    scale = min(1.0, RING_SECTIONS / max(n, 1))
+    picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
+              if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]
+    local = np.concatenate(picked)
     blocks, masked = _counts(work, core + local * work.block_dim)
     mean_block = np.mean(per_block, axis=0)
-    table = {}
-    seq = np.zeros((len(local), 3))
+    table, rows = {}, np.zeros((len(local), 3))
     for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
         if key not in table:
             seen = per_class.get(key, {})
             got = seen.get(True) or seen.get(False)
             table[key] = np.mean(got, axis=0) if got else mean_block * key[0]
-        seq[t] = table[key]
-    end = _ring_end(seq[:, 0], seq[:, 1], seq[:, 2], prologue, latency)
-    return prologue + (end - prologue) * n / len(local)
+        rows[t] = table[key]
+    if split is None:
+        steps = [[(t, None)] for t in range(len(local))]
+    else:
+        first = len(picked[0])
+        steps = [[(r, v) for v, r in enumerate((t if t < first else None, first + t if first + t < len(local) else None))
+                  if r is not None] for t in range(max(first, len(local) - first))]
+    end = _ring_end(steps, rows, prologue, latency)
+    return prologue + (end - prologue) / scale if scale < 1.0 else end
 
 
 def _round_positions(work, k: int, rounds) -> dict:

@@ -115,12 +115,14 @@ def test_fag_bn2_ring_follows_the_kernel():
     assert tim.tiling.template == "basic_bn2"
     trace = tim.extra["launches"]["main"].trace
     c = trace.columns
-    costs = estimate_module._ring_costs(trace, tim.tiling.blockDim)
-    for core, (c1, vec, c23) in enumerate(costs):
-        assert len(c1) == len(tim.tiling.core_sections(core)) > 8
+    til = tim.tiling
+    costs = estimate_module._ring_costs(trace, til, til.blockDim)
+    for core, rows in enumerate(costs):
+        steps = [[(s - til.secCoreStart[core], v) for s, _, v in step] for step in til.core_steps(core)]
+        assert len(rows) == len(til.core_sections(core)) > 8
         sync = (c["core"] == core) & (c["name_id"] == trace.names.index("SyncAll"))
         cube_end = c["end"][(c["core"] == core) & (c["sub_core"] == 0)].max()
-        ring = estimate_module._ring_end(c1, vec, c23, float(c["end"][sync].max()),
+        ring = estimate_module._ring_end(steps, rows, float(c["end"][sync].max()),
                                          get_chip("Ascend910B2").cross_core_flag_latency_cycles)
         assert abs(ring / cube_end - 1) < 0.01, (core, ring, cube_end)
 
