@@ -98,7 +98,7 @@ def _ranked(work, k: int) -> list[int]:
     return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
-def _core_positions(work, core: int, count: int | None) -> list[int]:
+def _core_positions(work, core: int, count: int | None, fine: bool = False) -> list[int]:
     """Global section indices of *core*: all of them, or *count* of them with the core's mix of section
     classes ((blocks, masked) pairs: full, diagonal, edge sections cost differently per block), each class
     evenly spaced over the core's run, in run order. The mix is read off at most CLASS_PROBES evenly spaced
@@ -106,7 +106,7 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     n = int(work.core_sections[core])
     if count is None or count >= n:
         return [core + j * work.block_dim for j in range(n)]
-    probes, label, classes = _core_classes(work, core)
+    probes, label, classes = _core_classes(work, core, fine)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -119,16 +119,30 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     return [core + j * work.block_dim for j in sorted(set(js))]
 
 
-def _core_classes(work, core: int) -> tuple[np.ndarray, np.ndarray, list]:
-    """(probed local section indices, class label of each, the classes as (blocks, masked) pairs) of *core*: at
-    most CLASS_PROBES evenly spaced sections of its run."""
+def _core_classes(work, core: int, fine: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
+    """(probed local section indices, class label of each, the classes as _keys tuples) of *core*: at most
+    CLASS_PROBES evenly spaced sections of its run."""
     n = int(work.core_sections[core])
     probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
-    blocks, masked = _counts(work, core + probes * work.block_dim)
-    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
-    width = int(masked.max()) + 1
-    keys, label = np.unique(blocks * width + masked, return_inverse=True)
-    return probes, label, [(int(k) // width, int(k) % width) for k in keys]
+    keys = _keys(work, core + probes * work.block_dim, fine)
+    # the key rows as one integer in the same order (np.unique over rows is many times slower)
+    widths = keys.max(axis=0) + 1
+    flat = (keys[:, 0] * widths[1] + keys[:, 1]) * widths[2] + keys[:, 2]
+    uniq, first, label = np.unique(flat, return_index=True, return_inverse=True)
+    return probes, label, [tuple(int(x) for x in keys[f]) for f in first]
+
+
+def _keys(work, gs, fine: bool = False) -> np.ndarray:
+    """Rows (blocks, masked blocks, area) of the global sections *gs*: the class of a section. *area* (the rows x
+    columns its blocks cover, in 16 x 16 fractals) is read for listed CV blocks with *fine* only (else 0): a CV
+    block of a batch's last, short rows keeps as many blocks as a full one at a fraction of the work."""
+    gs = np.asarray(gs, np.int64)
+    blocks, masked = _counts(work, gs)
+    area = np.zeros(len(gs), np.int64)
+    if fine and hasattr(work, "listed"):
+        area = np.array([sum(-(-blk[4] // 16) * -(-blk[5] // 16) for blk in work.listed[int(g)]) for g in gs],
+                        np.int64)
+    return np.stack([blocks, masked, area], axis=1).reshape(-1, 3)
 
 
 def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prologue: float = 1.0) -> tuple:
@@ -256,7 +270,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
              "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
     big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
-    big_pos = {c: _core_positions(work, c, big) for c in cores}
+    big_pos = {c: _core_positions(work, c, big, til.template in RING_TEMPLATES) for c in cores}
     # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
     small_pos = {c: v[::2] for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
@@ -362,7 +376,7 @@ def _ring_end(steps: list, costs: np.ndarray, vec_start: float, latency: float) 
 
 def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, latency: float) -> float | None:
     """Core *i*'s main-launch cycles from its ring: each of its sections costs the mean (Cube1, vector pass,
-    Cube23) of the sampled sections of its class (blocks, masked): the core's own samples, else every sampled
+    Cube23) of the sampled sections of its class (_keys: blocks, masked, area): the core's own samples, else every sampled
     core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's own steps
     (per-AIV runs paired as tiling.core_steps pairs them; beyond RING_SECTIONS, over RING_SECTIONS evenly spaced
     sections of each run, scaled to the core's count)."""
@@ -370,8 +384,7 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
     for j, c in enumerate(cores):
         if costs[j] is None:
             continue
-        blocks, masked = _counts(work, np.asarray(positions[c], np.int64))
-        for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
+        for t, key in enumerate(map(tuple, _keys(work, positions[c], True).tolist())):
             per_class.setdefault(key, {}).setdefault(j == i, []).append(costs[j][t])
             per_block.append(costs[j][t] / max(1, key[0]))
     if costs[i] is None or not per_block:
@@ -383,10 +396,9 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
     picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
               if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]
     local = np.concatenate(picked)
-    blocks, masked = _counts(work, core + local * work.block_dim)
     mean_block = np.mean(per_block, axis=0)
     table, rows = {}, np.zeros((len(local), 3))
-    for t, key in enumerate(zip(blocks.tolist(), masked.tolist())):
+    for t, key in enumerate(map(tuple, _keys(work, core + local * work.block_dim, True).tolist())):
         if key not in table:
             seen = per_class.get(key, {})
             got = seen.get(True) or seen.get(False)
