@@ -100,8 +100,8 @@ def test_fag_generic_estimate_samples_each_aivs_own_run():
 
 
 def _bn2_band_call():
-    """A basic_bn2 call (deterministic, [N, T, 8] statistics, fp16 under 1024 tokens) with a band mask: its sections
-    are full, band-edge and corner ones of very different costs per block."""
+    """A basic_bn2 call (deterministic, [N, T, 8] statistics, fp16 under 1024 tokens) with a band mask: its CV
+    blocks are full, band-edge and corner ones of very different costs per block."""
     from tests.ops.fag_cases import make_case
     a, _ = make_case(seq_q=[900, 700], seq_kv=[900, 700], n1=8, n2=2, d=64, sparse_mode=4, causal=True, pre=300,
                      nxt=100, layout="")
@@ -128,9 +128,9 @@ def test_fag_bn2_ring_follows_the_kernel():
 
 
 def test_fag_bn2_band_sampled_estimate_follows_the_ring(monkeypatch):
-    """Sampled basic_bn2 (forced): each section priced by its class's sampled ring costs and the core's ring run
-    over its own sections. The two runs' cost per block read the band's corner sections (few blocks, a full
-    section's fixed costs) as dear blocks: 8% over on this call."""
+    """Sampled basic_bn2 (forced): each CV block priced by its class's sampled ring costs and the core's ring run
+    over its own CV blocks (estimate.RING_TEMPLATES). The two runs' cost per block (RING_TEMPLATES empty) came out
+    15% over on this call: the band's edge and corner CV blocks cost differently per block."""
     monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
     a = _bn2_band_call()
     tim = fag(**a, deterministic=True, mode="timing", tiling={"blockDim": 2})
