@@ -14,10 +14,13 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them; K at least 8 for the basic templates' 4 x 4
-  sections, 4 for CV blocks), and the most loaded core's K-section time is extended to its real block
-  count at the cost per block of the sections the two runs differ by, pooled over the simulated cores,
-  each weighted by the blocks it is extended over; the prologue before SyncAll (sfmg rows, fp32
+  block), twice (K sections, then every other one of them; K at least BASIC_SAMPLE_SECTIONS,
+  GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS), and the most loaded core's K-section time is extended
+  to its real block count at the cost per block of the sections the two runs differ by, pooled over the
+  simulated cores, each weighted by the blocks it is extended over; or, for RING_TEMPLATES (basic_bn2), the
+  kernel's ring (cube Cube1 / Cube23, the AIVs' passes, their flags) is run as a recurrence over the
+  core's own sections, each at the mean costs of its class read off the larger sample's flags
+  (_ring_costs, _ring_end, _ring_estimate); the prologue before SyncAll (sfmg rows, fp32
   transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
   extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
   (npusim.estimate.steady_l2_touched).
@@ -51,9 +54,10 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
-#: the same for the basic templates' 4 x 4-block sections (basic, basic_bn2): their smaller run of 2 sections still
-#: carries the start of the ring (the cube's first sections overlap the AIVs' prologue), so its difference to the
-#: larger run was 13-18% off per block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md)
+#: the same for the basic template's 4 x 4-block sections: a smaller run of 2 sections still carries the start of the
+#: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
+#: block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2 (its CV blocks priced by
+#: class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning set's four sampled calls
 BASIC_SAMPLE_SECTIONS = 8
 #: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
 #: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
@@ -61,11 +65,12 @@ BASIC_SAMPLE_SECTIONS = 8
 #: and 4 CV blocks, -2.29% with 12 and 6, -0.36% with 16 and 8)
 GENERIC_SAMPLE_SECTIONS = 16
 #: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
-#: block: basic_bn2, whose cores run whole (batch, head) pairs with full, band-edge and corner sections of very
-#: different costs per block (the cost per block of the sections two runs differ by mispriced the rest: +26.37% on a
-#: band call). On the tuning set's basic calls (round-robin over many cores) the ring came out within 1.7% on six of
-#: seven sampled calls and -5.6% on the seventh (+1.4% by the cost per block), on its one sampled generic call +3.1%
-#: (-0.4%): their cube costs follow the launch's changing contention, which a class mean of the sample's averages away
+#: block: basic_bn2, whose cores run whole (batch, key/value head) pairs of full, band-edge, corner and short-row CV
+#: blocks of very different costs per block (on the tuning set's four sampled basic_bn2 calls: -0.77% .. -0.08% by the
+#: ring, -2.1% .. +46.4% by the cost per block of the CV blocks the two runs differ by). On the tuning set's seven
+#: sampled basic calls (round-robin over many cores) the ring came out within 1.7% on six and -5.6% on the seventh
+#: (cost per block: within 4.0%), on its one sampled generic call +2.7% (-0.4%): there the cube's costs follow the
+#: launch's changing contention, which a class mean of the sample's costs averages away
 RING_TEMPLATES = ("basic_bn2",)
 RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
@@ -128,7 +133,7 @@ def _core_classes(work, core: int, fine: bool = False) -> tuple[np.ndarray, np.n
     # the key rows as one integer in the same order (np.unique over rows is many times slower)
     widths = keys.max(axis=0) + 1
     flat = (keys[:, 0] * widths[1] + keys[:, 1]) * widths[2] + keys[:, 2]
-    uniq, first, label = np.unique(flat, return_index=True, return_inverse=True)
+    _, first, label = np.unique(flat, return_index=True, return_inverse=True)
     return probes, label, [tuple(int(x) for x in keys[f]) for f in first]
 
 
