@@ -400,7 +400,7 @@ class Launch:
         for unit in self.units:  # cores start in block-index order (STYLE §6)
             self.env.process(self._drive(unit))
         # NOTE: the objects that exist before the run are frozen out of the cyclic garbage collector during it
-        # (not if someone froze some already: a nested launch, the caller's own freeze), for performance
+        # (not if the caller froze some itself: its freeze is left alone), for performance
         # reasons: the run allocates enough to trigger full collections, each of which would otherwise walk
         # every object of the process (10-20% of a 72-stream timing run: docs/performance.md)
         freeze = gc.isenabled() and gc.get_freeze_count() == 0
