@@ -24,9 +24,11 @@ and both files under what-if variants of shared constants (WHATIF: twice the vec
 budget, both), each with the launch overhead the FA file would give it: diagnostics, never shipped. And it sets
 both boards against every chip L2 budget with a source (docs/calibration.md "L2: what the two boards say"): the FA
 board's S = 16384 step against its floors, its L2 traffic counted as its own template moves it (fa_floor), and the
-fused-infer kernel's L2 floor at each budget (fia_l2_budgets).
+fused-infer kernel's L2 floor at each budget (fia_l2_budgets). Last, both files with the FA file's S1s2Bn2gs1 calls on
+the cube side the Matmul API sources give that template (board_cube_side_points, fa_board_cube_side.py: K and V shared
+in one one-deep L1 cache, L0C single or double) at one L2 budget for both files: a diagnostic, never shipped.
 
-    python benchmarks/calibration.py   # the FA S=16384 point runs 5 times; 4.8 min wall at load 8.7 (2026-11-24)
+    python benchmarks/calibration.py   # the FA S=16384 point runs 9 times; 6.9 min wall at load 8.2 (2026-11-24)
 
 Saves benchmarks/results/calibration.json; the README row and the table of docs/calibration.md render from it.
 """
@@ -38,6 +40,7 @@ import platform
 from pathlib import Path
 
 import numpy as np
+from fa_board_cube_side import board_cube_side
 from results import save
 
 from npusim import TensorSpec
@@ -304,6 +307,43 @@ def whatif_points(chip_name: str, rows: list) -> dict:
     return out
 
 
+#: the FA file's call with the cube side the sources give its template (benchmarks/fa_board_cube_side.py: K and V shared
+#: by the two AIVs in one one-deep L1 cache; L0C single- or double-buffered, bracketing the unit flag npusim does not
+#: model) at the L2 budgets with a source that bound the conflict (npusim's, and msprof's theory figure)
+BOARD_CUBE_SIDE = tuple((f"L0C x{depth}, L2 {bpc:.0f}", depth, bpc) for depth in (2, 1)
+                        for bpc in (L2_CANDIDATES[0][1], L2_CANDIDATES[3][1]))
+
+
+def board_cube_side_points(chip_name: str, rows: list) -> dict:
+    """Every fitted point of both files (no launch) with the FA file's S1s2Bn2gs1 calls (S2 > 1024; S = 1024 runs
+    another template, kept as shipped) on the board's cube side, at one L2 budget for both files, and the launch overhead
+    the FA file then gives: {label: {"launch_us", "points": [(file, Sq, Skv, board us, model us without launch)]}}."""
+    base, out, pfa_at = get_chip(chip_name), {}, {}
+    for label, depth, bpc in BOARD_CUBE_SIDE:
+        ch = {"l2_bw_bytes_per_s": bpc * base.clock_hz}
+        own = abs(bpc * base.clock_hz - base.l2_bw_bytes_per_s) < 1.0  # the shipped budget: rows have the point
+        pts = []
+        for file, _, sq, skv, meas, b, _ in rows:
+            if b is None:
+                continue
+            if file == "pfa" and own:
+                us = b
+            elif file == "pfa":
+                if (bpc, skv) not in pfa_at:
+                    pfa_at[(bpc, skv)] = pfa_us_without_launch(chip_name, sq, skv, 128, 1, **ch)
+                us = pfa_at[(bpc, skv)]
+            elif skv <= FA_TILE:
+                us = b if own else fa_us_without_launch(chip_name, sq, 128, 1, **ch)
+            else:
+                with board_cube_side(depth):
+                    us = fa_us_without_launch(chip_name, sq, 128, 1, **ch)
+            pts.append((file, sq, skv, meas, us))
+        fa = [(m, u) for f, _, _, m, u in pts if f == "fa"]
+        out[label] = {"launch_us": fit_launch_overhead_us(np.array([m for m, _ in fa]), np.array([u for _, u in fa])),
+                      "points": pts}
+    return out
+
+
 def fit_launch_overhead_us(measured: np.ndarray, base: np.ndarray) -> float:
     """argmin_L sum(((base + L) / measured - 1)^2) = sum((measured - base) / measured^2) / sum(1 / measured^2)."""
     w = 1.0 / measured ** 2
@@ -401,13 +441,20 @@ def main() -> None:
     for label, w in whatif.items():
         errs_w = ", ".join(f"{f} {skv}: {100 * ((u + w['launch_us']) / m - 1):+.1f}%" for f, _, skv, m, u in w["points"])
         print(f"what-if {label} (launch fitted on the FA file: {w['launch_us']:.1f} us): {errs_w}")
+    cube_side = board_cube_side_points("Ascend910B2", rows)
+    for label, w in cube_side.items():
+        errs_w = ", ".join(f"{f} {skv}: {u:.1f} us, {100 * ((u + w['launch_us']) / m - 1):+.1f}%"
+                           for f, _, skv, m, u in w["points"])
+        print(f"FA calls on the board's cube side, {label} (launch fitted on the FA file: {w['launch_us']:.1f} us): "
+              f"{errs_w}")
     points = [{"file": f, "kernel": k, "sq": sq, "skv": skv, "board_us": m, "base_us": b,
                "old_us": OLD_US[(f, sq, skv)], "new_us": b + launch, "base_ip1_us": o}
               for f, k, sq, skv, m, b, o in rows if b is not None]
     save("calibration", {"fitted_us": fitted, "shipped_us": {"launch": launch},
                          "pfa_inner_precise": BOARD_PFA_INNER_PRECISE, "pfa_slope_us_per_8k": slopes,
                          "files": per_file, "points": points, "pfa_floor": floor, "fia_floor": fia, "whatif": whatif,
-                         "fa_floor": fa, "fia_l2_budgets": budgets, "l2_candidates": L2_CANDIDATES})
+                         "fa_floor": fa, "fia_l2_budgets": budgets, "l2_candidates": L2_CANDIDATES,
+                         "board_cube_side": cube_side})
 
 
 if __name__ == "__main__":

@@ -416,13 +416,22 @@ def calibration_floor(body: str, stale: list) -> str:
            "|---|---|---|---|---|"]
     shipped = {"launch_us": launch, "points": [(p["file"], p["sq"], p["skv"], p["board_us"], p["base_us"])
                                                for p in c["points"]]}
-    for label, w in [("npusim as shipped", shipped), *c["whatif"].items()]:
-        err = {(fi, skv): 100 * ((u + w["launch_us"]) / m - 1) for fi, _, skv, m, u in w["points"]}
-        pfa = sorted((skv, u) for fi, _, skv, _, u in w["points"] if fi == "pfa")
-        slope = (pfa[-1][1] - pfa[0][1]) / (pfa[-1][0] - pfa[0][0]) * 8192
-        cells = [" / ".join(f"{v:+.1f}%" for (fi, _), v in sorted(err.items()) if fi == name) for name in ("fa", "pfa")]
-        out.append(f"| {label} | {w['launch_us']:.1f} | {cells[0]} | {cells[1]} | {slope:.1f} |")
+    out += [_whatif_row(label, w) for label, w in [("npusim as shipped", shipped), *c["whatif"].items()]]
+    if c.get("board_cube_side"):
+        out += ["", ("| FA calls on the board's cube side (benchmarks/fa_board_cube_side.py: K and V shared in one one-deep "
+                     "L1 cache; L0C single or double), one L2 budget (B/cycle) for both files | launch, us | "
+                     "FA S = 1024 / 4096 / 16384 | PFA Skv = 8192 / 16384 | PFA, 8192 more keys, us |"), "|---|---|---|---|---|"]
+        out += [_whatif_row(label, w) for label, w in c["board_cube_side"].items()]
     return "\n".join(out) + "\n"
+
+
+def _whatif_row(label: str, w: dict) -> str:
+    """One variant's row: its launch fit, every point's error with it, the PFA cost of 8192 more keys."""
+    err = {(fi, skv): 100 * ((u + w["launch_us"]) / m - 1) for fi, _, skv, m, u in w["points"]}
+    pfa = sorted((skv, u) for fi, _, skv, _, u in w["points"] if fi == "pfa")
+    slope = (pfa[-1][1] - pfa[0][1]) / (pfa[-1][0] - pfa[0][0]) * 8192
+    cells = [" / ".join(f"{v:+.1f}%" for (fi, _), v in sorted(err.items()) if fi == name) for name in ("fa", "pfa")]
+    return f"| {label} | {w['launch_us']:.1f} | {cells[0]} | {cells[1]} | {slope:.1f} |"
 
 
 def _from_table(make, what: str):

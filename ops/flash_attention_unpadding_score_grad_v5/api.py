@@ -8,8 +8,8 @@ The operator's cycles and time are the sum of the three launches' (each with its
 What the simulator models (docs/fag.md "Coverage", "Template selection"): every valid call (fp16, bf16,
 fp32, D <= 768, pse types 0-3, dropout, rope, every sparse mode, sink and dsink) on the template CANN picks:
 SameAB (atomic adds, or IS_DTM's per-core partials and ordered reduction), basic-deterministic (per-core
-partials, ordered reduction), generic (atomic adds in both modes, as CANN) or basic (atomic adds); for CANN's
-deterministic S1s2Bn2 template its (batch, key/value head) core split over the basic template's blocks.
+partials, ordered reduction), generic (atomic adds in both modes, as CANN), deterministic S1s2Bn2 (its CV blocks,
+each AIV a run of (batch, key/value head) pairs: one writer per output row) or basic (atomic adds).
 """
 from __future__ import annotations
 

@@ -97,13 +97,22 @@ def _rect(p, b: int, n: int, r: int, c: int, cv, trim: int) -> list:
     """The blocks of CV block (r, c) that CANN's kernel computes (docs/fag.md "Tiling"): all its rows by the
     columns up to the trimmed edge (SameAB: last row's end + next_lu, at least prefix, up to a multiple of 8;
     generic: the CV block's full height + next_lu up to a multiple of 64, from (first row - pre_lu) down to a
-    multiple of 64, taken from the 128-column block holding it), each block flagged masked unless every element
-    is kept."""
+    multiple of 64, taken from the 128-column block holding it; S1s2Bn2, *trim* >= 128: the pieces of *trim*
+    columns that reach into [first row - pre_lu, last row + 1 + next_lu)), each block flagged masked unless every
+    element is kept."""
     sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
     h1, w2 = cv
     d = skv - sq if p.mask_form == "prefix_3072" else int(p.next_tokens_lu[b])
     c_lo, c_hi = c * w2, min(skv, c * w2 + w2)
-    if trim == 8:
+    if trim >= _BASE:  # S1s2Bn2: the trim-wide pieces from the CV block's start that meet the rows' kept columns
+        bottom = min(sq, r * h1 + h1)
+        lo_keep = 0 if p.mask_form == "prefix_3072" else r * h1 - int(p.pre_tokens_lu[b])
+        hi_keep = bottom + d
+        if p.mask_form == "prefix_3072":
+            hi_keep = max(hi_keep, -(-int(p.prefix_n[b]) // _BASE) * _BASE)
+        pieces = [x for x in range(c_lo, c_hi, trim) if x + trim > lo_keep and x < hi_keep]
+        c_lo, c_hi = (pieces[0], min(c_hi, pieces[-1] + trim)) if pieces else (c_lo, c_lo)
+    elif trim == 8:
         edge = r * h1 + min(h1, sq - r * h1) + d
         if p.mask_form == "prefix_3072":
             edge = max(edge, int(p.prefix_n[b]))
@@ -373,7 +382,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     grouping's 4 x 4 regions with their blocks column by column (``sections``), and a round's per-strip sum
     starts from the first core's partial instead of +0 (the workspace then adds it, as for SameAB; a strip one
     core alone wrote is that partial added, whether the cube or the AIVs add it).
-    *trim*: 8 (SameAB) or 64 (generic): each CV block is the rectangle its kernel computes (``_rect``), fully
+    *trim*: 8 (SameAB), 64 (generic) or the S1s2Bn2 vector tile width (>= 128): each CV block is the rectangle its kernel computes (``_rect``), fully
     masked blocks included; 0: its kept blocks.
     Raises ValueError if the log does not match the block schedule.
     """

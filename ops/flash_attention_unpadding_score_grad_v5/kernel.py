@@ -18,7 +18,8 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   (ComputeVecAdd) and SyncAll again. The generic template (UnpaddedAttension / S1s2Bn2gs1s2) runs this
   non-IS_DTM ring on its own CV blocks (128 x 512 by default), each core a contiguous run of them
   (tiling.secCoreStart) instead of every blockDim-th, and each of its AIVs its own part of that run with every
-  row (tiling.core_steps: one CV block of each AIV per ring step).
+  row (tiling.core_steps: one CV block of each AIV per ring step). The deterministic S1s2Bn2 template runs the
+  same ring on its CV blocks (singleM x singleN), each AIV the (batch, key/value head) pairs of its run.
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations
@@ -403,7 +404,7 @@ class KernelFagBasic:
             CrossCoreWaitFlag(V2C[v == 1])
             if self.t.dtmBasic and task >= 1:  # the single partial slot: wait until round task - 1 is reduced
                 CrossCoreWaitFlag(DET2CUBE)
-            if self.t.template in ("basic", "basic_bn2"):
+            if self.t.template == "basic":
                 self.Cube23(task, s)
             elif self.b32:
                 self.ComputeMMDqkvT(task, s, off)

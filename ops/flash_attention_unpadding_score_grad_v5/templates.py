@@ -213,3 +213,48 @@ def generic_cv_inner(problem) -> tuple[int, int]:
     s1a, s2a = -(-problem.max_sq // 16) * 16, -(-problem.max_skv // 16) * 16
     s1cv, s2cv = min(GEN_S1_INNER, s1a) * s1r, min(GEN_S2_INNER, s2a) * s2r
     return -(-s1cv // 128) * 128, -(-s2cv // 128) * 128
+
+
+BN2_MM_RATIO, BN2_MM_RATIO_WIDE = 4, 8  # MM_RATIO_4 / MM_RATIO_8 (..._tiling_s1s2_bn2.cpp:44-45)
+BN2_L2_WIDE = 96 * 1024 * 1024  # B4_L2_CACHESIZE: the 8-wide S2 ratio needs a larger L2 (..._s1s2_bn2.cpp:58, :938)
+BN2_VEC_MN = 64 * 128  # the vector tile's elements (DecideBaseMND: baseM 64 x baseN 128, ..._s1s2_bn2.cpp:1037-1041)
+
+
+def bn2_cv_inner(view, l2_bytes: int) -> tuple[int, int]:
+    """(singleM, singleN) of the deterministic S1s2Bn2 template, the CV block its kernel's S1 x S2 loops walk
+    (DecideBaseMND + NMDStrategy, ..._tiling_s1s2_bn2.cpp:922-955, :1025-1071): cube base 128 x 128 (128 x 256
+    when D <= 64 and s2 >= 256); with D > 64 and s2 < 512 the base is min(256, s1 aligned to 16) x min(128, s2
+    aligned to 16), with 512 < s2 < 1024 (and an L2 above 96 MiB) the ratio is 8; s2Ratio = min(ceil(s2 / baseN),
+    ratio), s1Ratio = ratio / s2Ratio, or ceil(s1 / baseM) when that covers s1. *view*: the call as the tiling sees
+    it (tiling_view). A side that covers a short sequence whole runs as npusim's next multiple of 128."""
+    s1, s2, d = int(view.max_sq), int(view.max_skv), int(view.D)
+    a16 = lambda x: -(-x // 16) * 16  # noqa: E731
+    base_m, base_n, ratio = 128, 256 if d <= 64 and s2 >= 256 else 128, BN2_MM_RATIO
+    if d > 64 and s2 < 512:
+        base_m, base_n = min(256, a16(s1)), min(128, a16(s2))
+    elif d > 64 and 512 < s2 < 1024 and l2_bytes > BN2_L2_WIDE:
+        ratio = BN2_MM_RATIO_WIDE
+    s2r = max(1, min(-(-s2 // base_n), ratio))
+    s1r = ratio // s2r
+    s1r = max(1, -(-s1 // base_m) if s1r * base_m > s1 else s1r)
+    return -(-base_m * s1r // 128) * 128, -(-base_n * s2r // 128) * 128
+
+
+def bn2_vec_base_n(view) -> int:
+    """The S1s2Bn2 vector tile's width (VectorBaseMNSplit, ..._tiling_s1s2_bn2.cpp:957-984, and the D <= 64 case at
+    :1049-1055): 128; the whole s2 aligned to 16 when s2 < 128 and s1 > 64; 8192 / s1 (aligned down to 16, at most
+    512) when s2 > 128 and s1 < 64; aligned up to 32 with a mask or dropout; 256 when D <= 64 and s2 >= 256. The
+    kernel computes a CV block's columns in pieces of this width (AssureUsefulDataBySingleN); npusim returns at least
+    128 (a narrower piece covers the whole sequence)."""
+    s1, s2 = int(view.max_sq), int(view.max_skv)
+    base_m, base_n = 64, 128
+    if s2 < base_n and s1 > base_m:
+        base_n = -(-s2 // 16) * 16
+    elif s2 > base_n and s1 < base_m:
+        base_n = BN2_VEC_MN // s1 // 16 * 16
+    base_n = min(base_n, 512)
+    if view.dropout or view.mask_form != "none":
+        base_n = min(-(-base_n // 32) * 32, 512)
+    if view.D <= 64 and s2 >= 256:
+        base_n = 256
+    return max(128, base_n)

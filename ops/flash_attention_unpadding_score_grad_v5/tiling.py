@@ -1,14 +1,16 @@
 """Host tiling of FlashAttentionUnpaddingScoreGradV5 on npusim: blocks, sections, core split, workspace.
 
 The template is CANN's choice (templates.py): SameAB, basic_det, the generic template (UnpaddedAttension /
-S1s2Bn2gs1s2) or the basic template; for the deterministic S1s2Bn2 template, "basic_bn2": its (batch, key/value
-head) core split (bn2_core_split) over the basic template's sections (run_template).
+S1s2Bn2gs1s2), the deterministic S1s2Bn2 template ("basic_bn2") or the basic template (run_template).
 SameAB: one section per CV block of s1CvInner x s2CvInner (whole 128 x 128 blocks), in the order its
 kernel walks them (sab_block_list), section k again on core k % blockDim; IS_DTM adds per-core partial
 slots. basic_det: 512 x 512 regions (det_block_list) round-robin on every AI Core,
 one partial slot per core (``dtmBasic``). Generic: the same CV block list as SameAB with its own CV shape
 (generic_cv_inner, 128 x 512 by default) and a contiguous split (generic_split): ``secCoreStart`` gives each
-core's first section. The rest of this docstring is the basic template.
+core's first section. basic_bn2: the same CV block list with S1s2Bn2's CV shape (bn2_cv_inner) and
+rectangles (cv_columns), split by (batch, key/value head) pair over the AIVs (bn2_core_split); generic and
+basic_bn2 give every core's second AIV its own run (``secAivSplit``). The rest of this docstring is the basic
+template.
 
 Follows the CANN "basic" (Mla) template of FlashAttentionScoreGrad (research/tiling.md §3 (a)):
 128 x 128 blocks of (b, n1, s1 block, s2 block); blocks a sparse mode leaves empty are skipped and
@@ -28,7 +30,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from ops.flash_attention_unpadding_score_grad_v5.templates import (cann_template, generic_cv_inner,
+from ops.flash_attention_unpadding_score_grad_v5.templates import (bn2_cv_inner, bn2_vec_base_n, cann_template,
+                                                                   generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
                                                                    sab_deterministic, tiling_view)
 
@@ -194,6 +197,7 @@ def block_list(problem) -> list:
 
 
 SAB_TRIM, GENERIC_TRIM = 8, 64  # column granularity of a CV block's computed rectangle (SameAB, generic template)
+# (the deterministic S1s2Bn2 template's: its vector tile width, >= 128; templates.bn2_vec_base_n)
 
 
 def cv_columns(problem, b: int, s1o: int, s2o: int, s1_cv: int, s2_cv: int, trim: int) -> tuple[int, int]:
@@ -203,12 +207,25 @@ def cv_columns(problem, b: int, s1o: int, s2o: int, s1_cv: int, s2_cv: int, trim
     prefix[b] in sparse 6) rounded up to 8. Generic (*trim* GENERIC_TRIM; ..._s1s2_bn2gs1s2.h
     IsCubeBlockNeedCompute): from (s1o h - preLU) rounded down to 64 to (h (s1o + 1) + nextLU) rounded up to 64,
     h = CANN's s1CvInner (the full CV height even for the last rows); sparse 6 (CheckIsValidBlock): from the CV
-    block's first column to max(h (s1o + 1) + Skv - Sq, prefix[b]). Both are clipped to the CV block and the sequence."""
+    block's first column to max(h (s1o + 1) + Skv - Sq, prefix[b]). Both are clipped to the CV block and the sequence.
+    Deterministic S1s2Bn2 (*trim* its vector tile width, >= 128; ..._s1s2_bn2.h CalcSparseIdx,
+    AssureUsefulDataBySingleN): the pieces of *trim* columns from the CV block's first column that reach into
+    [first row - preLU, last row + 1 + nextLU) (sparse 6: [0, max(last row + 1 + Skv - Sq, prefix[b] rounded up to
+    128))), from the first such piece to the last."""
     p = problem
     sq, skv = int(p.seq_q[b]), int(p.seq_kv[b])
     lo, hi = s2o * s2_cv, min(skv, (s2o + 1) * s2_cv)
     prefix = p.mask_form == "prefix_3072"
     nxt = skv - sq if prefix else int(p.next_tokens_lu[b])
+    if trim >= BASE:
+        bottom = min(sq, (s1o + 1) * s1_cv)
+        if prefix:
+            start, end = 0, max(bottom + nxt, -(-int(p.prefix_n[b]) // BASE) * BASE)
+        else:
+            start, end = s1o * s1_cv - int(p.pre_tokens_lu[b]), bottom + nxt
+        first = max(0, start - lo) // trim
+        last = -(-(min(end, hi) - lo) // trim)
+        return lo + first * trim, min(hi, lo + last * trim)
     if trim == SAB_TRIM:
         right = max(0, s1o * s1_cv + min(s1_cv, sq - s1o * s1_cv) + nxt)
         if prefix:
@@ -305,8 +322,10 @@ def _region(problem, b: int, n: int, rg: int, cg: int) -> list:
     return out
 
 
-def _trim(template: str) -> int:
+def _trim(template: str, problem) -> int:
     """The column granularity of the template's CV rectangles (0: the basic templates' kept blocks)."""
+    if template == "basic_bn2":
+        return bn2_vec_base_n(tiling_view(problem, True))
     return GENERIC_TRIM if template == "generic" else SAB_TRIM if template.startswith("sameab") else 0
 
 
@@ -314,9 +333,9 @@ def cv_sections(problem, template: str, s1cv: int, s2cv: int, dtm: bool) -> list
     """The sections (CV blocks / regions / basic sections) of a template, in run order."""
     if template == "basic_det":
         return det_block_list(problem)
-    if template in ("basic", "basic_bn2"):
+    if template == "basic":
         return block_list(problem)
-    return sab_block_list(problem, s1cv, s2cv, dtm, _trim(template))
+    return sab_block_list(problem, s1cv, s2cv, dtm, _trim(template, problem))
 
 
 BN2_WEIGHT_ALIGN = 64  # BASE_LEN_64: S1s2Bn2's (batch, key/value head) weight ceil(Sq / 64) ceil(Skv / 64)
@@ -327,19 +346,20 @@ def bn2_core_split(problem, sections: list, chip, requested: int | None) -> tupl
     key/value head) pairs, each weighing ceil(Sq / 64) ceil(Skv / 64) (batch outer), cut into contiguous runs
     over coreNum = every AIV (TND never takes its L1-custom variant, which splits over AI Cores): one pair per
     AIV when they are no more than the AIVs, else GetSplitArrayMinMaxSum and the greedy walk of balanced_split.
-    An AI Core runs its AIVs' runs; every section (the basic sections, in (batch, head) order) goes to the core
-    of its pair, so each output row has one writer. Returns (first section of every core and the end,
-    blockDim, coreNum AIVs, ()): as generic_core_split, with no second-AIV split (a core's AIVs share its
-    sections by rows)."""
+    Every CV block (sab_block_list's order: batch, key/value head, query head, S2, S1 fastest, the loops of
+    the kernel's Process / S2Ratio / S1Ratio) goes to the AIV of its pair, which runs it with every row; an AI
+    Core's cube serves its two AIVs' runs (core_steps), so each output row has one writer. Returns (first section
+    of every core and the end, blockDim, coreNum AIVs, first section of every core's second AIV), as
+    generic_core_split."""
     p = problem
     aivs, ratio = _split_aivs(chip, requested), chip.aiv_count // chip.aic_count
     sq, skv = np.asarray(p.seq_q, np.int64), np.asarray(p.seq_kv, np.int64)
     a = BN2_WEIGHT_ALIGN
     weights = np.repeat(-(-sq // a) * -(-skv // a), p.N2).tolist()
-    pair_starts, block_dim = balanced_split(weights, min(len(weights), aivs), ratio)
-    pair = [blk_pair for sec in sections for blk_pair in [sec[0][0] * p.N2 + sec[0][1] // p.G]]
-    starts = tuple(int(np.searchsorted(pair, ps, side="left")) for ps in pair_starts)
-    return starts, block_dim, aivs, ()
+    pair_starts, block_dim, second = balanced_split(weights, min(len(weights), aivs), ratio, with_aivs=True)
+    pair = [sec[0][0] * p.N2 + sec[0][1] // p.G for sec in sections]
+    at = lambda ps: int(np.searchsorted(pair, ps, side="left"))  # noqa: E731
+    return tuple(at(ps) for ps in pair_starts), block_dim, aivs, tuple(at(ps) for ps in second)
 
 
 def block_dim_override(overrides: dict | None, chip) -> int | None:
@@ -523,7 +543,7 @@ def run_template(problem, chip, deterministic: bool = False) -> tuple[str, str, 
     if cann == "basic_det":
         return "basic_det", cann, (DET_REGION, DET_REGION, True)
     if cann == "deterministic_s1s2bn2":
-        return "basic_bn2", cann, (0, 0, False)
+        return "basic_bn2", cann, (*bn2_cv_inner(view, chip.l2_bytes), False)
     if cann not in ("sameab", "sameab_det"):
         return "basic", cann, (0, 0, False)
     s1cv, s2cv = sab_cv_inner(view, deterministic, chip.aiv_count)
@@ -551,8 +571,8 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         if work is None:
             split = bn2_core_split if template == "basic_bn2" else generic_core_split
             core_starts, block_dim, split_aivs, aiv_split = split(problem, sections, chip, requested)
-            if template == "generic":  # core_steps' slots: each AIV's CV block in half the section buffers
-                assert max((len(sec) for sec in sections), default=0) <= SECTION_BLOCKS // 2
+            # core_steps' slots: each AIV's CV block in half the section buffers
+            assert max((len(sec) for sec in sections), default=0) <= SECTION_BLOCKS // 2
         else:  # estimate mode: work (sab_work) holds the split; its samples lay their sections out round-robin
             block_dim = work.block_dim
     if sections is None:
@@ -596,7 +616,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     mm_total = block_dim * 2 * 2 * mm_section  # mm1 + mm2, two section buffers, per core
     return FagTilingData(
         template=template, cannTemplate=cann, secCoreStart=core_starts, secAivSplit=aiv_split, splitAivs=split_aivs, s1CvInner=s1cv, s2CvInner=s2cv, sabDtm=dtm, dtmOffset=dtm_off,
-        dtmBasic=template == "basic_det", cvTrim=_trim(template), aivPerCore=chip.aiv_count // chip.aic_count,
+        dtmBasic=template == "basic_det", cvTrim=_trim(template, p), aivPerCore=chip.aiv_count // chip.aic_count,
         dtmSlotBytes=dtm_slot, bSize=p.B, n1Size=p.N1, n2Size=p.N2, gSize=p.G, dSize=p.D, t1Size=p.T1, t2Size=p.T2,
         scaleValue=float(p.scale), blockDim=block_dim, sections=nsec,
         secStart=tuple(int(x) for x in starts) if work is None else (0,),

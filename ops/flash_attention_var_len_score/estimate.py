@@ -35,6 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from npusim.estimate import Estimate, contention_chip, steady_l2_touched, timeout_verdict
+from npusim.memory.gm import L2_PAGE_BYTES
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
@@ -64,6 +65,7 @@ SIM_INSTRUCTIONS = 150_000  # instructions simulated in the final run (companion
 SPLIT_EXACT_ITEMS = 200_000  # split advice: launches up to this many items are split exactly
 PREPASS_UNITS = 160  # drop-mask adapter units per AIV simulated at most; beyond, extrapolated linearly (the
 # extrapolation overestimates: +4% on a 1000 x 1000 byte-mode dropout case at 32 units, +0.8% simulated)
+TOUCH_RANGES = 2_000_000  # copies of one tensor counted range by range at most (_touched_tnd; ~0.1 s of CPU)
 VT_UNITS = 48  # the same for the fp32 V^T pre-pass (its units cost more to simulate)
 
 #: Cost proxy: the marginal cycles of one tile in a core's pipelined task stream, fitted to single-core
@@ -260,7 +262,12 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec) -> tuple:
     or GQA heads per row) and only its first read misses L2, so a fraction 1 - 1/R of K/V pages starts
     resident (an all-or-nothing rule was 3% slow on a short 20-core launch, whose K/V first reads are a
     large part of its traffic: the HBM and L2 calendars are separate bandwidths). Touched bytes: the
-    steady_l2_touched of the launch's working set."""
+    steady_l2_touched of the launch's working set. When the pages the launch touches fit L2 (Q, K, V and
+    attention_out counted by the pages the kernel's copies touch: _touched_tnd), that count: the hit scale is
+    then 1 all launch long, exactly (the tensors' full sizes crossed the 910B4's L2 size on such launches, and
+    the samples sent part of their traffic to the idle HBM and ran fast). Beyond L2 the full sizes stay: the
+    averaged hit scale understates a launch whose misses queue on a slow HBM after its touched bytes pass
+    L2, and the full-size count is what the estimate was measured with there (docs/estimate.md)."""
     names = {"atten_mask": 1.0, "workspace": 1.0}
     if problem.pse_form == "alibi":
         names["real_shift"] = 1.0
@@ -269,8 +276,87 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec) -> tuple:
     reads = problem.N1 * span / (problem.N2 * max(int(skv.sum()), 1))
     if reads > 1:
         names["key"] = names["value"] = 1.0 - 1.0 / reads
-    ws = core_ws_total + sum(g.array.nbytes for g in (*kin.gm, kin.smax, kin.ssum, kin.out) if g is not None)
-    return steady_l2_touched(ws, spec.l2_bytes), names
+    touched = _touched_tnd(problem, work)
+    sizes = [(name, g.array.nbytes) for name, g in zip(
+        ("query", "key", "value", "pse", "drop", "mask", "softmax_max", "softmax_sum", "out"),
+        (*kin.gm, kin.smax, kin.ssum, kin.out)) if g is not None]
+    pages = core_ws_total + sum(touched.get(name, nbytes) for name, nbytes in sizes)
+    if pages <= spec.l2_bytes:
+        return pages, names
+    return steady_l2_touched(core_ws_total + sum(nbytes for _, nbytes in sizes), spec.l2_bytes), names
+
+
+def _page_union(start: np.ndarray, end: np.ndarray) -> int:
+    """Bytes of the distinct L2 pages that the byte ranges [start, end) cover."""
+    if start.size == 0:
+        return 0
+    p0, p1 = start // L2_PAGE_BYTES, (end - 1) // L2_PAGE_BYTES + 1
+    order = np.argsort(p0, kind="stable")
+    p0, p1 = p0[order], np.maximum.accumulate(p1[order])
+    new = np.concatenate(([True], p0[1:] >= p1[:-1]))  # a range that starts after all earlier ones end
+    seg_end = np.concatenate((p1[np.flatnonzero(new)[1:] - 1], p1[-1:]))
+    return int((seg_end - p0[new]).sum()) * L2_PAGE_BYTES
+
+
+def _touched_tnd(problem, work: Work) -> dict:
+    """L2 bytes the launch's copies of the TND tensors touch in the model, where they differ from the tensor
+    sizes: a strided copy (rows of one head, at a pitch of all heads) is booked as its byte count from its first
+    element (npusim/core.py transfer; npusim/memory/gm.py touch), so of a TND tensor of H heads a copy of l rows
+    starting at token r covers [r * H * D, (r * H + H - 1 + l) * D) elements over all heads. Copies as the kernel
+    issues them (kernel.ComputeMm1 / ComputeMm1Chunk / ComputeMm2Chunk / ProcessVec2): Q per item, K per nChunk
+    rows of a tile, V per kChunk rows (fp16/bf16; fp32 reads V^T from the workspace), attention_out per vec2
+    slice. Tensors with more than TOUCH_RANGES copies keep their full size (the working set is then far over L2
+    either way)."""
+    p, blk, sizes = work.problem, work.blk, work.sizes
+    isz, D, w = p.dtype.itemsize, p.D, sizes["s2BaseNratioSize"]
+    live = np.flatnonzero(work.tiles > 0)
+    cu_q = np.concatenate(([0], np.cumsum(p.seq_q.astype(np.int64))))
+    cu_kv = np.concatenate(([0], np.cumsum(p.seq_kv.astype(np.int64))))
+
+    def span(r0, heads, reach):  # bytes of one copy from token r0 in every head; *reach*: the elements
+        first = np.asarray(r0, np.int64) * heads * D  # from the last head's start to the copy's end
+        return first * isz, (first + (heads - 1) * D + reach) * isz
+
+    out = {}
+    b, rows = blk["b"][live], blk["rows"][live].astype(np.int64)
+    q0 = cu_q[b] + blk["s1o"][live].astype(np.int64) * sizes["s1BaseSize"]
+    if q0.size <= TOUCH_RANGES:
+        out["query"] = _page_union(*span(q0, p.N1, rows * D))
+    # attention_out: per vec2 slice of min(vec1Elems // Dp, rows) rows of each AIV's rows
+    dp = -(-D // 16) * 16
+    halves = [(np.zeros_like(rows), rows)] if work.template != SAME_AB else [
+        (np.zeros_like(rows), -(-rows // 2)), (-(-rows // 2), rows // 2)]
+    starts, lens = [], []
+    for lo, mine in halves:
+        step = np.maximum(np.minimum(sizes["vec1Elems"] // dp, mine), 1)
+        n = -(-mine // step)
+        if n.sum() > TOUCH_RANGES:
+            break
+        k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        r = np.repeat(step, n) * k
+        starts.append(np.repeat(q0 + lo, n) + r)
+        lens.append(np.minimum(np.repeat(step, n), np.repeat(mine, n) - r))
+    else:
+        out["out"] = _page_union(*span(np.concatenate(starts), p.N1, np.concatenate(lens) * D))
+    # K and V: per distinct column range of a batch, its tiles cut in chunks
+    kv = np.unique(np.stack([blk["b"][live], blk["start"][live], blk["end"][live]], 1), axis=0)
+    for name, chunk in (("key", sizes["nChunk"]), ("value", sizes["kChunk"])):
+        if name == "value" and isz == 4:
+            continue
+        tiles = -(-(kv[:, 2] - kv[:, 1]) // w)
+        if int(tiles.sum()) * -(-w // chunk) > TOUCH_RANGES:
+            continue
+        t = np.arange(int(tiles.sum())) - np.repeat(np.cumsum(tiles) - tiles, tiles)
+        col0 = np.repeat(kv[:, 1], tiles) + t * w
+        cols = np.minimum(np.repeat(kv[:, 2], tiles) - col0, w)
+        per = -(-cols // chunk)
+        c = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+        nc = c * chunk
+        r0 = np.repeat(cu_kv[np.repeat(kv[:, 0], tiles)] + col0, per) + nc
+        ln = np.minimum(np.repeat(cols, per) - nc, chunk)
+        last = 0 if name == "key" else (D - 1) // 128 * 128  # V: per 128 columns of D, the last block's start
+        out[name] = _page_union(*span(r0, p.N2, last + ln * (D - last)))
+    return out
 
 
 def _prepass_share(problem, til, comp: int, block_dim: int) -> tuple[int, int, int, int]:

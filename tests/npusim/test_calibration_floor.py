@@ -128,3 +128,39 @@ def test_fa_floor_split_and_step_for_the_fa_file():
     assert fa["board_step_cycles"] == pytest.approx((1118.462 - 23.0) * 1800 / 48)
     shipped = dict(calibration.L2_CANDIDATES)["S8 L2_RO / L2_WO (npusim's budget)"]
     assert shipped == calibration.get_chip("Ascend910B2").l2_bw_bytes_per_s / 1.8e9
+
+
+@pytest.mark.parametrize("l0c_depth", [1, 2])
+def test_board_cube_side_moves_one_k_and_v_tile_per_ai_core_step(l0c_depth):
+    """With the board's cube side (fa_board_cube_side: K and V in one L1 cache shared by the two workers) one more
+    1024-key tile adds exactly the board template's fa_step_l2_bytes (K/V shared); the shipped kernel is back after."""
+    from fa_board_cube_side import board_cube_side
+
+    from ops.flash_attention_var_len_score import kernel as fa_kernel
+    shipped = fa_kernel.KernelFlashAttentionVarLenScore
+    with board_cube_side(l0c_depth) as cls:
+        step = _fa_gm_bytes(4096) - _fa_gm_bytes(3072)
+    assert step == calibration.fa_step_l2_bytes(128)
+    assert cls.shared_loads > 0
+    assert fa_kernel.KernelFlashAttentionVarLenScore is shipped
+
+
+@pytest.mark.parametrize("l0c_depth", [1, 2])
+def test_board_cube_side_outputs_are_the_shipped_kernels_bits(l0c_depth):
+    """Full mode, a ragged last key tile and two workers per AI Core on the same tiles: every output bit-identical."""
+    from fa_board_cube_side import board_cube_side
+
+    from ops import flash_attention_var_len_score
+    rng = np.random.default_rng(7)
+    s, d = 1024 + 64, 128
+    q, k, v = (rng.standard_normal((s, 1, d)).astype(np.float16) for _ in range(3))
+
+    def run():
+        return flash_attention_var_len_score(q, k, v, actual_seq_qlen=[s], actual_seq_kvlen=[s], head_num=1,
+                                             scale_value=1 / np.sqrt(d), input_layout="TND", mode="full").outputs
+    shipped = run()
+    with board_cube_side(l0c_depth) as cls:
+        variant = run()
+    assert cls.shared_loads > 0
+    for name, out in shipped.items():
+        assert np.asarray(out).tobytes() == np.asarray(variant[name]).tobytes(), name

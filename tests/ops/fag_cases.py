@@ -95,12 +95,13 @@ def golden_of(a, p, res, **over):
     from ops.flash_attention_unpadding_score_grad_v5.tiling import balance_applies
     t = res.tiling
     kw = dict(block_dim=t.blockDim, atomics=res.extra["atomics"], sink_in=a.get("sink_in"),
-              cv=None if t.template in ("basic", "basic_bn2") else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
+              cv=None if t.template == "basic" else (t.s1CvInner, t.s2CvInner), dtm=t.sabDtm,
               regions=t.dtmBasic, trim=t.cvTrim,
               contiguous=(t.splitAivs, t.aivPerCore) if t.template == "generic" and not balance_applies(p) else None,
               core_starts=t.secCoreStart if (t.template == "generic" and balance_applies(p))
               or t.template == "basic_bn2" else None,
-              aiv_split=t.secAivSplit if t.template == "generic" and balance_applies(p) else None,
+              aiv_split=t.secAivSplit if (t.template == "generic" and balance_applies(p))
+              or t.template == "basic_bn2" else None,
               atten_mask=a.get("atten_mask"), query_rope=a["query_rope"], key_in_rope=a["key_in_rope"],
               pse_shift=a.get("pse_shift"), drop_mask=a.get("drop_mask"))
     kw.update(over)

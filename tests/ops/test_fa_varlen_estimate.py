@@ -289,3 +289,45 @@ def test_fa_varlen_task_done_cycles_measure_a_task():
     assert np.median(np.diff(done)[-3:]) == pytest.approx(marginal, rel=0.02)
     with pytest.raises(RuntimeError, match="expected 14 AIC->AIV0 flags"):
         task_done_cycles(runs[6].trace, 7)
+
+
+TOUCH_CASES = {
+    "vector_master_gqa_causal": dict(sq=[300, 700, 100, 900], skv=[300, 700, 100, 900], n1=8, n2=2, mode=3),
+    "same_ab": dict(sq=[512] * 16, skv=[512] * 16, n1=8, n2=8),
+    "d256_band": dict(sq=[600], skv=[600], n1=4, n2=4, d=256, mode=4, pre=200, nxt=30),
+}
+
+
+@pytest.mark.parametrize("name", list(TOUCH_CASES))
+def test_fa_varlen_estimate_working_set_is_the_pages_timing_touches(name, monkeypatch):
+    """The L2 working set of the estimate's samples counts, for Q, K, V and attention_out, the L2 bytes the
+    timing-mode launch touches (a strided multi-head copy touches fewer pages than the tensor holds)."""
+    from npusim.memory import gm as gm_mod
+    from ops.flash_attention_var_len_score import estimate as est_mod
+
+    counted = {}
+    original = est_mod._touched_tnd
+
+    def capture(problem, work):
+        counted.update(original(problem, work))
+        return counted
+
+    monkeypatch.setattr(est_mod, "_touched_tnd", capture)
+    run(**TOUCH_CASES[name])
+    touched, sizes = {}, {}
+    touch = gm_mod.GmBuffer.touch
+
+    def counting(self, byte_start, nbytes):
+        before = self._l2.touched_bytes
+        hit = touch(self, byte_start, nbytes)
+        touched[self.name] = touched.get(self.name, 0) + self._l2.touched_bytes - before
+        sizes[self.name] = self.size * self.dtype.itemsize
+        return hit
+
+    monkeypatch.setattr(gm_mod.GmBuffer, "touch", counting)
+    run(**TOUCH_CASES[name], run_mode="timing")
+    names = {"query": "query", "key": "key", "value": "value", "out": "attention_out"}
+    assert set(counted) == set(names)
+    for mine, buf in names.items():
+        assert counted[mine] == touched[buf], (mine, counted[mine], touched[buf])
+    assert counted["query"] < sizes["query"]  # several heads: a strided copy touches part of the pages

@@ -1,8 +1,9 @@
 """FlashAttentionUnpaddingScoreGradV5, the deterministic templates besides SameAB's IS_DTM (docs/fag.md
 "Determinism"). basic_det (priority 1002): 512 x 512 regions handed out round-robin, one per core and round,
 per-core partials, the round's reduction from the first core's partial, lone dk/dv strips added by the cube.
-The deterministic S1s2Bn2 template (1000): its (batch, key/value head) split over the AIVs, each output row
-written by one core (run with the basic template's blocks, `template` "basic_bn2").
+The deterministic S1s2Bn2 template (1000, `template` "basic_bn2"): its CV blocks (singleM x singleN) and their
+rectangles, its (batch, key/value head) split over the AIVs, each AIV running its own pairs with every row, so
+each output row has one writer.
 
 Bit-exact against the independent golden (which re-walks the regions and rounds, or takes the core split), with
 the float64 accuracy of every output; the region order, the rounds, the reduction and the split each show in the
@@ -122,9 +123,10 @@ def test_bn2_det_bit_exact_and_one_writer_per_row(name):
     check_golden_and_accuracy(a, p, res)
     owner = {}
     for c in range(t.blockDim):
-        for k in t.core_sections(c):
-            for i in range(t.secStart[k], t.secStart[k + 1]):
-                assert owner.setdefault((t.blkB[i], t.blkN[i] // t.gSize), c) == c  # a pair stays on one core
+        for step in t.core_steps(c):
+            for k, _, v in step:
+                for i in range(t.secStart[k], t.secStart[k + 1]):  # a pair stays on one AIV, which runs every row
+                    assert v is not None and owner.setdefault((t.blkB[i], t.blkN[i] // t.gSize), (c, v)) == (c, v)
     # each output row has one writer, so the result does not depend on when the adds land: core after core
     # (no atomic log) gives the same bits, a round-robin split of the same sections does not
     for k, g in golden_of(a, p, res, atomics=None).items():
@@ -133,6 +135,31 @@ def test_bn2_det_bit_exact_and_one_writer_per_row(name):
         rr = golden_of(a, p, res, core_starts=None, atomics=None)
         assert any(not np.array_equal(bits(res.outputs[k]), bits(rr[k])) for k in ("dk", "dv"))
         assert fag(**a, deterministic=True, mode="timing").cycles == res.cycles
+
+
+def test_bn2_cv_blocks_on_hand_worked_shapes():
+    """singleM x singleN of DecideBaseMND / NMDStrategy (docs/fag.md "Tiling"): D 128, s2 900 with a large L2 takes
+    the 8-wide S2 ratio (128 x 1024), with a small one the 4-wide (128 x 512); D 64 and s2 >= 256 a 128 x 256 cube
+    base (2 x 2: 256 x 512); D 128, s2 < 512: base min(256, s1 aligned to 16) x min(128, s2 aligned to 16), 112 wide
+    for s2 100, so 1 x 4, cut to ceil(300 / 256) = 2 rows of 256 (512 x 112, npusim 512 x 128). A run's CV blocks
+    and their columns follow: sparse 2 (causal from the top left) keeps the columns up to each CV block's last row,
+    in pieces of the vector tile's width (256 with D 64 and s2 >= 256)."""
+    from types import SimpleNamespace as V
+    from ops.flash_attention_unpadding_score_grad_v5.templates import bn2_cv_inner
+    big, small = 192 * 2 ** 20, 64 * 2 ** 20
+    assert bn2_cv_inner(V(max_sq=900, max_skv=900, D=128), big) == (128, 1024)
+    assert bn2_cv_inner(V(max_sq=900, max_skv=900, D=128), small) == (128, 512)
+    assert bn2_cv_inner(V(max_sq=600, max_skv=300, D=64), big) == (256, 512)
+    assert bn2_cv_inner(V(max_sq=300, max_skv=100, D=128), big) == (512, 128)
+    kw, _ = BN2["fp16_gqa_mode2_pairs"]  # s 600 / 130 / 300, D 64: base 128 x 256, s2Ratio 3, s1Ratio 1
+    a, _ = make_case(**kw)
+    t = fag(**a, deterministic=True, mode="timing").tiling
+    assert (t.s1CvInner, t.s2CvInner, t.cvTrim) == (128, 768, 256)
+    # batch 0, query head 0: CV block s1o computes rows 128 s1o .. by the 256-wide pieces up to its last row
+    # (sparse 2): 256, 256, 512, 512 columns, then the whole 600 for rows 512-599
+    ends = [max(t.blkS2o[i] * 128 + t.blkCols[i] for i in range(t.secStart[k], t.secStart[k + 1])) for k in range(5)]
+    assert [t.blkS1o[t.secStart[k]] for k in range(5)] == [0, 1, 2, 3, 4] and ends == [256, 256, 512, 512, 600]
+    assert {(t.blkB[i], t.blkN[i]) for i in range(t.secStart[5])} == {(0, 0)}
 
 
 def test_bn2_split_on_hand_worked_weights():

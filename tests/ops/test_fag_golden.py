@@ -59,7 +59,7 @@ def _expected_adds(t, p) -> int:
     """Atomic adds of a run: basic, one Fixpipe per 128 columns of dq, dk, dv (and the rope outputs) per block;
     SameAB, the same per 128-row strip (dq, dq_rope) and per 128-column strip (dk, dk_rope, dv) of a CV block."""
     d, r = -(-p.D // 128), -(-p.rope_d // 128)
-    if t.template in ("basic", "basic_bn2"):
+    if t.template == "basic":
         return t.blocks * (3 * d + 2 * r)
     total = 0
     for s in range(t.sections):
