@@ -30,7 +30,7 @@ from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutErr
                            NpuBufferError, NpusimError)
 from npusim.isa.vector.numerics import quiet_fp
 from npusim.memory.bandwidth import BandwidthCalendar
-from npusim.memory.gm import L2_PAGE_BYTES, GmBuffer, L2Model
+from npusim.memory.gm import GmBuffer, L2Model
 from npusim.progress import LaunchProgress
 from npusim.trace import Trace
 from npusim.trace_sink import FullSink, check_trace_level, make_sink
@@ -67,26 +67,6 @@ class _KernelGreenlet(greenlet):
     """A greenlet that knows the instruction stream it runs (the kernel API's 'current core')."""
 
     unit: CoreUnit
-
-
-def _book(cal: BandwidthCalendar, start: float, nbytes: float, core_rate: float) -> float:
-    """``cal.book(start, nbytes, core_rate)``: a transfer that fits in its first bucket booked here (the same
-    expressions as BandwidthCalendar.book's), for performance reasons; the others by the calendar."""
-    if nbytes <= 0:
-        return start
-    width = cal.bucket_cycles
-    t = float(start)
-    b = int(t // width)
-    used = cal.used
-    room = cal.capacity - used.get(b, 0.0)
-    span = (b + 1) * width - t
-    can = core_rate * span
-    if can > room:
-        can = room
-    if nbytes <= can:
-        used[b] = used.get(b, 0.0) + nbytes
-        return t + nbytes / (can / span if can > 0 else core_rate)
-    return cal.book(start, nbytes, core_rate)
 
 
 def current_unit() -> CoreUnit:
@@ -235,32 +215,15 @@ class Launch:
         Reads of pages resident in L2 use the L2 calendar, the rest HBM; writes go to L2 while the touched
         bytes fit in L2 and spill to HBM in proportion beyond that (gm.py's L2 model).
         """
-        # NOTE: GmBuffer.touch's one-page case, L2Model.hit_scale and BandwidthCalendar.book's one-bucket case
-        # inlined (the same expressions on the same floats), for performance reasons: every GM transfer of a
-        # replayed step comes here, and four calls cost more than the booking (docs/performance.md)
-        l2 = self.l2
-        resident = gm._resident  # None: a chunked buffer (GmBuffer.touch handles it)
-        p0 = byte_start // L2_PAGE_BYTES
-        if resident is not None and (byte_start + nbytes - 1) // L2_PAGE_BYTES == p0:
-            if resident[p0]:
-                hit = 1
-            else:
-                hit = 0
-                resident[p0] = True
-                l2.touched_bytes += L2_PAGE_BYTES
-            touched = l2.touched_bytes
-            scale = 1.0 if touched <= l2.l2_bytes else l2.l2_bytes / touched
-            hit = scale if write else hit / 1 * scale
-        else:
-            hit = gm.touch(byte_start, nbytes)
-            if write:
-                hit = l2.hit_scale()
+        hit = gm.touch(byte_start, nbytes)
+        if write:
+            hit = self.l2.hit_scale()
         end = start
         if hit > 0.0:
-            end = _book(self.l2_cal, start, nbytes * hit, rate * hit)
+            end = self.l2_cal.book(start, nbytes * hit, rate * hit)
         if hit < 1.0:
             miss = 1.0 - hit
-            e = _book(self.hbm, start, nbytes * miss, rate * miss)
+            e = self.hbm.book(start, nbytes * miss, rate * miss)
             if e > end:
                 end = e
         return end
