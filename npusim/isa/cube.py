@@ -156,7 +156,7 @@ class Mmad(Instruction):
             acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
         integer = acc_t is np.int32
         if not integer and _pairs_by_matmul(a, b, k, acc, self.init):
-            c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
+            c.reshape(n1, rows, N0)[...] = acc.reshape(rows, n1, N0).transpose(1, 0, 2)  # -> NZ, one pass
             return
         # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
         # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
@@ -194,6 +194,7 @@ _PAIR_PLANE_BYTES = 1024 * 1024
 _B16 = (np_dtype("fp16"), np_dtype("bf16"))
 _BF16 = np_dtype("bf16")
 _F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
+_NEG_ZERO32 = np.uint32(0x80000000)  # the bits of float32 -0
 
 
 def _pairs_by_matmul(a: np.ndarray, b: np.ndarray, k: int, acc: np.ndarray, init: bool) -> bool:
@@ -209,7 +210,7 @@ def _pairs_by_matmul(a: np.ndarray, b: np.ndarray, k: int, acc: np.ndarray, init
     accumulator that holds no -0 (x + (+-0) = x for x != 0, +0 + (+-0) = +0): the accumulator starts at +0
     (cmatrixInitVal) or is checked. Inf/NaN operands (their payloads) and fp32 operands (inexact products)
     take the tree."""
-    if a.dtype not in _B16 or not init and bool(np.any(np.signbit(acc) & (acc == 0))):
+    if a.dtype not in _B16 or not init and bool((acc.view(np.uint32) == _NEG_ZERO32).any()):
         return False
     m1, k1, _, k0 = a.shape
     n1 = b.shape[1]
@@ -270,7 +271,7 @@ def _levels(pa: np.ndarray, pb: np.ndarray, half: int, group: int, acc: np.ndarr
     """Level 1 by matmul, then the tree's further levels (first half + second half of the bit-reversed
     partial sums: pair sums (0+1), (2+3), ... then their neighbours, as the tree) and the ascending
     accumulation (_pairs_by_matmul)."""
-    out = np.empty((min(group, pa.shape[0]), half) + acc.shape, np.float32)
+    out = _scratch((min(group, pa.shape[0]), half) + acc.shape)
     for f0 in range(0, pa.shape[0], group):
         p = np.matmul(pa[f0:f0 + group], pb[f0:f0 + group], out=out[:min(group, pa.shape[0] - f0)])
         h = half
@@ -279,6 +280,20 @@ def _levels(pa: np.ndarray, pb: np.ndarray, half: int, group: int, acc: np.ndarr
             np.add(p[:, :h], p[:, h:2 * h], out=p[:, :h])
         for s in p[:, 0]:  # ascending kf, one fp32 addition each
             np.add(acc, s, out=acc)
+
+
+_SCRATCH: dict = {}
+
+
+def _scratch(shape: tuple) -> np.ndarray:
+    """A float32 work array of *shape*, the same one on every call with that shape (NOTE: not allocated per
+    Mmad, for performance reasons: a fresh megabyte is fresh pages to fault in, benchmarks/pfa.py)."""
+    buf = _SCRATCH.get(shape)
+    if buf is None:
+        if len(_SCRATCH) > 16:
+            _SCRATCH.clear()
+        buf = _SCRATCH[shape] = np.empty(shape, np.float32)
+    return buf
 
 
 def _fractal_sum(av: np.ndarray, bv: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:

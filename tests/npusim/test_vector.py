@@ -747,6 +747,21 @@ def test_brcb_gather_transpose(rng):
     assert all(tt[16 * i + j] == tile[16 * j + i] for i in range(16) for j in range(16))
 
 
+@pytest.mark.parametrize("dt", (np.float16, np.float32))
+@pytest.mark.parametrize("blk, rs", ((1, 8), (2, 16), (1, 9), (3, 30), (0, 1), (1, 4), (2, 8), (1, 0)))
+def test_brcb_strides_against_loop(dt, blk, rs):
+    """Brcb's block placement for apart, overlapping and zero strides (later writes win), in 3 repeats."""
+    epb = 32 // np.dtype(dt).itemsize
+    src = np.arange(1, 25).astype(dt)
+    out = np.full(96 * epb, -1, dt)
+    run(lambda src, out: V.Brcb(out, src, 3, V.BrcbRepeatParams(dstBlkStride=blk, dstRepStride=rs)), src=src, out=out)
+    expect = np.full(96 * epb, -1, dt)
+    for r in range(3):
+        for j in range(8):
+            expect[(r * rs + j * blk) * epb:(r * rs + j * blk + 1) * epb] = src[8 * r + j]
+    assert np.array_equal(bits(out), bits(expect))
+
+
 def test_gather_out_of_range_offset_raises():
     """An offset past src's allocation (or misaligned) raises NpuBufferError naming the element."""
     table, g = np.zeros(8, np.float32), np.zeros(8, np.float32)

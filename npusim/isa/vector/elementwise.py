@@ -113,6 +113,14 @@ class Elementwise(VectorInstruction):
                 return table.take(ins[0].view(np.uint16))
         return self.compute(*ins)
 
+    @classmethod
+    def apply(cls, dtype: np.dtype, *ins: np.ndarray, scalar=None) -> np.ndarray:
+        """This instruction's compute() on *ins* of any shape (elementwise, so the values its execute() would
+        write for those elements): full mode's row steps compute whole tiles this way (ops/common/rowops.py)."""
+        op = object.__new__(cls)
+        op.dtype, op.scalar = dtype, scalar
+        return op.compute(*ins)
+
     #: True when compute() maps each element of its one source on its own (given the scalar): then a
     #: 2-byte dtype's results can be looked up in a table of all 65536 inputs (:func:`_table_of`)
     tabled: ClassVar[bool] = False

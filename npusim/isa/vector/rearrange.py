@@ -100,6 +100,13 @@ class Brcb(VectorInstruction):
         if n:
             blk, rs = self.strides
             epb = BLOCK_BYTES // self.dtype.itemsize
+            if blk >= 1 and (self.repeats == 1 or rs >= 8 * blk):  # blocks apart: a strided view of dst
+                # NOTE: no index arrays, for performance reasons (the softmax's row broadcasts, benchmarks/pfa.py)
+                item = self.dtype.itemsize
+                view = np.ndarray((self.repeats, 8, epb), self.dtype, self.dst.buffer.data, self.dst.addr,
+                                  (rs * BLOCK_BYTES, blk * BLOCK_BYTES, item))
+                view[...] = self.src.view(n).reshape(self.repeats, 8, 1)
+                return
             starts = (np.arange(self.repeats)[:, None] * rs + np.arange(8)[None, :] * blk).reshape(-1) * epb
             self.dst.span()[starts[:, None] + np.arange(epb)[None, :]] = self.src.view(n)[:, None]
 

@@ -132,8 +132,12 @@ class _RepeatReduce(VectorInstruction):
         return dt.itemsize
 
     def _source_repeats(self) -> np.ndarray:
-        """The source as (repeats, 256 / itemsize) values, masked-out lanes set to the identity."""
+        """The source as (repeats, 256 / itemsize) values, masked-out lanes set to the identity (callers only read it)."""
         dt = self.dtype
+        epr, (blk, rs) = REPEAT_BYTES // dt.itemsize, self.src_strides
+        if self.key == epr and blk == 1:  # every lane, blocks adjacent: a strided view of the source (read only;
+            # NOTE: no identity fill and gather, for performance reasons: the softmax's row reductions, benchmarks/pfa.py)
+            return np.ndarray((self.rep, epr), dt, self.src.buffer.data, self.src.addr, (rs * BLOCK_BYTES, dt.itemsize))
         ln = lanes(self.key, dt.itemsize)
         idx, _ = repeat_index(self.key, dt.itemsize, self.rep, *self.src_strides)
         vals = np.full((self.rep, REPEAT_BYTES // dt.itemsize), _identity(self.op, dt), dt)

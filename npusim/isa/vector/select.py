@@ -100,4 +100,4 @@ class Select(VectorInstruction):
             other = self.src1.view(n)
         else:
             other = to_scalar(self.src1, dt, self.name)
-        self.dst.view(n)[:] = np.where(bits.astype(bool), self.src0.view(n), other)
+        self.dst.view(n)[:] = np.where(bits.view(bool), self.src0.view(n), other)  # unpackbits' 0/1 bytes as bool
