@@ -94,10 +94,10 @@ GRID = [
     ([4582], [4582], 4, 2, 256, F32, 2, {"deterministic": True}),
     ([667, 1475], [667, 1475], 16, 8, 64, F32, 3, {"deterministic": True, "layout": ""}),
 ]
-#: session 9's draw (secrets.randbelow), made after the last model change of estimate.py (basic sample length, growth
-#: weighted by span, whole pre/post up to 192 steps, L2 state of the sample) and after B's last FAG schedule change
-#: (af26a29, generic AIV split), run once; earlier draws 620261124, 620261125 and 820261124 were looked at
-CHECK_SEED = 869883353
+#: session 10's draw (secrets.randbelow), made after the last model change of estimate.py (basic_bn2 by its ring, the
+#: generic template's 16-CV-block sample) and after B's last FAG schedule change (656375b, basic_bn2's own CV blocks),
+#: run once; earlier draws 620261124, 620261125, 820261124 and 869883353 were looked at
+CHECK_SEED = 1736963294
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata

@@ -89,7 +89,8 @@ class CoreUnit:
         self.replays: dict = {}  # recorded kernel steps of this stream (npusim/replay.py)
         self.recorder = None  # list of the calls of the kernel step being recorded (npusim/replay.py)
         self.queue_index: dict = {}  # TQue -> its index in self.queues (replay.py, shared recordings)
-        self.replayed = (None, 0)  # the step recorded or replayed last and the stream's rows after it (replay.py)
+        # the step recorded or replayed last, and the stream's record list and its length after it (replay.py)
+        self.replayed = (None, None, 0)
 
     # -- buffers -----------------------------------------------------------------------------
     def _make_buffers(self, chip, sub, full) -> dict:

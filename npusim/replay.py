@@ -36,6 +36,7 @@ from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL 
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
 from npusim.replay_code import compiled
 from npusim.trace import LANE_RANK_OF_PIPE
+from npusim.trace_sink import CHUNK_ROWS
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
@@ -44,6 +45,7 @@ _INF = float("inf")
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
 _RECORDING = object()  # launch-wide entry of a shared key being recorded by some stream
+_CHUNK_VALUES = 7 * CHUNK_ROWS  # record values of a chunk the stream hands to its sink (CoreUnit.chunk_full)
 
 
 @contextmanager
@@ -79,13 +81,15 @@ def replayable(key, state: tuple = (), shared: bool = False):
             if k is None:
                 return fn(self, *args)
             user_key, bases = k
-            gm_bases = [_base_byte(g) for g in bases]
+            # the byte addresses of the bases (_base_byte, inlined for performance reasons)
+            gm_bases = [g.offset * g.dtype.itemsize if type(g) is not tuple else g[0].offset * g[0].dtype.itemsize
+                        for g in bases]
             frozen = tuple(_freeze(getattr(self, name)) for name in state) if state else ()
             # NOTE: right after a replay with nothing run in between, the stream is in the state the recording
             # left, so the step that follows is found from that recording's successors without snapshotting
             # the queues and flags and hashing them (docs/performance.md, fifth round)
-            prev, rows_at = unit.replayed
-            if prev is not None and rows_at == unit.issued_rows() and unit.atomic is None \
+            prev, records, n_records = unit.replayed
+            if prev is not None and records is unit.records and n_records == len(records) and unit.atomic is None \
                     and len(unit.queues) == prev.n_queues:
                 nxt = prev.next.get((fn, user_key, frozen))
                 if nxt is not None:
@@ -192,7 +196,7 @@ class _Shared:
             op = ops[i]
             ops[i] = op[:2] + ((queues[qi], slot, kind),) + op[3:]
         e = _Entry()
-        e.ops = _Recording(ops, self.ops.tally, self.ops.generated)
+        e.ops = _Recording(ops, self.ops.tally, self.ops.generated, self.ops.runs)
         e.slots_after = [(queues[qi].slots[si], st, freed) for qi, si, st, freed in self.slots_after]
         e.next_after = [(queues[qi], nxt) for qi, nxt in self.next_after]
         e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
@@ -212,7 +216,10 @@ def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
         q._queued = deque(queued)
     for name, value in zip(state, entry.state_after):
         setattr(kernel, name, _thaw(value))
-    unit.replayed = (entry, unit.issued_rows())
+    # nothing is run in the stream between this step and the next while its records are these (a flush
+    # replaces the list, interpreted rows lengthen it): the next step's shortcut in replayable()
+    records = unit.records
+    unit.replayed = (entry, records, len(records))
 
 
 def _base_byte(base) -> int:
@@ -291,7 +298,8 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
     # row (a slot never freed yet)
     e.pure = all(s.freed or s.state != "free" for q in unit.queues for s in q.slots)
     e.next = {}
-    unit.replayed = (e, _rows(unit))
+    records = unit.records
+    unit.replayed = (e, records, len(records))
     return e
 
 
@@ -378,12 +386,13 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
 class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
-    COMPILE_AFTER times, its own function per row form (``code``: full rows, spans)."""
+    COMPILE_AFTER times in a row form (counted over the copies of a shared recording in every stream), its
+    own function for that form (``code``: full rows, spans)."""
 
-    def __new__(cls, ops, tally, generated: dict | None = None):
+    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None):
         self = super().__new__(cls, ops)
         self.tally = tally
-        self.runs = 0
+        self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by relocated copies
         self.code = [None, None]
         self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by relocated copies
         return self
@@ -397,14 +406,16 @@ def _replay(unit, ops: _Recording, gm_bases: list) -> None:
     summary = spans is not None
     code = ops.code[summary]
     if code is None:
-        ops.runs += 1
-        if ops.runs > COMPILE_AFTER:
+        runs = ops.runs
+        runs[summary] += 1
+        if runs[summary] > COMPILE_AFTER:
             code = ops.code[summary] = compiled(ops, summary, _S, unit.flags)
     if code is None:
         _replay_calls(unit, ops, gm_bases)
     else:
         code[0](unit, gm_bases, code[1])
-        if not summary and unit.chunk_full():  # the step's time slices left the rows to its end
+        # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
+        if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
             unit.flush()
     if summary:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
         tally = unit.tally

@@ -89,10 +89,18 @@ def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
 def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     """The records *rec* (n x 7) with each block's rows inserted before the record its position names: the
     block's constant columns, its start and end cycles filled in (the same floats as a record's)."""
-    at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
-    rows = np.concatenate([b[1] for b in blocks])
-    sizes = np.fromiter([len(b[1]) for b in blocks], np.int64, len(blocks))
+    tables = [b[1] for b in blocks]
+    first = tables[0]
+    # NOTE: the blocks of one recording share its table (a chunk of a loop of one step: one table), for
+    # performance reasons tiled rather than concatenated block by block
+    same = all([t is first for t in tables])
+    rows = np.tile(first, (len(tables), 1)) if same else np.concatenate(tables)
     rows[:, 2:4] = np.fromiter(chain.from_iterable([b[2] for b in blocks]), np.float64, 2 * len(rows)).reshape(-1, 2)
+    if not len(rec):  # only blocks: nothing to place among them
+        return rows
+    at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
+    sizes = np.full(len(tables), len(first), np.int64) if same else \
+        np.fromiter([len(t) for t in tables], np.int64, len(tables))
     out = np.empty((len(rec) + len(rows), 7))
     # a block's row r (counted over all blocks) follows r block rows and the records made before its block
     out[np.repeat(at, sizes) + np.arange(len(rows))] = rows

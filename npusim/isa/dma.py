@@ -174,8 +174,8 @@ def _nonneg(what: str, **values) -> None:
 
 def _rows_view(data: np.ndarray, count: int, pitch: int, length: int) -> np.ndarray:
     """(count, length) view of *data* (1-D) with rows *pitch* elements apart (the caller checked the bounds): a
-    reshape when *data* holds count whole pitches, else as_strided. Rows overlap when pitch < length: a view to
-    read only."""
+    reshape when *data* holds count whole pitches, else a strided view (:func:`_strided`). Rows overlap when
+    pitch < length: a view to read only."""
     if pitch == length:
         return data[:count * length].reshape(count, length)
     if pitch > length and data.size >= count * pitch:

@@ -14,10 +14,13 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them; K at least 8 for the basic templates' 4 x 4
-  sections, 4 for CV blocks), and the most loaded core's K-section time is extended to its real block
-  count at the cost per block of the sections the two runs differ by, pooled over the simulated cores,
-  each weighted by the blocks it is extended over; the prologue before SyncAll (sfmg rows, fp32
+  block), twice (K sections, then every other one of them; K at least BASIC_SAMPLE_SECTIONS,
+  GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS), and the most loaded core's K-section time is extended
+  to its real block count at the cost per block of the sections the two runs differ by, pooled over the
+  simulated cores, each weighted by the blocks it is extended over; or, for RING_TEMPLATES (basic_bn2), the
+  kernel's ring (cube Cube1 / Cube23, the AIVs' passes, their flags) is run as a recurrence over the
+  core's own sections, each at the mean costs of its class read off the larger sample's flags
+  (_ring_costs, _ring_end, _ring_estimate); the prologue before SyncAll (sfmg rows, fp32
   transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
   extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
   (npusim.estimate.steady_l2_touched).
@@ -51,10 +54,25 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
 MIN_SAMPLE_SECTIONS = 4  # sections per core in the larger sample at least (the smaller one has half)
-#: the same for the basic templates' 4 x 4-block sections (basic, basic_bn2): their smaller run of 2 sections still
-#: carries the start of the ring (the cube's first sections overlap the AIVs' prologue), so its difference to the
-#: larger run was 13-18% off per block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md)
+#: the same for the basic template's 4 x 4-block sections: a smaller run of 2 sections still carries the start of the
+#: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
+#: block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2 (its CV blocks priced by
+#: class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning set's four sampled calls
 BASIC_SAMPLE_SECTIONS = 8
+#: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
+#: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
+#: smaller run must hold 4 steps (8 CV blocks) for the two runs to differ by steady steps (that call: -5.07% with 8
+#: and 4 CV blocks, -2.29% with 12 and 6, -0.36% with 16 and 8)
+GENERIC_SAMPLE_SECTIONS = 16
+#: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
+#: block: basic_bn2, whose cores run whole (batch, key/value head) pairs of full, band-edge, corner and short-row CV
+#: blocks of very different costs per block (on the tuning set's four sampled basic_bn2 calls: -0.77% .. -0.08% by the
+#: ring, -2.1% .. +46.4% by the cost per block of the CV blocks the two runs differ by). On the tuning set's seven
+#: sampled basic calls (round-robin over many cores) the ring came out within 1.7% on six and -5.6% on the seventh
+#: (cost per block: within 4.0%), on its one sampled generic call +2.7% (-0.4%): there the cube's costs follow the
+#: launch's changing contention, which a class mean of the sample's costs averages away
+RING_TEMPLATES = ("basic_bn2",)
+RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
 #: pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements; 103 steps of post ran in 0.5 s CPU,
@@ -85,7 +103,7 @@ def _ranked(work, k: int) -> list[int]:
     return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
-def _core_positions(work, core: int, count: int | None) -> list[int]:
+def _core_positions(work, core: int, count: int | None, fine: bool = False) -> list[int]:
     """Global section indices of *core*: all of them, or *count* of them with the core's mix of section
     classes ((blocks, masked) pairs: full, diagonal, edge sections cost differently per block), each class
     evenly spaced over the core's run, in run order. The mix is read off at most CLASS_PROBES evenly spaced
@@ -93,10 +111,7 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
     n = int(work.core_sections[core])
     if count is None or count >= n:
         return [core + j * work.block_dim for j in range(n)]
-    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
-    blocks, masked = _counts(work, core + probes * work.block_dim)
-    # the (blocks, masked) pairs as one key in the same order (np.unique over rows is many times slower)
-    classes, label = np.unique(blocks * (int(masked.max()) + 1) + masked, return_inverse=True)
+    probes, label, classes = _core_classes(work, core, fine)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -107,6 +122,32 @@ def _core_positions(work, core: int, count: int | None) -> list[int]:
         if take[c]:
             js += [int(members[int(round(i))]) for i in np.linspace(0, len(members) - 1, take[c])]
     return [core + j * work.block_dim for j in sorted(set(js))]
+
+
+def _core_classes(work, core: int, fine: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
+    """(probed local section indices, class label of each, the classes as _keys tuples) of *core*: at most
+    CLASS_PROBES evenly spaced sections of its run."""
+    n = int(work.core_sections[core])
+    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
+    keys = _keys(work, core + probes * work.block_dim, fine)
+    # the key rows as one integer in the same order (np.unique over rows is many times slower)
+    widths = keys.max(axis=0) + 1
+    flat = (keys[:, 0] * widths[1] + keys[:, 1]) * widths[2] + keys[:, 2]
+    _, first, label = np.unique(flat, return_index=True, return_inverse=True)
+    return probes, label, [tuple(int(x) for x in keys[f]) for f in first]
+
+
+def _keys(work, gs, fine: bool = False) -> np.ndarray:
+    """Rows (blocks, masked blocks, area) of the global sections *gs*: the class of a section. *area* (the rows x
+    columns its blocks cover, in 16 x 16 fractals) is read for listed CV blocks with *fine* only (else 0): a CV
+    block of a batch's last, short rows keeps as many blocks as a full one at a fraction of the work."""
+    gs = np.asarray(gs, np.int64)
+    blocks, masked = _counts(work, gs)
+    area = np.zeros(len(gs), np.int64)
+    if fine and hasattr(work, "listed"):
+        area = np.array([sum(-(-blk[4] // 16) * -(-blk[5] // 16) for blk in work.listed[int(g)]) for g in gs],
+                        np.int64)
+    return np.stack([blocks, masked, area], axis=1).reshape(-1, 3)
 
 
 def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prologue: float = 1.0) -> tuple:
@@ -216,7 +257,11 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
         ends, prologue_end = _trace_ends(res.trace, len(cores))
+        if til.template in RING_TEMPLATES:
+            rings.append(_ring_costs(res.trace, sample, len(cores)))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
+
+    rings = []
 
     if til.sabDtm:
         return _rounds_cycles(problem, til, work, run)
@@ -226,10 +271,11 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         return max(ends) + overhead
     cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
-    least = BASIC_SAMPLE_SECTIONS if til.template in ("basic", "basic_bn2") else MIN_SAMPLE_SECTIONS
+    least = {"basic": BASIC_SAMPLE_SECTIONS, "basic_bn2": BASIC_SAMPLE_SECTIONS,
+             "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
     big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
-    big_pos = {c: _core_positions(work, c, big) for c in cores}
+    big_pos = {c: _core_positions(work, c, big, til.template in RING_TEMPLATES) for c in cores}
     # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
     small_pos = {c: v[::2] for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
@@ -248,7 +294,129 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     grown = float(span @ (w_big - np.array(w_small, float)))
     spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
     per_block = spent / grown if grown else 0.0
+    if til.template in RING_TEMPLATES:
+        ring = _ring_estimate(work, cores, big_pos, rings[-1], i, prologue, spec.cross_core_flag_latency_cycles)
+        if ring is not None:
+            return ring + overhead
     return prologue + e_big[i] - p_big + per_block * span[i] + overhead
+
+
+def _ring_costs(trace, sample, k: int) -> list:
+    """Per simulated core of a sample (its tiling *sample*), per section in the core's order: (Cube1, vector pass,
+    Cube23) cycles read off the ring's flags (KernelFagBasic.ProcessCube / WaitAndCube23 / ComputeVec). The cube
+    issues, per ring step, Cube1 and a C2V flag for each of the step's sections, then for each section of the
+    previous step a V2C wait and its Cube23 (ending with SetAtomicNone): Cube1 runs from the cube's previous event
+    to its flag, Cube23 from its wait or, where the cube's previous event ended later, from that to its
+    SetAtomicNone. An AIV waits for every C2V flag and sets every V2C
+    flag; its pass of a section it works on (its own, or a shared one by rows) ends at the V2C flag and starts at
+    the C2V wait or, where that ended earlier, at its previous V2C flag; a shared section's pass is the slower
+    AIV's. None for a core whose flags do not pair one to one with its sections."""
+    c = trace.columns
+    ids = {name: trace.names.index(name) if name in trace.names else -1
+           for name in ("CrossCoreSetFlag", "CrossCoreWaitFlag", "SetAtomicNone")}
+    core, sub, name, end = c["core"], c["sub_core"], c["name_id"], c["end"].astype(float)
+
+    def at(i, u, nm):
+        return np.sort(end[(core == i) & (sub == u) & (name == ids[nm])])
+    out = []
+    for i in range(k):
+        steps = sample.core_steps(i)
+        # (the section's index in the core's order, its owning AIV) in issue order; round-robin tilings run one
+        # section per step
+        first = sample.secCoreStart[i] if sample.secCoreStart else None
+        order = [(s - first if first is not None else t, v) for t, step in enumerate(steps) for s, _, v in step]
+        n = len(order)
+        cset, cwait, cnone = at(i, 0, "CrossCoreSetFlag"), at(i, 0, "CrossCoreWaitFlag"), at(i, 0, "SetAtomicNone")
+        aiv = [(at(i, u, "CrossCoreSetFlag"), at(i, u, "CrossCoreWaitFlag")) for u in (1, 2)]
+        if not n or any(len(x) != n for x in (cset, cwait, cnone, *aiv[0], *aiv[1])):
+            out.append(None)
+            continue
+        # the cube's events in issue order: step t's Cube1 flags, then step t - 1's Cube23 ends
+        events, pos, before, gate = [0.0], 0, np.zeros(n), np.zeros(n)
+        sizes = [len(step) for step in steps]
+        for t, size in enumerate(sizes + [0]):
+            for j in range(pos, pos + size):
+                before[j] = events[-1]
+                events.append(cset[j])
+            for j in range(pos - sizes[t - 1], pos) if t else ():
+                gate[j] = max(events[-1], cwait[j])  # Cube23 starts after the cube's previous event and its wait
+                events.append(cnone[j])
+            pos += size
+        costs = np.zeros((n, 3))
+        for j, (idx, owner) in enumerate(order):
+            passes = []
+            for u, (vset, vwait) in enumerate(aiv):
+                if owner is None or owner == u:
+                    passes.append(vset[j] - max(vwait[j], vset[j - 1] if j else -np.inf))
+            costs[idx] = (cset[j] - before[j], max(passes), cnone[j] - gate[j])
+        out.append(costs)
+    return out
+
+
+def _ring_end(steps: list, costs: np.ndarray, vec_start: float, latency: float) -> float:
+    """The cube's last cycle of a core running the ring *steps* (lists of (section row of *costs*, owning AIV or
+    None: shared by rows)) at these (Cube1, vector pass, Cube23) costs (ProcessCube / ComputeVec): per step the
+    cube issues each section's Cube1 and flag, then each section of the previous step's Cube23 once both AIVs'
+    flags for it arrived; an AIV takes the step's sections in order, waiting for each one's Cube1 flag, passing
+    over the ones it works on and flagging each back (the first pass not before *vec_start*, the prologue's end);
+    a flag arrives *latency* cycles after it is set (the chip's cross-core flag latency)."""
+    cube, aiv, acked = 0.0, [vec_start, vec_start], []
+    for t, step in enumerate(steps):
+        ready = []
+        for row, _ in step:
+            cube += costs[row, 0]
+            ready.append(cube + latency)
+        done = []
+        for (row, owner), arrive in zip(step, ready):
+            for u in (0, 1):
+                aiv[u] = max(aiv[u], arrive) + (costs[row, 1] if owner is None or owner == u else 0.0)
+            done.append(max(aiv) + latency)
+        for (row, _), back in zip(steps[t - 1] if t else (), acked):
+            cube = max(cube, back) + costs[row, 2]
+        acked = done
+    for (row, _), back in zip(steps[-1] if steps else (), acked):
+        cube = max(cube, back) + costs[row, 2]
+    return cube
+
+
+def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, latency: float) -> float | None:
+    """Core *i*'s main-launch cycles from its ring: each of its sections costs the mean (Cube1, vector pass,
+    Cube23) of the sampled sections of its class (_keys: blocks, masked, area): the core's own samples, else every sampled
+    core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's own steps
+    (per-AIV runs paired as tiling.core_steps pairs them; beyond RING_SECTIONS, over RING_SECTIONS evenly spaced
+    sections of each run, scaled to the core's count)."""
+    per_class, per_block = {}, []
+    for j, c in enumerate(cores):
+        if costs[j] is None:
+            continue
+        for t, key in enumerate(map(tuple, _keys(work, positions[c], True).tolist())):
+            per_class.setdefault(key, {}).setdefault(j == i, []).append(costs[j][t])
+            per_block.append(costs[j][t] / max(1, key[0]))
+    if costs[i] is None or not per_block:
+        return None
+    core, n = cores[i], int(work.core_sections[cores[i]])
+    split = getattr(work, "core_aiv_split", None)
+    runs = [(0, int(split[core])), (int(split[core]), n)] if split is not None else [(0, n)]
+    scale = min(1.0, RING_SECTIONS / max(n, 1))
+    picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
+              if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]
+    local = np.concatenate(picked)
+    mean_block = np.mean(per_block, axis=0)
+    table, rows = {}, np.zeros((len(local), 3))
+    for t, key in enumerate(map(tuple, _keys(work, core + local * work.block_dim, True).tolist())):
+        if key not in table:
+            seen = per_class.get(key, {})
+            got = seen.get(True) or seen.get(False)
+            table[key] = np.mean(got, axis=0) if got else mean_block * key[0]
+        rows[t] = table[key]
+    if split is None:
+        steps = [[(t, None)] for t in range(len(local))]
+    else:
+        first = len(picked[0])
+        steps = [[(r, v) for v, r in enumerate((t if t < first else None, first + t if first + t < len(local) else None))
+                  if r is not None] for t in range(max(first, len(local) - first))]
+    end = _ring_end(steps, rows, prologue, latency)
+    return prologue + (end - prologue) / scale if scale < 1.0 else end
 
 
 def _round_positions(work, k: int, rounds) -> dict:
