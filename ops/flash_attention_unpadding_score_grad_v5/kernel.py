@@ -1311,41 +1311,9 @@ def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
                     (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4), *key[1][1:])
 
 
-def _dqkv_key(k: KernelFagBasic, task: int, s: int, off: int):
-    """ComputeMMDqkv: the CV block's blocks (slot, shape, Q/dY and K rows relative to the block's first) and its
-    strips (which blocks, destination pitch, whether the strip alone switches atomic adds on); the core's section
-    slots (task parity in the key), Q, K, dY (and the rope inputs) and each strip's destination move. The atomic
-    Fixpipes are transfers in timing mode (launch.atomic_add runs in full mode only, where nothing replays), and
-    the step leaves atomic adds off as it found them. Sets k.direct as the step's first line does, so that
-    _sab_dst answers as inside the step."""
-    t, D, Dr = k.t, k.D, k.Dr
-    k.direct = det_direct(t, k.a, s // t.blockDim) if t.dtmBasic else set()
-    blocks = [(off + jj, i) for jj, i in enumerate(range(t.secStart[s], t.secStart[s + 1]))]
-    rows_of = {i: k._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]) for _, i in blocks}
-    q0 = min(q for q, _ in rows_of.values())
-    kv0 = min(kv for _, kv in rows_of.values())
-    shape = tuple((j, t.blkRows[i], t.blkCols[i], rows_of[i][0] - q0, rows_of[i][1] - kv0) for j, i in blocks)
-    row_strips, col_strips = k._strips(s, off)
-    strips, regions = [], []
-    for group, kinds in ((row_strips, ("dq", "dq_rope")), (col_strips, ("dk", "dk_rope", "dv"))):
-        for strip in group:
-            i0 = strip[0][1]
-            m = t.blkRows[i0] if group is row_strips else t.blkCols[i0]
-            for kind in kinds:
-                width = Dr if kind.endswith("rope") else D
-                if not width:
-                    continue
-                dst, pitch, alone = k._sab_dst(kind, task, i0, width)
-                strips.append((kind, tuple(j for j, _ in strip), pitch, alone))
-                regions.append((dst, ((m - 1) * pitch + width) * 4))
-    bases = ((k.ws[k.mm1[0]], 4 * t.mmSectionBytes), *regions, k.qGm[q0], k.kGm[kv0], k.dyGm[q0])
-    if Dr:
-        bases += (k.qrGm[q0 // D * Dr], k.krGm[kv0 // D * Dr])
-    return (task % 2, shape, tuple(strips)), bases
-
-
 def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):
-    """_mm_ab_strip (one strip of ComputeMMDqkv, replayed inside a CV block too, where strips repeat): the strip's
+    """_mm_ab_strip (one strip of ComputeMMDqkv; strips repeat within a CV block and across them, and a recording
+    of the whole CV block would be replayed too few times to pay for itself, T = 1M estimate): the strip's
     kind and shape, its destination's pitch and whether it switches atomic adds on alone, and each part's shape; the
     destination and each part's slot block and B rows move (regions of their buffers). Entered with SetAtomicAdd
     in force (non-deterministic) or not (IS_DTM): that state is in the replay key."""
@@ -1370,5 +1338,4 @@ KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.C
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
 KernelFagBasic.VecBlock = replayable(_vecblock_key, shared=True)(KernelFagBasic.VecBlock)
-KernelFagBasic.ComputeMMDqkv = replayable(_dqkv_key, shared=True)(KernelFagBasic.ComputeMMDqkv)
 KernelFagBasic._mm_ab_strip = replayable(_strip_key, shared=True)(KernelFagBasic._mm_ab_strip)

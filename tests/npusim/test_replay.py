@@ -349,10 +349,9 @@ def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, n
     """FAG's ComputeMMDqkv switches SetAtomicAdd on inside the step and its Fixpipes add atomically into the dq/dk/
     dv workspaces (IS_DTM: plain writes into the core's partial slot, basic_det's lone dk/dv strips atomically
     into the workspace). In timing mode an atomic Fixpipe is a transfer like any other (its adds are queued for
-    launch.atomic_add in full mode only, where nothing replays), so the step is replayed, shared by the streams:
+    launch.atomic_add in full mode only, where nothing replays), so its strips are replayed, shared by the streams:
     the trace, every GM transfer's buffer, address and size, and the (empty) atomic log equal the interpreted
-    run's, while replayed ComputeMMDqkv calls and strips (entered with SetAtomicAdd on, non-deterministic) skip the
-    kernel lines."""
+    run's, while replayed strips (entered with SetAtomicAdd on when non-deterministic) skip the kernel lines."""
     from ops import flash_attention_unpadding_score_grad_v5 as fag
     from ops.flash_attention_unpadding_score_grad_v5.kernel import KernelFagBasic
     from tests.ops.fag_cases import make_case
