@@ -5,8 +5,9 @@ Tuning set: GRID, every configuration looked at while the estimate model was cha
 the issue's benchmark shape (T = 4096, N = 8, D = 128, causal), the session-5 checking set (seed
 20261124, run and looked at) and configurations that reach the generic 128 x 512 template and SameAB's
 IS_DTM, which the first grid did not, the two SameAB calls session 6's checking set (seed 620261125)
-missed on the sampled path, the five calls session 8's checking set (seed 820261124) missed on it, and session 9's
-(seed 869883353) two misses and one basic_bn2 fp32 causal call looked at with them. Checking set: configurations drawn at random (fresh_check, seed
+missed on the sampled path, the five calls session 8's checking set (seed 820261124) missed on it, session 9's
+(seed 869883353) two misses and one basic_bn2 fp32 causal call looked at with them, and session 10's (seed 1736963294)
+two sampled SameAB D = 256 misses with the three other sampled SameAB / IS_DTM calls of that set. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -93,6 +94,13 @@ GRID = [
      {"pre": 842, "next": 422, "deterministic": True, "blockDim": 8, "layout": ""}),
     ([4582], [4582], 4, 2, 256, F32, 2, {"deterministic": True}),
     ([667, 1475], [667, 1475], 16, 8, 64, F32, 3, {"deterministic": True, "layout": ""}),
+    # session 10's checking set (seed 1736963294): its two sampled SameAB D = 256 misses and the other sampled SameAB /
+    # IS_DTM calls of that set, looked at with them while their cause was studied
+    ([2226], [5666], 4, 1, 256, BF16, None, {"layout": ""}),
+    ([2477], [2477], 16, 8, 256, BF16, 2, {"deterministic": True}),
+    ([3311], [3311], 16, 8, 256, BF16, 2, {}),
+    ([259, 3009], [347, 3439], 2, 2, 192, F16, None, {}),
+    ([3653, 722, 163], [3653, 722, 163], 16, 4, 128, BF16, 4, {"pre": 1059, "next": 16, "deterministic": True}),
 ]
 #: session 10's draw (secrets.randbelow), made after the last model change of estimate.py (basic_bn2 by its ring, the
 #: generic template's 16-CV-block sample) and after B's last FAG schedule change (656375b, basic_bn2's own CV blocks),
