@@ -351,7 +351,10 @@ def main() -> None:
                                        "check_configs": len(check), "tune_configs": len(tune),
                                        "check_seed": CHECK_SEED, "strata": list(STRATA),
                                        "check_by_template": {k: max(v) for k, v in _by_template(rows, "check").items()},
-                                       "load_avg": os.getloadavg()})
+                                       "load_avg": os.getloadavg(),
+                                       # largest shapes kept from the saved run (--no-huge): their load with them
+                                       **({"huge_load_avg": saved["huge_load_avg"]}
+                                          if args.no_huge and "huge_load_avg" in saved else {})})
     elif args.half != "all":  # the first of two separate runs: its rows wait in the saved file for the other
         save("estimate_accuracy_fag", {**saved, "rows": rows, "check_seed": CHECK_SEED,
                                        **({"huge": big} if big else {})})
