@@ -104,11 +104,15 @@ def _rows_performance() -> dict:
         met = "" if e["check_max_pct"] <= 3 else ": NOT met"
         per = "; ".join(f"{k} {v:.2f}%" for k, v in e.get("check_by_template", {}).items())
         strata = f", {e['check_configs'] // len(e['strata'])} per template" if e.get("strata") else ""
+        tuned = {r["config"] for r in e["rows"] if r["half"] == "tune"}
+        studied = sum(r["config"] in tuned for r in e["rows"] if r["half"] == "check")
+        since = (f" (from the seed's one run; {studied} of these calls were studied afterwards and are tuning calls now)"
+                 if studied else "")
         rows[f"same, FlashAttentionUnpaddingScoreGradV5, {e['check_configs']} fresh random checking configurations"
              f"{strata} (seed {e['check_seed']}) beside a {e['tune_configs']}-configuration tuning set "
              "(`benchmarks/estimate_accuracy_fag.py`)"] = \
             (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
-             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){'; max per template: ' + per if per else ''}; tuning set "
+             f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){since}{'; max per template: ' + per if per else ''}; tuning set "
              f"max {e['tune_max_pct']:.2f}%; largest shapes: {huge}")
     f = load("fag")
     if f:
