@@ -64,8 +64,9 @@ SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two
 MIN_SAMPLE_SECTIONS = 4
 #: the same for the basic template's 4 x 4-block sections: a smaller run of 2 sections still carries the start of the
 #: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
-#: block on session 8's checking calls; from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2 (its CV blocks priced by
-#: class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning set's four sampled calls
+#: block on an earlier checking set's calls (tuning calls now); from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2
+#: (its CV blocks priced by class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning
+#: set's four sampled calls
 BASIC_SAMPLE_SECTIONS = 8
 #: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
 #: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
@@ -451,7 +452,7 @@ def _rounds_cycles(problem, til, work, run) -> float:
     reduction's work grows with the cores that wrote each strip. A subset of cores misses both (12 of 24
     came out 9% fast on the tuning set), so every busy core runs: all rounds when they fit DTM_BLOCKS blocks,
     each core its own sections (then the sample is the launch; slots taking each round's sections heaviest
-    first came out 9% slow on a session-6 checking call), else K and K/2 evenly spaced rounds (K as many as
+    first came out 9% slow on an earlier checking call, a tuning call now), else K and K/2 evenly spaced rounds (K as many as
     fit), each slot taking each chosen round's sections heaviest first, read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
     IS_DTM call, 1 and 3 of its 5 rounds, this came out 8% fast: rounds of diagonal sections cost more)."""
     bd = work.block_dim

@@ -18,7 +18,7 @@
    the tiling's worker lists; COMPANIONS identical ones elsewhere), bandwidth cut to their share of the
    launch: its items, each cut to its last SAMPLE_TILES tiles (the masked side of a causal band), are
    simulated at two sizes per axis and the core's time is extrapolated with the fitted
-   ``fixed + a * items + b * tiles``. (Two in-phase copies burst together: on session 6's checking draw,
+   ``fixed + a * items + b * tiles``. (Two in-phase copies burst together: on an earlier checking draw,
    now in the tuning set, the sample over-estimated D=256/512 launches by 6-16%; four rotated copies,
    and whole subsets up to 640 tiles, bring those to -5.3%..+7.5%.)
 4. Every run starts with the L2 in the launch's steady state (_kv_warm): the mask resident, a fraction
