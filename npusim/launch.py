@@ -218,6 +218,15 @@ class Launch:
         hit = gm.touch(byte_start, nbytes)
         if write:
             hit = self.l2.hit_scale()
+        return self.book_split(start, nbytes, rate, hit)
+
+    def book_split(self, start: float, nbytes: int, rate: float, hit: float) -> float:
+        """Book_gm's bandwidth part: *hit* of the bytes on the L2 calendar, the rest on HBM's; the end cycle.
+
+        A generated replay step (npusim/replay_code.py) touches the buffer itself, books a transfer wholly in
+        L2 or HBM that fits its first bucket inline (BandwidthCalendar.book's first bucket, the same floats)
+        and calls this for the rest.
+        """
         end = start
         if hit > 0.0:
             end = self.l2_cal.book(start, nbytes * hit, rate * hit)

@@ -127,6 +127,36 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             pending_rows.clear()
             pending_flows.clear()
 
+    def book(i: int, p: int, gm: str, where: str, nbytes, rate, write: bool) -> None:
+        """Launch.book_gm of a transfer of *nbytes* at *rate* from s<i>, its end in f<p>: the buffer's touch
+        called as there (the L2 residency model, and what tests count), a transfer wholly in L2 or in HBM
+        that fits its first bucket booked here (BandwidthCalendar.book's first bucket: the same expressions
+        on the same floats, ``nbytes * hit`` and ``rate * hit`` being nbytes and rate), the rest through
+        Launch.book_split."""
+        if nbytes <= 0:
+            put(f"    f{p} = book_gm({gm}, {where}, {lit(nbytes)}, s{i}, {lit(rate)}, {lit(write)})")
+            return
+        put(f"    h = {gm}.touch({where}, {lit(nbytes)})")
+        if write:  # a write's hit is L2's capacity scale (L2Model.hit_scale)
+            put("    h = 1.0 if l2.touched_bytes <= l2b else l2b / l2.touched_bytes")
+        nb, r = lit(float(nbytes)), lit(rate)
+        for test, cal in (("if h == 1.0:", "l2"), ("elif h == 0.0:", "hbm")):
+            put(f"    {test}")
+            put(f"        b = int(s{i} // {cal}_w)")
+            put(f"        u = {cal}_used.get(b, 0.0)")
+            put(f"        span = (b + 1) * {cal}_w - s{i}")
+            put(f"        can = {r} * span")
+            put(f"        room = {cal}_cap - u")
+            put("        if can > room:")
+            put("            can = room")
+            put(f"        if {nb} <= can:")
+            put(f"            {cal}_used[b] = u + {nb}")
+            put(f"            f{p} = s{i} + {nb} / (can / span if can > 0 else {r})")
+            put("        else:")
+            put(f"            f{p} = {cal}_cal.book(s{i}, {nb}, {r})")
+        put("    else:")
+        put(f"        f{p} = book_split(s{i}, {lit(nbytes)}, {r}, h)")
+
     def row(pipe: int, name_id, start: str, end: str, nbytes, flops, line, lane: int) -> None:
         if summary:
             pending_rows.append(f"{lane}, {start}, {end}")
@@ -148,7 +178,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put(f"    f{p} = s{i} + {lit(occupancy)}")
             else:
                 where = f"gm_bases[{gm_byte[0]}] + {gm_byte[1]}" if kind == C_GM_REL else lit(gm_byte)
-                put(f"    f{p} = book_gm({lit(gm)}, {where}, {lit(nbytes)}, s{i}, {lit(occupancy)}, {lit(gm_write)})")
+                book(i, p, lit(gm), where, nbytes, occupancy, gm_write)
             put(f"    e{i} = f{p} + {lit(latency)}")
             put(f"    if e{i} > d{p}:")
             put(f"        d{p} = e{i}")
@@ -252,6 +282,12 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
              f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; book_gm = unit.launch.book_gm"]
     if waits:
         head.append("    block = unit.block_idx; sub = unit.sub_index")
+    if any(C_GM <= op[0] <= C_GM_REL for op in ops):  # the bandwidth calendars and L2 model of book()
+        head += ["    launch = unit.launch; l2 = launch.l2; l2b = l2.l2_bytes; book_split = launch.book_split",
+                 "    l2_cal = launch.l2_cal; l2_used = l2_cal.used; l2_w = l2_cal.bucket_cycles; "
+                 "l2_cap = l2_cal.capacity",
+                 "    hbm_cal = launch.hbm; hbm_used = hbm_cal.used; hbm_w = hbm_cal.bucket_cycles; "
+                 "hbm_cap = hbm_cal.capacity"]
     for p in pipes:
         head.append(f"    f{p} = pfree[{p}]; d{p} = pdone[{p}]; q{p} = qs[{p}]")
     return "\n".join(head + body) + "\n", consts

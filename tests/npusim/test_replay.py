@@ -36,11 +36,12 @@ def counted(monkeypatch):
 
 @pytest.fixture
 def booked(monkeypatch):
-    """Every GM transfer's (buffer, byte address, bytes), in booking order (Launch.book_gm)."""
-    from npusim.launch import Launch
-    log, real = [], Launch.book_gm
-    monkeypatch.setattr(Launch, "book_gm", lambda self, gm, byte, nbytes, *rest: log.append(
-        (gm.name, byte, nbytes)) or real(self, gm, byte, nbytes, *rest))
+    """Every GM transfer's (buffer, byte address, bytes), in booking order: each booking touches its buffer's
+    L2 residency once (GmBuffer.touch, called by Launch.book_gm and by a generated step's own booking)."""
+    from npusim.memory.gm import GmBuffer
+    log, real = [], GmBuffer.touch
+    monkeypatch.setattr(GmBuffer, "touch", lambda self, byte, nbytes: log.append(
+        (self.name, byte, nbytes)) or real(self, byte, nbytes))
     return log
 
 
