@@ -206,16 +206,31 @@ class _Shared:
 
 
 def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
-    """Replay *entry* and leave the stream (queues, kernel attributes) as its recorded call did."""
-    _replay(unit, entry.ops, gm_bases)
-    for slot, st, freed in entry.slots_after:
-        slot.state, slot.freed = st, freed
+    """Replay *entry* (:func:`_replay`) and leave the stream (queues, kernel attributes) as its recorded call
+    did."""
+    ops = entry.ops
+    summary = unit.spans is not None
+    code = ops.code[summary]
+    if code is not None:  # NOTE: _replay's path of a generated recording inlined, for performance reasons
+        code[0](unit, gm_bases, code[1])
+        # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
+        if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
+            unit.flush()
+        if summary:
+            _tally(unit, ops)
+    else:
+        _replay(unit, ops, gm_bases)
+    if entry.slots_after:
+        for slot, st, freed in entry.slots_after:
+            slot.state, slot.freed = st, freed
     for q, nxt in entry.next_after:
         q._next = nxt
-    for q, queued in entry.queued_after:
-        q._queued = deque(queued)
-    for name, value in zip(state, entry.state_after):
-        setattr(kernel, name, _thaw(value))
+    if entry.queued_after:
+        for q, queued in entry.queued_after:
+            q._queued = deque(queued)
+    if state:
+        for name, value in zip(state, entry.state_after):
+            setattr(kernel, name, _thaw(value))
     # nothing is run in the stream between this step and the next while its records are these (a flush
     # replaces the list, interpreted rows lengthen it): the next step's shortcut in replayable()
     records = unit.records
@@ -428,12 +443,17 @@ def _replay(unit, ops: _Recording, gm_bases: list) -> None:
         # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
         if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
             unit.flush()
-    if summary:  # the replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)
-        tally = unit.tally
-        for lane, n, nbytes, flops in ops.tally:
-            tally[lane] += n
-            tally[8 + lane] += nbytes
-            tally[16 + lane] += flops
+    if summary:
+        _tally(unit, ops)
+
+
+def _tally(unit, ops: _Recording) -> None:
+    """The replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)."""
+    tally = unit.tally
+    for lane, n, nbytes, flops in ops.tally:
+        tally[lane] += n
+        tally[8 + lane] += nbytes
+        tally[16 + lane] += flops
 
 
 def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:

@@ -123,9 +123,13 @@ class GmBuffer:
                 pages[:] = True
         else:
             hit = self._mark_chunks(p0, p1)
+        l2 = self._l2
         if hit < n:
-            self._l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
-        return hit / n * self._l2.hit_scale()
+            l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
+        # NOTE: L2Model.hit_scale inlined (a scale of 1.0 leaves hit / n as it is), for performance reasons
+        if l2.touched_bytes <= l2.l2_bytes:
+            return hit / n
+        return hit / n * (l2.l2_bytes / l2.touched_bytes)
 
     def _mark_chunks(self, p0: int, p1: int) -> int:
         """Mark pages [p0, p1) of a chunked buffer resident; return how many already were."""

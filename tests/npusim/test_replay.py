@@ -24,13 +24,13 @@ from npusim.memory.gm import TensorSpec
 def counted(monkeypatch):
     """Counts of replayed steps and replayed calls."""
     counts = {"steps": 0, "calls": 0}
-    real = replay._replay
+    real = replay._run
 
-    def counting(unit, ops, bases):
+    def counting(unit, entry, kernel, state, bases):
         counts["steps"] += 1
-        counts["calls"] += len(ops)
-        return real(unit, ops, bases)
-    monkeypatch.setattr(replay, "_replay", counting)
+        counts["calls"] += len(entry.ops)
+        return real(unit, entry, kernel, state, bases)
+    monkeypatch.setattr(replay, "_run", counting)
     return counts
 
 
