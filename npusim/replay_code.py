@@ -193,9 +193,9 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             reload_outs("        ")
         elif kind == C_BARRIER:
             _, p, label_id, line, lane = op
-            put("    t = scalar + ic")
-            put("    scalar = t")
             if p < 0:  # PIPE_ALL: on the stream's lists, as the loop does
+                put("    t = scalar + ic")
+                put("    scalar = t")
                 writeback("    ")
                 put(f"    e{i} = max(max(pdone), t)")
                 put(f"    pfree[:] = [e{i}] * len(pfree)")
@@ -203,10 +203,11 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put(f"    scalar = e{i}")
                 put(f"    s{i} = t")
                 reload_pipes("    ")
-            else:
+            else:  # the issue cycle is the loop's t (scalar + ic), held in scalar itself
+                put("    scalar += ic")
                 put(f"    e{i} = d{p}")
-                put(f"    if t > e{i}:")
-                put(f"        e{i} = t")
+                put(f"    if scalar > e{i}:")
+                put(f"        e{i} = scalar")
                 put(f"    s{i} = f{p}")
                 put(f"    f{p} = e{i}")
                 put(f"    if e{i} < s{i}:")
@@ -214,9 +215,8 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             row(FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
         elif kind == C_SET:
             _, p, key, label_id, line, lane = op
-            put("    t = scalar + ic")
-            put("    scalar = t")
-            put(f"    e{i} = (d{p} if d{p} > t else t) + fc")
+            put("    scalar += ic")
+            put(f"    e{i} = (d{p} if d{p} > scalar else scalar) + fc")
             put(f"    if e{i} > f{p}:")
             put(f"        f{p} = e{i}")
             put(f"    if e{i} > d{p}:")
@@ -246,9 +246,8 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put(f"        unit.wait_flag({p}, {lit(key)}, {lit(label_id)}, {lit(what)}, 0, {lit(line)})")
                 put(f"    a{i}, b{i} = q.popleft()")
                 fire, src = f"a{i}", f"b{i}"
-            put("    t = scalar + ic")
-            put("    scalar = t")
-            put(f"    s{i} = f{p} if f{p} > t else t")
+            put("    scalar += ic")
+            put(f"    s{i} = f{p} if f{p} > scalar else scalar")
             put(f"    e{i} = ({fire} if {fire} > s{i} else s{i}) + fc")
             put(f"    f{p} = e{i}")
             put(f"    if e{i} > d{p}:")
