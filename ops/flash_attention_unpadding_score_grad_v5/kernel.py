@@ -600,9 +600,12 @@ class KernelFagBasic:
         """(GM fp32 destination of block i's strip of *kind*, its row pitch, whether this strip alone switches
         atomic adds on): the dq/dk/dv workspace (atomic adds), or with IS_DTM the strip's rows in this core's
         partial slot (SameAB: of the task's parity); basic_det's dk/dv strips with no other writer in the
-        round go to the workspace with an atomic add (det_direct)."""
-        t, a, D = self.t, self.a, self.D
+        round go to the workspace with an atomic add (det_direct). Deterministic S1s2Bn2: every strip but a
+        first write (_bn2_first) adds atomically on its own."""
+        t, a = self.t, self.a
         b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
+        if t.template == "basic_bn2":
+            return (*self._sab_dst_ws(kind, b, n, s1o, s2o), not self._bn2_first(kind, i))
         if t.sabDtm:
             if t.dtmBasic and kind in KV_KINDS:
                 idx = strip_dst(t, a, kind, b, n, s1o, s2o)
@@ -612,13 +615,26 @@ class KernelFagBasic:
             off, row = dtm_strip(t, kind, s1o, s2o)
             base = dtm_slot(t, self.core, task)
             return self.ws[base].ReinterpretCast(F32)[off + row * width], width, False
+        return (*self._sab_dst_ws(kind, b, n, s1o, s2o), False)
+
+    def _sab_dst_ws(self, kind: str, b: int, n: int, s1o: int, s2o: int):
+        """(the strip's first element in the dq/dk/dv (rope) workspace, its row pitch)."""
+        t, D, Dr = self.t, self.D, self.Dr
         qo, kvo = self._rows(b, n, s1o, s2o)
-        Dr = self.Dr
-        ws, pitch = {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
-                     "dv": (self.dvWs[kvo], t.n2Size * D),
-                     "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
-                     "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
-        return ws, pitch, False
+        return {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
+                "dv": (self.dvWs[kvo], t.n2Size * D),
+                "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
+                "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
+
+    def _bn2_first(self, kind: str, i: int) -> bool:
+        """Deterministic S1s2Bn2: whether the strip of block i's CV block is the first write of its rows, which the
+        kernel makes without atomics (S1Ratio: kvAtomic = 0 for dK/dV of the pair's first query head and first S1
+        CV block, qAtomic = 0 for dQ of the first S2 CV block; the loop runs query head, S2 CV block, S1 CV block,
+        so those come first; a CV block the sparse mask skips writes nothing, and the next one adds)."""
+        t = self.t
+        if kind == "dq":
+            return t.blkS2o[i] * BASE < t.s2CvInner
+        return t.blkN[i] % t.gSize == 0 and t.blkS1o[i] * BASE < t.s1CvInner
 
     def _mm_ab_strip(self, kind: str, task: int, i0: int, parts, m: int, width: int):
         """One strip of ComputeMMDqkv into its destination (_sab_dst), atomic around it when it goes alone."""
@@ -661,7 +677,8 @@ class KernelFagBasic:
         row_strips, col_strips = self._strips(s, off)
         dt = self.inDt
         self.direct = det_direct(t, self.a, s // t.blockDim) if t.dtmBasic else set()
-        if not t.sabDtm:
+        shared = not t.sabDtm and t.template != "basic_bn2"  # bn2: atomic adds per strip (_sab_dst)
+        if shared:
             SetAtomicAdd(F32)
         for strip in row_strips:
             i0 = strip[0][1]
@@ -689,7 +706,7 @@ class KernelFagBasic:
                     parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
                                   t.blkRows[i], pitch))
                 self._mm_ab_strip(kind, task, i0, parts, cols, width)
-        if not t.sabDtm:
+        if shared:
             SetAtomicNone()
 
     def ComputeMMDqkvT(self, task: int, s: int, off: int):
@@ -697,12 +714,15 @@ class KernelFagBasic:
         Q^T and dY^T from the transposed copies), each strip's blocks one L0C accumulation per 128 columns."""
         t, D = self.t, self.D
         row_strips, col_strips = self._strips(s, off)
-        if not t.sabDtm:
+        shared = not t.sabDtm and t.template != "basic_bn2"  # bn2: atomic adds per strip (_sab_dst)
+        if shared:
             SetAtomicAdd(F32)
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
-            dst, dpitch, _ = self._sab_dst("dq", task, i0, D)
+            dst, dpitch, alone = self._sab_dst("dq", task, i0, D)
+            if alone:
+                SetAtomicAdd(F32)
             for dn in range(0, D, N_CHUNK):
                 w = min(N_CHUNK, D - dn)
                 parts = []
@@ -713,11 +733,15 @@ class KernelFagBasic:
                                             self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w, t.blkCols[i], BASE,
                                             t.t2Pitch))
                 self._mm_abt(dst[dn], parts, rows, w, dpitch)
+            if alone:
+                SetAtomicNone()
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
             for kind, src, region in (("dk", self.qT, self.mmT[1]), ("dv", self.dyT, self.mmT[0])):
-                dst, dpitch, _ = self._sab_dst(kind, task, i0, D)
+                dst, dpitch, alone = self._sab_dst(kind, task, i0, D)
+                if alone:
+                    SetAtomicAdd(F32)
                 for dn in range(0, D, N_CHUNK):
                     w = min(N_CHUNK, D - dn)
                     parts = []
@@ -727,7 +751,9 @@ class KernelFagBasic:
                                                 src[(t.blkN[i] * D + dn) * t.t1Pitch + tq], cols, w, t.blkRows[i],
                                                 BASE, t.t1Pitch))
                     self._mm_abt(dst[dn], parts, cols, w, dpitch)
-        if not t.sabDtm:
+                if alone:
+                    SetAtomicNone()
+        if shared:
             SetAtomicNone()
 
     # ---------------------------------------------------------------------------------------- vector
