@@ -57,6 +57,7 @@ N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
 CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
 SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
 SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
+SFT_ROWS = 128  # S1s2Bn2 softmax-grad rows per step at most (CANN: SFTBaseM = 8192 / D rows; npusim: one S buffer)
 L1_COLS = 256  # operand columns per L1 block when D > 256 (four 128 x 256 b16 blocks + P, dS fit 512 KiB L1)
 
 
@@ -65,6 +66,12 @@ def sfmg_rows(dp: int, itemsize: int) -> int:
     accumulators of the rows fit SFMG_UB_BYTES (D > 144)."""
     per_row = dp * (2 * itemsize + 8) + 64 * 4 + 4 + 32
     return max(8, min(SFMG_ROWS, SFMG_UB_BYTES // per_row) // 8 * 8)
+
+
+def bn2_sft_rows(tiling: FagTilingData) -> int:
+    """Deterministic S1s2Bn2: the rows of a CV block whose softmax-grad rows are computed before their vector work
+    (SFTSingleM = min(256, singleM), SFTBaseMDSplit, ..._tiling_s1s2_bn2.cpp)."""
+    return min(256, tiling.s1CvInner)
 
 
 def l1_cols(D: int, Dr: int, itemsize: int = 2) -> int:
@@ -382,7 +389,10 @@ class KernelFagBasic:
                 TransposeHeads(self.qGm, self.qT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
                 TransposeHeads(self.kGm, self.kT, t.t2Size, t.n2Size, self.D, t.t2Pitch, w)
                 TransposeHeads(self.dyGm, self.dyT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
-            self.VecSftg()
+            if self.t.template == "basic_bn2":  # its softmax-grad rows come per CV block (SoftmaxGradCv)
+                SyncAll()
+            else:
+                self.VecSftg()
             self.ProcessVector()
 
     def _blk(self, i: int):
@@ -852,6 +862,11 @@ class KernelFagBasic:
             Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
             PipeBarrier(Pipe.V)
         t = self.t
+        if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result, row sums, attention_in rows (b16)
+            for name, nbytes in (("sfmgcv", bn2_sft_rows(t) * 32), ("sfrow", SFT_ROWS * 4),
+                                 *((("o16", half * BASE * 2),) if not self.b32 else ())):
+                self.ub[name] = TBuf()
+                self.vpipe.InitBuffer(self.ub[name], nbytes)
         if not t.sabDtm:
             for task in range(len(self.steps)):
                 self.ComputeVec(task)
@@ -876,11 +891,65 @@ class KernelFagBasic:
         t = self.t
         for s, off, owner in self.steps[task]:
             CrossCoreWaitFlag(C2V[owner == 1])
-            if owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
+            if t.template == "basic_bn2" and owner == self.sub:
+                self.VectorByCS1(task, s, off)
+            elif owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
                 for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
                     for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
                         self.VecBlock(task, off + j, i)
             CrossCoreSetFlag(V2C[owner == 1], Pipe.MTE3)
+
+    def VectorByCS1(self, task: int, s: int, off: int):
+        """Deterministic S1s2Bn2, one CV block of this AIV's own run: per chunk of bn2_sft_rows rows, the chunk's
+        softmax-grad rows (SoftmaxGradCv), then the vector work of the chunk's blocks (every row, by halves)."""
+        t = self.t
+        chunk = bn2_sft_rows(t)
+        blocks = list(enumerate(range(t.secStart[s], t.secStart[s + 1])))
+        first = min(t.blkS1o[i] for _, i in blocks) * BASE
+        for c0 in sorted({(t.blkS1o[i] * BASE - first) // chunk for _, i in blocks}):
+            mine = [(j, i) for j, i in blocks if (t.blkS1o[i] * BASE - first) // chunk == c0]
+            self.sftRow0 = first + c0 * chunk
+            rows = max(t.blkS1o[i] * BASE + t.blkRows[i] for _, i in mine) - self.sftRow0
+            self.SoftmaxGradCv(t.blkB[mine[0][1]], t.blkN[mine[0][1]], self.sftRow0, rows)
+            for j, i in mine:
+                for self.half in (0, 1):
+                    self.VecBlock(task, off + j, i)
+
+    def SoftmaxGradCv(self, b: int, n: int, row0: int, rows: int):
+        """sfmg of query rows row0 .. row0 + rows of (b, n) into UB sfmgcv ([rows, 8] fp32), SFT_ROWS rows at a
+        time (S1s2Bn2 FullGrad): dY and attention_in rows in, fp32 product, row sums over D (the prologue's
+        VecSftg arithmetic, so the same values), broadcast to 8. The S and dP buffers are free between blocks."""
+        t, dt, D, ub = self.t, self.inDt, self.D, self.ub
+        dp = c16(D)
+        step = min(SFT_ROWS, BASE * BASE // 2 // dp)  # the fp32 rows of one S buffer; acc: 64 lanes a row
+        pitch = t.n1Size * D
+        for r0 in range(0, rows, step):
+            nr = min(step, rows - r0)
+            q = (self.a.cuQ[b] + row0 + r0) * pitch + n * D
+            x, y = ub["s"].Get(F32), ub["dp"].Get(F32)
+            if self.b32:
+                CopyRowsIn(x, self.dyGm[q], nr, D, pitch, dp)
+                CopyRowsIn(y, self.oGm[q], nr, D, pitch, dp)
+                SetFlag(HardEvent.MTE2_V, 6)
+                WaitFlag(HardEvent.MTE2_V, 6)
+            else:
+                dyL, oL = ub["out"].Get(dt), ub["o16"].Get(dt)
+                CopyRowsIn(dyL, self.dyGm[q], nr, D, pitch, dp)
+                CopyRowsIn(oL, self.oGm[q], nr, D, pitch, dp)
+                SetFlag(HardEvent.MTE2_V, 6)
+                WaitFlag(HardEvent.MTE2_V, 6)
+                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
+                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
+                PipeBarrier(Pipe.V)
+            Mul(x, x, y, nr * dp)
+            PipeBarrier(Pipe.V)
+            row = ub["sfrow"].Get(F32)
+            RowReduce("sum", row, x, y, nr, D, dp)
+            PipeBarrier(Pipe.V)
+            BroadcastRows(ub["sfmgcv"].Get(F32)[r0 * 8], row, nr)
+            PipeBarrier(Pipe.V)
+            SetFlag(HardEvent.V_MTE2, 6)
+            WaitFlag(HardEvent.V_MTE2, 6)
 
     def ComputeVecAdd(self, r: int):
         """IS_DTM reduction of round r: for every output strip that several cores' CV blocks of the round wrote,
@@ -971,8 +1040,12 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
         row0 = s1o * BASE + lo
-        DataCopy(self.ub["sfmg8"].Get(F32), self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
-                 DataCopyParams(mine, 1, t.n1Size - 1, 0))
+        if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
+            self.sf8 = self.ub["sfmgcv"].Get(F32)[(row0 - self.sftRow0) * 8]
+        else:
+            self.sf8 = self.ub["sfmg8"].Get(F32)
+            DataCopy(self.sf8, self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
+                     DataCopyParams(mine, 1, t.n1Size - 1, 0))
         self.SubGrapB(task, j, i)
 
     def _geometry(self, i: int):
@@ -1025,7 +1098,7 @@ class KernelFagBasic:
         a, dt = self.a, self.inDt
         b, n, s2o, cols, _, lo, mine, pitch, cnt, row0 = self._geometry(i)
         ub = self.ub
-        S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), ub["sfmg8"].Get(F32)
+        S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), self.sf8
         CopyRowsIn(dP, self._slot(self.mm1, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
         SetFlag(HardEvent.MTE2_V, 1)
         WaitFlag(HardEvent.MTE2_V, 1)
@@ -1317,11 +1390,12 @@ def _suba_key(k: KernelFagBasic, task: int, j: int, i: int):
 
 
 def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """SubGrapB: this AIV's rows and the block's columns (sfmg is already in UB); the dP slot moves."""
+    """SubGrapB: this AIV's rows and the block's columns, and where in UB its sfmg rows are (basic_bn2: a row of
+    the CV block's sfmgcv); the dP slot moves."""
     if not _plain(k):
         return None
     _, _, _, cols, _, lo, mine, _, _, _ = k._geometry(i)
-    return (lo, mine, cols), (k._slot(k.mm1, task, j, F32),)
+    return (lo, mine, cols, k.sf8.addr), (k._slot(k.mm1, task, j, F32),)
 
 
 def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
@@ -1333,8 +1407,11 @@ def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
     b, n, _, _, _, _, mine, _, _, row0 = k._geometry(i)
     n1 = k.t.n1Size
     slot = BASE * BASE * 4
-    return key[0], ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot),
-                    (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4), *key[1][1:])
+    slots = ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot))
+    if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
+        return (*key[0], row0 - k.sftRow0), (*slots, *key[1][1:])
+    return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4),
+                    *key[1][1:])
 
 
 def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):
