@@ -19,7 +19,9 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   non-IS_DTM ring on its own CV blocks (128 x 512 by default), each core a contiguous run of them
   (tiling.secCoreStart) instead of every blockDim-th, and each of its AIVs its own part of that run with every
   row (tiling.core_steps: one CV block of each AIV per ring step). The deterministic S1s2Bn2 template runs the
-  same ring on its CV blocks (singleM x singleN), each AIV the (batch, key/value head) pairs of its run.
+  same ring on its CV blocks (singleM x singleN), each AIV the (batch, key/value head) pairs of its run, with
+  the softmax-grad rows computed per CV block in UB (VectorByCS1, no prologue VecSftg) and each row's first
+  dq/dk/dv strip written without atomics.
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations
