@@ -792,18 +792,8 @@ class KernelFagBasic:
             CopyRowsIn(oL, self.oGm[r0 * D], nr, D, D, dp)
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
-            x, y = bufs["x"].Get(F32), bufs["y"].Get(F32)
-            if dt.itemsize == 4:  # fp32: the product of the inputs themselves
-                Mul(x, dyL, oL, nr * dp)
-            else:
-                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
-                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
-                PipeBarrier(Pipe.V)
-                Mul(x, x, y, nr * dp)
-            PipeBarrier(Pipe.V)
             row = bufs["row"].Get(F32)
-            RowReduce("sum", row, x, bufs["acc"].Get(F32), nr, D, dp)
-            PipeBarrier(Pipe.V)
+            SoftmaxGradFront(row, bufs["x"].Get(F32), bufs["y"].Get(F32), dyL, oL, bufs["acc"].Get(F32), nr, D, dp)
             b8 = bufs["b8"].Get(F32)
             BroadcastRows(b8, row, nr)
             SetFlag(HardEvent.V_MTE3, 0)
@@ -929,25 +919,13 @@ class KernelFagBasic:
             nr = min(step, rows - r0)
             q = (self.a.cuQ[b] + row0 + r0) * pitch + n * D
             x, y = ub["s"].Get(F32), ub["dp"].Get(F32)
-            if self.b32:
-                CopyRowsIn(x, self.dyGm[q], nr, D, pitch, dp)
-                CopyRowsIn(y, self.oGm[q], nr, D, pitch, dp)
-                SetFlag(HardEvent.MTE2_V, 6)
-                WaitFlag(HardEvent.MTE2_V, 6)
-            else:
-                dyL, oL = ub["out"].Get(dt), ub["o16"].Get(dt)
-                CopyRowsIn(dyL, self.dyGm[q], nr, D, pitch, dp)
-                CopyRowsIn(oL, self.oGm[q], nr, D, pitch, dp)
-                SetFlag(HardEvent.MTE2_V, 6)
-                WaitFlag(HardEvent.MTE2_V, 6)
-                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
-                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
-                PipeBarrier(Pipe.V)
-            Mul(x, x, y, nr * dp)
-            PipeBarrier(Pipe.V)
+            dyL, oL = (x, y) if self.b32 else (ub["out"].Get(dt), ub["o16"].Get(dt))  # fp32: straight in
+            CopyRowsIn(dyL, self.dyGm[q], nr, D, pitch, dp)
+            CopyRowsIn(oL, self.oGm[q], nr, D, pitch, dp)
+            SetFlag(HardEvent.MTE2_V, 6)
+            WaitFlag(HardEvent.MTE2_V, 6)
             row = ub["sfrow"].Get(F32)
-            RowReduce("sum", row, x, y, nr, D, dp)
-            PipeBarrier(Pipe.V)
+            SoftmaxGradFront(row, x, y, dyL, oL, y, nr, D, dp)  # acc: y, free after the product
             BroadcastRows(ub["sfmgcv"].Get(F32)[r0 * 8], row, nr)
             PipeBarrier(Pipe.V)
             SetFlag(HardEvent.V_MTE2, 6)
@@ -1296,6 +1274,22 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         SetFlag(HardEvent.V_MTE2, 2)
         WaitFlag(HardEvent.V_MTE2, 2)
+
+
+def SoftmaxGradFront(row, x, y, dyL, oL, acc, rows: int, D: int, dp: int):
+    """row[r] = sum over D of fp32(dy[r]) * fp32(o[r]) for *rows* rows in UB at pitch *dp* (dyL, oL in the input
+    dtype; fp32 inputs are multiplied as they are, and may be x, y themselves); x, y: fp32 scratch, *acc* the row
+    fold's (rows x 64 lanes; may be y)."""
+    if dyL.dtype.itemsize == 4:
+        Mul(x, dyL, oL, rows * dp)
+    else:
+        Cast(x, dyL, RoundMode.CAST_NONE, rows * dp)
+        Cast(y, oL, RoundMode.CAST_NONE, rows * dp)
+        PipeBarrier(Pipe.V)
+        Mul(x, x, y, rows * dp)
+    PipeBarrier(Pipe.V)
+    RowReduce("sum", row, x, acc, rows, D, dp)
+    PipeBarrier(Pipe.V)
 
 
 def PseInnerAlibiCreate(alibiGm):
