@@ -612,12 +612,9 @@ class KernelFagBasic:
         """(GM fp32 destination of block i's strip of *kind*, its row pitch, whether this strip alone switches
         atomic adds on): the dq/dk/dv workspace (atomic adds), or with IS_DTM the strip's rows in this core's
         partial slot (SameAB: of the task's parity); basic_det's dk/dv strips with no other writer in the
-        round go to the workspace with an atomic add (det_direct). Deterministic S1s2Bn2: every strip but a
-        first write (_bn2_first) adds atomically on its own."""
+        round go to the workspace with an atomic add (det_direct)."""
         t, a = self.t, self.a
         b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
-        if t.template == "basic_bn2":
-            return (*self._sab_dst_ws(kind, b, n, s1o, s2o), not self._bn2_first(kind, i))
         if t.sabDtm:
             if t.dtmBasic and kind in KV_KINDS:
                 idx = strip_dst(t, a, kind, b, n, s1o, s2o)
@@ -684,14 +681,12 @@ class KernelFagBasic:
         """SameAB (b16): per CV block, dQ of each s1 strip = sum over its blocks of dS K, dK of each s2 strip = sum
         of dS^T Q, dV = sum of P^T dY (rope: dQ_rope, dK_rope after dQ, dK), the k range of the whole CV block in
         one L0C accumulation; Fixpipe atomic adds into the fp32 workspaces (IS_DTM: plain writes into the core's
-        partial slot)."""
+        partial slot; basic_bn2: its first writes plain, _atomic_order)."""
         t, D, Dr = self.t, self.D, self.Dr
         row_strips, col_strips = self._strips(s, off)
         dt = self.inDt
         self.direct = det_direct(t, self.a, s // t.blockDim) if t.dtmBasic else set()
-        shared = not t.sabDtm and t.template != "basic_bn2"  # bn2: atomic adds per strip (_sab_dst)
-        if shared:
-            SetAtomicAdd(F32)
+        jobs = []  # (kind, first block, parts, rows of the result, width)
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
@@ -703,7 +698,7 @@ class KernelFagBasic:
                     b_off = kvo if kind == "dq" else kvo // D * Dr
                     parts.append((self._slot(self.mm1, task, j, dt), rows, t.blkCols[i], False, gm[b_off],
                                   t.blkCols[i], pitch))
-                self._mm_ab_strip(kind, task, i0, parts, rows, width)
+                jobs.append((kind, i0, parts, rows, width))
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
@@ -717,24 +712,36 @@ class KernelFagBasic:
                     b_off = qo if kind != "dk_rope" else qo // D * Dr
                     parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
                                   t.blkRows[i], pitch))
-                self._mm_ab_strip(kind, task, i0, parts, cols, width)
-        if shared:
+                jobs.append((kind, i0, parts, cols, width))
+        jobs, plain = self._atomic_order(jobs)
+        for n, (kind, i0, parts, m, width) in enumerate(jobs):
+            if n == plain and not t.sabDtm:
+                SetAtomicAdd(F32)
+            self._mm_ab_strip(kind, task, i0, parts, m, width)
+        if not t.sabDtm:
             SetAtomicNone()
+
+    def _atomic_order(self, jobs: list):
+        """(the CV block's strips in write order, how many lead without atomics). Deterministic S1s2Bn2: the first
+        writes of their rows (_bn2_first) store without atomics, the rest add (S1Ratio: qAtomic / kvAtomic per
+        Matmul call); npusim issues the stored strips first and then the added ones under one SetAtomicAdd, so the
+        CV block's dQ/dK/dV end, as for the other templates, at one SetAtomicNone. Other templates: all add."""
+        if self.t.template != "basic_bn2":
+            return jobs, 0
+        first = [job for job in jobs if self._bn2_first(job[0], job[1])]
+        return first + [job for job in jobs if not self._bn2_first(job[0], job[1])], len(first)
 
     def ComputeMMDqkvT(self, task: int, s: int, off: int):
         """SameAB, fp32: as ComputeMMDqkv with Cube23T's operands (dS, dS^T and P^T from the section slots, K^T,
         Q^T and dY^T from the transposed copies), each strip's blocks one L0C accumulation per 128 columns."""
         t, D = self.t, self.D
         row_strips, col_strips = self._strips(s, off)
-        shared = not t.sabDtm and t.template != "basic_bn2"  # bn2: atomic adds per strip (_sab_dst)
-        if shared:
-            SetAtomicAdd(F32)
+        jobs = []  # (kind, first block, [(destination, parts, m, n, pitch) per 128 columns])
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
-            dst, dpitch, alone = self._sab_dst("dq", task, i0, D)
-            if alone:
-                SetAtomicAdd(F32)
+            dst, dpitch, _ = self._sab_dst("dq", task, i0, D)
+            calls = []
             for dn in range(0, D, N_CHUNK):
                 w = min(N_CHUNK, D - dn)
                 parts = []
@@ -744,16 +751,14 @@ class KernelFagBasic:
                     parts.append(self._part("s", "b", self._slot(self.mm1, task, j, F32),
                                             self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w, t.blkCols[i], BASE,
                                             t.t2Pitch))
-                self._mm_abt(dst[dn], parts, rows, w, dpitch)
-            if alone:
-                SetAtomicNone()
+                calls.append((dst[dn], parts, rows, w, dpitch))
+            jobs.append(("dq", i0, calls))
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
             for kind, src, region in (("dk", self.qT, self.mmT[1]), ("dv", self.dyT, self.mmT[0])):
-                dst, dpitch, alone = self._sab_dst(kind, task, i0, D)
-                if alone:
-                    SetAtomicAdd(F32)
+                dst, dpitch, _ = self._sab_dst(kind, task, i0, D)
+                calls = []
                 for dn in range(0, D, N_CHUNK):
                     w = min(N_CHUNK, D - dn)
                     parts = []
@@ -762,10 +767,15 @@ class KernelFagBasic:
                         parts.append(self._part("s", "a" if kind == "dk" else "c", self._slot(region, task, j, F32),
                                                 src[(t.blkN[i] * D + dn) * t.t1Pitch + tq], cols, w, t.blkRows[i],
                                                 BASE, t.t1Pitch))
-                    self._mm_abt(dst[dn], parts, cols, w, dpitch)
-                if alone:
-                    SetAtomicNone()
-        if shared:
+                    calls.append((dst[dn], parts, cols, w, dpitch))
+                jobs.append((kind, i0, calls))
+        jobs, plain = self._atomic_order(jobs)
+        for n, (_, _, calls) in enumerate(jobs):
+            if n == plain and not t.sabDtm:
+                SetAtomicAdd(F32)
+            for call in calls:
+                self._mm_abt(*call)
+        if not t.sabDtm:
             SetAtomicNone()
 
     # ---------------------------------------------------------------------------------------- vector
