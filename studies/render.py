@@ -113,7 +113,8 @@ def _rows_performance() -> dict:
              "(`benchmarks/estimate_accuracy_fag.py`)"] = \
             (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
              f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){since}{'; max per template: ' + per if per else ''}; tuning set "
-             f"max {e['tune_max_pct']:.2f}%; largest shapes: {huge}")
+             f"max {e['tune_max_pct']:.2f}%; largest shapes"
+             f"{' (estimate CPU at load average %.1f)' % e['huge_load_avg'][0] if e.get('huge_load_avg') else ''}: {huge}")
     f = load("fag")
     if f:
         r = f["rows"]
