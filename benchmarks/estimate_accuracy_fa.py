@@ -1,6 +1,6 @@
 """Estimate mode vs timing mode for FlashAttentionVarLenScore over a grid of configurations.
 
-Tuning set: GRID (40 configurations). It was split into seed-13 halves (benchmarks/halves.py) until
+Tuning set: GRID (44 configurations). It was split into seed-13 halves (benchmarks/halves.py) until
 session 7; that checking half had been looked at, so all of GRID tunes now. Checking set: CHECK_CONFIGS
 configurations drawn at random (fresh_check, seed CHECK_SEED, printed), plus the calibration file's
 shapes (fa_forward_910B2.csv), which always check. --half tune and --half check may run as two
@@ -79,6 +79,12 @@ GRID = [
     ([2494], [2494], 16, 4, 128, F32, 2, {}),
     ([250, 3719], [250, 3719], 16, 8, 128, F16, 2, {"chip": "Ascend910B4"}),
     ([1512, 3383, 2522, 1339], [2088, 728, 1230, 4067], 8, 8, 128, F16, None, {"chip": "Ascend910B4"}),
+    # session 10's checking draw's four misses (seed 265458558, studied afterwards): launches beyond L2 with
+    # a full pse (HBM-bound on the 910B4), and a 910B4 GQA launch just under L2
+    ([439, 3062], [1024, 4728], 16, 4, 128, F16, 3, {"pse": "full", "chip": "Ascend910B4"}),
+    ([3652, 1957], [3513, 2139], 2, 2, 64, F32, None, {"pse": "full"}),
+    ([3092], [4909], 8, 4, 64, F16, None, {"chip": "Ascend910B4"}),
+    ([3105, 325], [3105, 325], 8, 8, 64, F16, 2, {"pse": "full", "chip": "Ascend910B4"}),
 ]
 HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): the largest legal shapes, estimate only
     ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None, {}),
