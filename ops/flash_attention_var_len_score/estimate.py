@@ -391,8 +391,10 @@ def _bandwidth_floor(work: Work, kin, spec, touched: dict, steady_touched: int) 
     launch's hit scale averaged over its work (l2 / the samples' steady touched bytes beyond L2: _warm), and
     the bytes are linear in that scale, so the average gives the launch's HBM bytes. The samples run a few
     cores at their share of the bandwidth and miss the queue of a launch whose every core waits on a slow
-    HBM all along (a 910B4 call with a 455 MB pse: HBM busy 94% of the launch in timing mode, the sample's
-    estimate 23% short); estimate_fa takes the larger of the two, the floor plus the pipeline fill."""
+    HBM all along (a 910B4 call of the tuning set with a 455 MB pse: HBM busy 94% of the launch in timing
+    mode, the sample's estimate 23% short, with the floor 11% short: the queue itself is not modelled;
+    the sample re-run at hit scales over the launch's range and averaged by work was still 16% short).
+    estimate_fa takes the larger of the two, the floor plus the pipeline fill (the sample's fixed cycles)."""
     scale = min(1.0, spec.l2_bytes / steady_touched) if steady_touched > 0 else 1.0
     first = work.pse_bytes + sum(touched.get(name, g.array.nbytes) for name, g in zip(("query", "key", "value"),
                                                                                         kin.gm[:3]))
