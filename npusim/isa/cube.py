@@ -25,6 +25,7 @@ dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 from __future__ import annotations
 
 import functools
+import importlib.util
 from dataclasses import dataclass
 from enum import Enum
 
@@ -32,7 +33,6 @@ import numpy as np
 
 from npusim.dtypes import cast, decode_deq_scale_u64, np_dtype
 from npusim.errors import NpusimError
-from npusim.isa import mmad_tree
 from npusim.isa.base import Instruction
 from npusim.isa.dma import BLOCK, _ceil, _check, _data, _nonneg, _send
 from npusim.isa.vector.numerics import widen16
@@ -201,9 +201,9 @@ def _by_numpy(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, in
     c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
 
 
-#: Float Mmads run the compiled tree (npusim/isa/mmad_tree.py) when numba is importable; False (or no numba)
-#: runs the numpy form below, which tests/npusim/test_mmad_tree.py takes as the reference.
-USE_TREE_KERNEL = mmad_tree.AVAILABLE
+#: Float Mmads run the compiled tree (npusim/isa/mmad_tree.py) when numba is installed; False (or no numba)
+#: runs the numpy form above, which tests/npusim/test_mmad_tree.py takes as the reference.
+USE_TREE_KERNEL = importlib.util.find_spec("numba") is not None
 
 
 def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, init: bool) -> bool:
@@ -220,6 +220,7 @@ def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: i
         aw = aw if aw is not a else a.copy()
         aw[:, -1, :, valid:] = 0
         bw[-1, valid:] = 0
+    from npusim.isa import mmad_tree  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
     return mmad_tree.run(aw, bw.reshape(k1, k0, n1 * N0), c, rows, init)
 
 

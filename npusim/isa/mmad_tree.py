@@ -12,19 +12,14 @@ subnormals follow IEEE in both. The one thing LLVM may change is operand order o
 or an accumulator holding a NaN (returns False, nothing written) and the caller runs the numpy form. Without
 NaN inputs every NaN the arithmetic makes is the CPU's one default NaN, whatever the order.
 
-The kernels compile on first use (cache=True: once per machine, stored in __pycache__); npusim runs without
-numba through the numpy form (``AVAILABLE`` False). tests/npusim/test_mmad_tree.py compares both bit for bit.
+The kernels compile on first use (cache=True: once per machine, stored in __pycache__). cube.py imports this
+module on the first float Mmad (numba's import costs ~0.4 s that timing mode need not pay) and runs the numpy
+form where numba is not installed. tests/npusim/test_mmad_tree.py compares both bit for bit.
 """
 from __future__ import annotations
 
 import numpy as np
-
-try:
-    from numba import njit
-except ImportError:  # numba is a dependency (pyproject.toml); without it Mmad keeps the numpy form
-    njit = None
-
-AVAILABLE = njit is not None
+from numba import njit
 
 
 def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, init: bool) -> bool:
@@ -37,80 +32,85 @@ def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, init: bool) -> b
     return kernel(a, b, c, rows, init)
 
 
-if AVAILABLE:
-    @njit(cache=True, inline="always")
-    def _has_nan(x) -> bool:
-        for v in x.flat:
-            if np.isnan(v):
-                return True
-        return False
+@njit(cache=True, inline="always")
+def _has_nan(x) -> bool:
+    for v in x.flat:
+        if np.isnan(v):
+            return True
+    return False
 
-    @njit(cache=True, inline="always")
-    def _tree8(p0, p1, p2, p3, p4, p5, p6, p7):
-        """Eight products summed in the fixed pairwise tree."""
-        return ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
 
-    @njit(cache=True, inline="always")
-    def _accumulator(c, rows, cols, init):
-        """The (rows, cols) accumulator: +0 with *init* (cmatrixInitVal), else L0C's NZ values."""
-        acc = np.zeros((rows, cols), np.float32)
-        if not init:
-            for nb in range(cols // 16):
-                for i in range(rows):
-                    at = (nb * rows + i) * 16
-                    for lane in range(16):
-                        acc[i, nb * 16 + lane] = c[at + lane]
-        return acc
+@njit(cache=True, inline="always")
+def _tree8(p0, p1, p2, p3, p4, p5, p6, p7):
+    """Eight products summed in the fixed pairwise tree."""
+    return ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
 
-    @njit(cache=True, inline="always")
-    def _store(acc, c, rows, cols):
-        """*acc* into L0C's NZ layout (16-column blocks of *rows* x 16)."""
+
+@njit(cache=True, inline="always")
+def _accumulator(c, rows, cols, init):
+    """The (rows, cols) accumulator: +0 with *init* (cmatrixInitVal), else L0C's NZ values."""
+    acc = np.zeros((rows, cols), np.float32)
+    if not init:
         for nb in range(cols // 16):
             for i in range(rows):
                 at = (nb * rows + i) * 16
                 for lane in range(16):
-                    c[at + lane] = acc[i, nb * 16 + lane]
+                    acc[i, nb * 16 + lane] = c[at + lane]
+    return acc
 
-    @njit(cache=True)
-    def _k16(a, b, c, rows, init):  # fp16 / bf16 operands: K0 = 16
-        cols = b.shape[2]
-        if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
-            return False
-        acc = _accumulator(c, rows, cols, init)
+
+@njit(cache=True, inline="always")
+def _store(acc, c, rows, cols):
+    """*acc* into L0C's NZ layout (16-column blocks of *rows* x 16)."""
+    for nb in range(cols // 16):
         for i in range(rows):
-            o = acc[i]
-            for kf in range(a.shape[1]):  # ascending k: one fp32 addition of each fractal's sum
-                x = a[i // 16, kf, i % 16]
-                x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
-                x8, x9, x10, x11, x12, x13, x14, x15 = x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]
-                y = b[kf]
-                y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
-                y8, y9, y10, y11, y12, y13, y14, y15 = y[8], y[9], y[10], y[11], y[12], y[13], y[14], y[15]
-                for j in range(cols):  # the innermost loop over output columns: LLVM vectorises it
-                    o[j] = o[j] + (_tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
-                                          x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
-                                   + _tree8(x8 * y8[j], x9 * y9[j], x10 * y10[j], x11 * y11[j],
-                                            x12 * y12[j], x13 * y13[j], x14 * y14[j], x15 * y15[j]))
-        _store(acc, c, rows, cols)
-        return True
+            at = (nb * rows + i) * 16
+            for lane in range(16):
+                c[at + lane] = acc[i, nb * 16 + lane]
 
-    @njit(cache=True)
-    def _k8(a, b, c, rows, init):  # fp32 operands: K0 = 8
-        cols = b.shape[2]
-        if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
-            return False
-        acc = _accumulator(c, rows, cols, init)
-        for i in range(rows):
-            o = acc[i]
-            for kf in range(a.shape[1]):
-                x = a[i // 16, kf, i % 16]
-                x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
-                y = b[kf]
-                y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
-                for j in range(cols):
-                    o[j] = o[j] + _tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
-                                         x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
-        _store(acc, c, rows, cols)
-        return True
 
-    _KERNELS = {16: _k16, 8: _k8}
+@njit(cache=True)
+def _k16(a, b, c, rows, init):  # fp16 / bf16 operands: K0 = 16
+    cols = b.shape[2]
+    if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
+        return False
+    acc = _accumulator(c, rows, cols, init)
+    for i in range(rows):
+        o = acc[i]
+        for kf in range(a.shape[1]):  # ascending k: one fp32 addition of each fractal's sum
+            x = a[i // 16, kf, i % 16]
+            x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+            x8, x9, x10, x11, x12, x13, x14, x15 = x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]
+            y = b[kf]
+            y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+            y8, y9, y10, y11, y12, y13, y14, y15 = y[8], y[9], y[10], y[11], y[12], y[13], y[14], y[15]
+            for j in range(cols):  # the innermost loop over output columns: LLVM vectorises it
+                o[j] = o[j] + (_tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
+                                      x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
+                               + _tree8(x8 * y8[j], x9 * y9[j], x10 * y10[j], x11 * y11[j],
+                                        x12 * y12[j], x13 * y13[j], x14 * y14[j], x15 * y15[j]))
+    _store(acc, c, rows, cols)
+    return True
+
+
+@njit(cache=True)
+def _k8(a, b, c, rows, init):  # fp32 operands: K0 = 8
+    cols = b.shape[2]
+    if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
+        return False
+    acc = _accumulator(c, rows, cols, init)
+    for i in range(rows):
+        o = acc[i]
+        for kf in range(a.shape[1]):
+            x = a[i // 16, kf, i % 16]
+            x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+            y = b[kf]
+            y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+            for j in range(cols):
+                o[j] = o[j] + _tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
+                                     x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
+    _store(acc, c, rows, cols)
+    return True
+
+
+_KERNELS = {16: _k16, 8: _k8}
