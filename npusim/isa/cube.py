@@ -18,8 +18,9 @@ Layouts (docs/numerics_cube.md "Layouts"; K0 = 32 B / element size, hardware.md 
 Numerics (docs/numerics_cube.md "Mmad"): fp16/bf16 products are exact in fp32 (fp32 inputs: the fp32
 product rounded RNE); each K0-wide fractal is summed in a fixed pairwise tree in fp32; the fractal sums
 are added to the fp32 accumulator in ascending k order. int8 x int8 accumulates exactly in wrapping
-int32. Elements with a k index >= k are read as +0. A matmul (BLAS) computes only the tree's exact first
-level (k = 2 pair sums of fp16/bf16 products). Fixpipe: NZ -> ND, fp32 -> fp16/bf16 RNE, int32 -> fp16
+int32. Elements with a k index >= k are read as +0. Float Mmads run a compiled loop nest of exactly these
+operations (npusim/isa/mmad_tree.py, numba); the numpy form (_by_numpy: integer matmul for int8, a matmul for
+only the tree's exact first level of fp16/bf16) is its reference and its fallback. Fixpipe: NZ -> ND, fp32 -> fp16/bf16 RNE, int32 -> fp16
 dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 """
 from __future__ import annotations
