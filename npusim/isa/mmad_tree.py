@@ -12,7 +12,7 @@ subnormals follow IEEE in both. The one thing LLVM may change is operand order o
 or an accumulator holding a NaN (returns False, nothing written) and the caller runs the numpy form. Without
 NaN inputs every NaN the arithmetic makes is the CPU's one default NaN, whatever the order.
 
-The kernels compile on first use (cache=True: once per machine, stored in __pycache__). cube.py imports this
+The kernel compiles on first use (cache=True: once per machine, stored in __pycache__). cube.py imports this
 module on the first float Mmad (numba's import costs ~0.4 s that timing mode need not pay) and runs the numpy
 form where numba is not installed. tests/npusim/test_mmad_tree.py compares both bit for bit.
 """
@@ -28,8 +28,7 @@ def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, init: bool) -> b
     *a*: float32 (m1, k1, 16, k0), L0A's fractals widened; *b*: float32 (k1, k0, cols), L0B's fractals widened
     and transposed so a fractal's k row is contiguous over the output columns; elements past k are +0 in both.
     *c*: the float32 L0C view (cols / 16 blocks of *rows* x 16), read when not *init*, written."""
-    kernel = _KERNELS[a.shape[3]]
-    return kernel(a, b, c, rows, init)
+    return _mmad(a, b, c, rows, init)
 
 
 @njit(cache=True, inline="always")
@@ -69,48 +68,44 @@ def _store(acc, c, rows, cols):
                 c[at + lane] = acc[i, nb * 16 + lane]
 
 
+@njit(cache=True, inline="always")
+def _add_fractal16(o, x, y, cols):
+    """o[j] += the tree of x[t] * y[t, j], t < 16 (fp16 / bf16 operands: K0 = 16)."""
+    x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+    x8, x9, x10, x11, x12, x13, x14, x15 = x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]
+    y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+    y8, y9, y10, y11, y12, y13, y14, y15 = y[8], y[9], y[10], y[11], y[12], y[13], y[14], y[15]
+    for j in range(cols):  # the innermost loop over output columns: LLVM vectorises it
+        o[j] = o[j] + (_tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
+                              x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
+                       + _tree8(x8 * y8[j], x9 * y9[j], x10 * y10[j], x11 * y11[j],
+                                x12 * y12[j], x13 * y13[j], x14 * y14[j], x15 * y15[j]))
+
+
+@njit(cache=True, inline="always")
+def _add_fractal8(o, x, y, cols):
+    """o[j] += the tree of x[t] * y[t, j], t < 8 (fp32 operands: K0 = 8)."""
+    x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+    y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+    for j in range(cols):
+        o[j] = o[j] + _tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
+                             x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
+
+
 @njit(cache=True)
-def _k16(a, b, c, rows, init):  # fp16 / bf16 operands: K0 = 16
+def _mmad(a, b, c, rows, init):
+    """:func:`run`."""
     cols = b.shape[2]
     if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
         return False
     acc = _accumulator(c, rows, cols, init)
+    k16 = a.shape[3] == 16
     for i in range(rows):
         o = acc[i]
         for kf in range(a.shape[1]):  # ascending k: one fp32 addition of each fractal's sum
-            x = a[i // 16, kf, i % 16]
-            x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
-            x8, x9, x10, x11, x12, x13, x14, x15 = x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]
-            y = b[kf]
-            y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
-            y8, y9, y10, y11, y12, y13, y14, y15 = y[8], y[9], y[10], y[11], y[12], y[13], y[14], y[15]
-            for j in range(cols):  # the innermost loop over output columns: LLVM vectorises it
-                o[j] = o[j] + (_tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
-                                      x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
-                               + _tree8(x8 * y8[j], x9 * y9[j], x10 * y10[j], x11 * y11[j],
-                                        x12 * y12[j], x13 * y13[j], x14 * y14[j], x15 * y15[j]))
+            if k16:
+                _add_fractal16(o, a[i // 16, kf, i % 16], b[kf], cols)
+            else:
+                _add_fractal8(o, a[i // 16, kf, i % 16], b[kf], cols)
     _store(acc, c, rows, cols)
     return True
-
-
-@njit(cache=True)
-def _k8(a, b, c, rows, init):  # fp32 operands: K0 = 8
-    cols = b.shape[2]
-    if _has_nan(a) or _has_nan(b) or not init and _has_nan(c[:rows * cols]):
-        return False
-    acc = _accumulator(c, rows, cols, init)
-    for i in range(rows):
-        o = acc[i]
-        for kf in range(a.shape[1]):
-            x = a[i // 16, kf, i % 16]
-            x0, x1, x2, x3, x4, x5, x6, x7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
-            y = b[kf]
-            y0, y1, y2, y3, y4, y5, y6, y7 = y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]
-            for j in range(cols):
-                o[j] = o[j] + _tree8(x0 * y0[j], x1 * y1[j], x2 * y2[j], x3 * y3[j],
-                                     x4 * y4[j], x5 * y5[j], x6 * y6[j], x7 * y7[j])
-    _store(acc, c, rows, cols)
-    return True
-
-
-_KERNELS = {16: _k16, 8: _k8}
