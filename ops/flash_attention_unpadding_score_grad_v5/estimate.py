@@ -53,15 +53,25 @@ SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sample
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
-#: sections per core in the larger sample at least (the smaller one has half). Known miss (SameAB, D = 256, cube-bound:
-#: per 512 x 512 CV block Cube1 ~50-66k, vector pass ~70k, Cube23 ~133-140k cycles, read off the ring's flags alike in
-#: the launch and the sample): a core's time is the sum of its cube costs plus ~35k cycles of cube waits that its
-#: 4-CV-block run already holds and its 2-CV-block run does not, so the two runs' difference charges that one-time
-#: cost per block (13.1k vs 11.3k cycles per block in the launch on S 2226 kv 5666 N 4/1 D 256: +8.3%; its whole path:
-#: +1.0%). Tried on the tuning set's sampled SameAB calls, none kept: 8 / 4 CV blocks (that call +1.7%, two others
-#: +8.3% and +5.1%), all busy cores sampled (+6.8%), basic_bn2's ring recurrence (six calls beyond 5%), cost per
-#: covered area (+10.6%), the lighter cores' bandwidth handed to the others as they finish (+7.5%)
-MIN_SAMPLE_SECTIONS = 4
+#: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
+#: larger run's first half (PREFIX_TEMPLATES). Two start effects made its sample runs' difference a poor cost per
+#: block: the ring's start (the cube waits for the AIVs' first pass unless the second CV block's Cube1 covers it, so
+#: the cube waits of two runs that start with different CV blocks differ by ~35-65k cycles that the difference then
+#: charges per block: S 2226 kv 5666 N 4/1 D 256 +8.3%, its whole path +1.0%) and the launch's first two CV blocks per
+#: core, dearer than the rest (S 3311 N 16/8 D 256 causal: the cube's cycles per block ~12.9-13.0k at positions 0-1,
+#: ~11.6-11.9k from position 2 on; the sample's cores stay in that start while they run 2-4 CV blocks). Runs that
+#: share their start and differ by positions 4-7 avoid both: on the tuning set's ten sampled SameAB calls the errors
+#: went from -5.1 .. +8.3% (4 / 2 CV blocks, every other one) to -1.0 .. +2.0% except the band call S 2416/3936/5951
+#: N 8/2 D 192 (+4.9%; +1.1% with 12 / 6). Tried first, not kept: 4 / 2 with the first half (-5.2 .. +5.3%); the
+#: cube's idle before its first Cube23 taken out of the difference (one call -11.7%); the busier of the cube's and
+#: the AIVs' busy cycles the runs differ by (-6.6 .. +6.8%); basic_bn2's ring (+4.2 .. +8.8%: a class mean of the
+#: sample's start-heavy costs). Earlier: 8 / 4 every other one (+8.3%, +5.1%), all busy cores sampled (+6.8%), cost
+#: per covered area (+10.6%), the lighter cores' bandwidth handed to the others as they finish (+7.5%)
+MIN_SAMPLE_SECTIONS = 8
+#: templates whose smaller sample run is the larger run's first half rather than every other section of it (see
+#: MIN_SAMPLE_SECTIONS); on the basic and generic templates the first half moved tuning calls the other way (basic
+#: S 4096 N 8 causal blockDim 10: +0.8% -> -3.8%; generic S 4582 D 256 fp32: -0.4% -> -2.4%)
+PREFIX_TEMPLATES = ("sameab",)
 #: the same for the basic template's 4 x 4-block sections: a smaller run of 2 sections still carries the start of the
 #: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
 #: block on an earlier checking set's calls (tuning calls now); from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2
@@ -291,7 +301,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     f = _prologue_fraction(problem, til)
     big_pos = {c: _core_positions(work, c, big, til.template in RING_TEMPLATES) for c in cores}
     # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
-    small_pos = {c: v[::2] for c, v in big_pos.items()}
+    # (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike)
+    half = (lambda v: v[:len(v) // 2]) if til.template in PREFIX_TEMPLATES else (lambda v: v[::2])
+    small_pos = {c: half(v) for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
         run(pos, frac) for pos, frac in ((small_pos, f / 2), (big_pos, f)))
     # the prologue (before SyncAll) is on its own line over the fraction of it simulated; the sections' cost per
