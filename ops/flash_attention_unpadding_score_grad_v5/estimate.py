@@ -42,9 +42,10 @@ from npusim.estimate import Estimate, contention_chip, steady_l2_touched
 from npusim.launch import TimeoutVerdict
 from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
+from ops.flash_attention_var_len_score.estimate import _page_union  # the L2 pages byte ranges cover
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
-from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 
@@ -264,14 +265,10 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if not busy:
         return launch_main(problem, til, spec, "timing", inputs, _ws(til)).cycles
     sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for k, v in inputs.items()}
-    # inputs beyond L2: the sample starts at the launch's average L2 state, not at its last, most-missed one (the
-    # whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much). Known miss: inputs
-    # within L2 but a workspace beyond it (IS_DTM D = 256, S 2477 N 16/8 causal: 84 MiB of inputs, 263 MiB of
-    # workspace) start at every input touched, and the sampled middle rounds then cost ~15% more than the launch's
-    # (205-226k vs 173-222k cycles; +8.95%); started at half the inputs' bytes that call is +0.5%, but the same
-    # halving of steady_l2_touched moved the IS_DTM tuning call with inputs beyond L2 from +2.3% to -13.5%: no rule
-    # for both found, not changed
-    warm = (steady_l2_touched(sum(sizes.values()), spec.l2_bytes), {k: 1.0 for k in sizes})
+    # the samples start with the inputs resident and L2's touched bytes at what the launch's copies of them touch
+    # (_touched_inputs); inputs beyond L2 at the launch's average L2 state instead (steady_l2_touched of their full
+    # sizes: the whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much)
+    warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
     def run(positions: dict, prologue=1.0):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
@@ -554,6 +551,51 @@ def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:
                    per_core_cycles=np.array([parts["main"]]), fixed_cycles=parts["pre"] + parts["post"],
                    classes={"blocks": (work.blocks, per_block)}, error_bound=float("nan"))
     return est, parts
+
+
+def _l2_start(problem, sizes: dict, l2_bytes: int) -> int:
+    """Touched bytes a sample's L2 model starts at: the bytes of the inputs' pages that the launch's copies touch
+    (_touched_inputs) where they fit L2, else steady_l2_touched of the inputs' full sizes. Starting at the full
+    sizes where the inputs fit L2 but the workspace does not (SameAB IS_DTM, S 2477 N 16/8 D 256 causal: 84 MiB
+    of inputs, of which the launch's copies touch 48 MiB, and a workspace of 263 MiB) put the samples' touched
+    bytes past the launch's (292 vs 255 MiB) and their hit scale under it (0.75 vs 0.80 on average): +8.95%
+    (+0.8% from the touched pages)."""
+    touched = _touched_inputs(problem, sizes)
+    if touched <= l2_bytes:
+        return touched
+    return steady_l2_touched(sum(sizes.values()), l2_bytes)
+
+
+def _touched_inputs(problem, sizes: dict) -> int:
+    """L2 bytes of the inputs' pages the launch touches in the model. A strided copy is booked as its byte count
+    from its first element (npusim/core.py transfer, npusim/memory/gm.py touch), and the cube reads query, key,
+    value (and their rope parts) per 128 x 128 block as rows of one head at a pitch of all heads
+    (KernelFagBasic.Cube1Block / Cube23, in D chunks): of a TND tensor of H heads and D columns, the copies of
+    the block of r <= 128 rows starting at token t cover the elements [t H D, (t H + H - 1 + r) D), an upper
+    bound over its heads and chunks (S 2477 N 16/8 D 256 bf16: 1.8 MiB of query and of key/value, as the
+    timing-mode launch touches). fp32 inputs: query and key are read whole (TransposeHeads); every other input
+    (dy and attention_in by the softmax-grad rows, the statistics, masks, pse, dropout bits) counted whole."""
+    p = problem
+    tnd = {"query": (p.seq_q, p.N1, p.D), "key_in": (p.seq_kv, p.N2, p.D), "value": (p.seq_kv, p.N2, p.D),
+           "query_rope": (p.seq_q, p.N1, p.rope_d), "key_in_rope": (p.seq_kv, p.N2, p.rope_d)}
+    if np.dtype(p.dtype).itemsize == 4:
+        tnd = {k: v for k, v in tnd.items() if k not in ("query", "key_in")}
+    total = 0
+    for name, nbytes in sizes.items():
+        if name not in tnd:
+            total += nbytes
+            continue
+        seqs, heads, d = tnd[name]
+        seqs = np.asarray(seqs, np.int64)
+        first = np.concatenate(([0], np.cumsum(seqs)[:-1]))
+        blocks = -(-seqs // BASE)
+        batch = np.repeat(np.arange(len(seqs)), blocks)
+        local = np.arange(int(blocks.sum())) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+        token = first[batch] + local * BASE
+        rows = np.minimum(BASE, seqs[batch] - local * BASE)
+        item = np.dtype(p.dtype).itemsize
+        total += min(nbytes, _page_union(token * heads * d * item, (token * heads + heads - 1 + rows) * d * item))
+    return int(total)
 
 
 def _spec_inputs(problem) -> dict:
