@@ -23,6 +23,9 @@ with sfmg = rowsum(fp32(dy) * fp32(attention_in)) (64-lane fold). Output: dq = c
 dk = cast(dk * scale), dv = cast(dv), rounding "round" (CAST_ROUND); fp32 inputs: no casts (P and dS
 stay fp32; the cube reads P^T, dS^T written by the vector side, the same values).
 
+Deterministic S1s2Bn2 (*first_writes*): the first write of a dq strip (S2 CV block 0) and of a dk/dv strip (the
+key/value head's first query head, S1 CV block 0) stores its values instead of adding them (an exact -0 stays -0).
+
 Sink: each AIV half of a block (rows split (r + 1) // 2) gives one partial
 ``sum_r ps[r] * rowsum(dP * P)[r]`` with ps = Exp(sink[n] - max) / sum (fp32); per head the partials
 are added in block order (half 0, then half 1) from +0, and dsink = -total.
@@ -341,6 +344,16 @@ def _cv_block(problem, ctx: dict, sec) -> list:
     return out
 
 
+def _first_kinds(problem, sec, cv) -> tuple:
+    """The deterministic S1s2Bn2 CV block's strips that are first writes (module docstring): dq, dq_rope of S2 CV
+    block 0; dk, dk_rope, dv of S1 CV block 0 of the key/value head's first query head."""
+    _, n, s1o, s2o = sec[0][:4]
+    out = ("dq", "dq_rope") if s2o * _BASE // cv[1] == 0 else ()
+    if n % problem.G == 0 and s1o * _BASE // cv[0] == 0:
+        out += ("dk", "dk_rope", "dv")
+    return out
+
+
 def _cube_order(n: int, contiguous, core_starts, aiv_split) -> list:
     """The order in which the sections' adds leave their cores: section order, except that the runs of an AI
     Core's two AIVs (generic template) alternate, one CV block of each in turn."""
@@ -362,7 +375,8 @@ def _cube_order(n: int, contiguous, core_starts, aiv_split) -> list:
 def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, attention_in, *, block_dim: int,
                atomics=None, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
-               contiguous=None, core_starts=None, aiv_split=None, regions: bool = False, trim: int = 0) -> dict:
+               contiguous=None, core_starts=None, aiv_split=None, regions: bool = False, trim: int = 0,
+               first_writes: bool = False) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -384,6 +398,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     core alone wrote is that partial added, whether the cube or the AIVs add it).
     *trim*: 8 (SameAB), 64 (generic) or the S1s2Bn2 vector tile width (>= 128): each CV block is the rectangle its kernel computes (``_rect``), fully
     masked blocks included; 0: its kept blocks.
+    *first_writes*: the deterministic S1s2Bn2 kernel's plain first writes (module docstring); they are not in the
+    atomic log, and each is applied in its core's write order before the core's next logged add.
     Raises ValueError if the log does not match the block schedule.
     """
     p = problem
@@ -414,22 +430,33 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         elif dtm:
             strips.append(_cv_block(p, ctx, sec))
         else:
-            adds.append([c for kind, r0, h, val in _cv_block(p, ctx, sec) for c in _chunks(kind, r0, h, val)])
+            plain = _first_kinds(p, sec, cv) if first_writes else ()
+            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec)
+                         for c in _chunks(kind, r0, h, val)])
+    adds = [[c if len(c) == 6 else c + (False,) for c in chunks] for chunks in adds]
     for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
         fifo[owner(k)].extend(adds[k])
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}
     if p.rope_d:
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
     acc = {k: np.zeros(v, _F32) for k, v in shapes.items()}
-    log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for _ in fifo[c]]
+    log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for w in fifo[c] if not w[5]]
     if dtm:  # no atomic adds but basic_det's lone dk/dv strips, which the rounds below add in their place
         log = []
     taken = {c: 0 for c in fifo}
+
+    def stores(core):  # the core's plain first writes before its next add
+        while fifo[core] and fifo[core][0][5]:
+            kind, r0, h, dn, val, _ = fifo[core].popleft()
+            acc[kind][r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = val
+
     for entry in log:
         core = entry[1]
+        if core in fifo:
+            stores(core)
         if core not in fifo or not fifo[core]:
             raise ValueError(f"atomic log names core {core} beyond its scheduled writes")
-        kind, r0, h, dn, val = fifo[core].popleft()
+        kind, r0, h, dn, val, _ = fifo[core].popleft()
         taken[core] += 1
         if len(entry) == 4 and entry[3] != taken[core]:  # (buffer, core, sub-core, the core's add number)
             raise ValueError(f"atomic log entry {entry} is not add {taken[core]} of core {core}")
@@ -437,6 +464,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         with np.errstate(all="ignore"):
             dst[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] = \
                 (dst[r0:r0 + val.shape[0], h, dn:dn + val.shape[1]] + val).astype(_F32)
+    for core in fifo:
+        stores(core)
     if any(fifo[c] for c in fifo):
         raise ValueError("the atomic log misses scheduled writes")
     for r0k in range(0, len(strips), block_dim):  # IS_DTM rounds: ordered per-strip sums, then one add each

@@ -19,7 +19,9 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   non-IS_DTM ring on its own CV blocks (128 x 512 by default), each core a contiguous run of them
   (tiling.secCoreStart) instead of every blockDim-th, and each of its AIVs its own part of that run with every
   row (tiling.core_steps: one CV block of each AIV per ring step). The deterministic S1s2Bn2 template runs the
-  same ring on its CV blocks (singleM x singleN), each AIV the (batch, key/value head) pairs of its run.
+  same ring on its CV blocks (singleM x singleN), each AIV the (batch, key/value head) pairs of its run, with
+  the softmax-grad rows computed per CV block in UB (VectorByCS1, no prologue VecSftg) and each row's first
+  dq/dk/dv strip written without atomics.
 - ``fag_post`` (vector): dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws).
 """
 from __future__ import annotations
@@ -57,6 +59,7 @@ N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
 CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
 SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
 SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
+SFT_ROWS = 128  # S1s2Bn2 softmax-grad rows per step at most (CANN: SFTBaseM = 8192 / D rows; npusim: one S buffer)
 L1_COLS = 256  # operand columns per L1 block when D > 256 (four 128 x 256 b16 blocks + P, dS fit 512 KiB L1)
 
 
@@ -65,6 +68,12 @@ def sfmg_rows(dp: int, itemsize: int) -> int:
     accumulators of the rows fit SFMG_UB_BYTES (D > 144)."""
     per_row = dp * (2 * itemsize + 8) + 64 * 4 + 4 + 32
     return max(8, min(SFMG_ROWS, SFMG_UB_BYTES // per_row) // 8 * 8)
+
+
+def bn2_sft_rows(tiling: FagTilingData) -> int:
+    """Deterministic S1s2Bn2: the rows of a CV block whose softmax-grad rows are computed before their vector work
+    (SFTSingleM = min(256, singleM), SFTBaseMDSplit, ..._tiling_s1s2_bn2.cpp)."""
+    return min(256, tiling.s1CvInner)
 
 
 def l1_cols(D: int, Dr: int, itemsize: int = 2) -> int:
@@ -382,7 +391,10 @@ class KernelFagBasic:
                 TransposeHeads(self.qGm, self.qT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
                 TransposeHeads(self.kGm, self.kT, t.t2Size, t.n2Size, self.D, t.t2Pitch, w)
                 TransposeHeads(self.dyGm, self.dyT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
-            self.VecSftg()
+            if self.t.template == "basic_bn2":  # its softmax-grad rows come per CV block (SoftmaxGradCv)
+                SyncAll()
+            else:
+                self.VecSftg()
             self.ProcessVector()
 
     def _blk(self, i: int):
@@ -601,7 +613,7 @@ class KernelFagBasic:
         atomic adds on): the dq/dk/dv workspace (atomic adds), or with IS_DTM the strip's rows in this core's
         partial slot (SameAB: of the task's parity); basic_det's dk/dv strips with no other writer in the
         round go to the workspace with an atomic add (det_direct)."""
-        t, a, D = self.t, self.a, self.D
+        t, a = self.t, self.a
         b, n, s1o, s2o = t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i]
         if t.sabDtm:
             if t.dtmBasic and kind in KV_KINDS:
@@ -612,13 +624,26 @@ class KernelFagBasic:
             off, row = dtm_strip(t, kind, s1o, s2o)
             base = dtm_slot(t, self.core, task)
             return self.ws[base].ReinterpretCast(F32)[off + row * width], width, False
+        return (*self._sab_dst_ws(kind, b, n, s1o, s2o), False)
+
+    def _sab_dst_ws(self, kind: str, b: int, n: int, s1o: int, s2o: int):
+        """(the strip's first element in the dq/dk/dv (rope) workspace, its row pitch)."""
+        t, D, Dr = self.t, self.D, self.Dr
         qo, kvo = self._rows(b, n, s1o, s2o)
-        Dr = self.Dr
-        ws, pitch = {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
-                     "dv": (self.dvWs[kvo], t.n2Size * D),
-                     "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
-                     "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
-        return ws, pitch, False
+        return {"dq": (self.dqWs[qo], t.n1Size * D), "dk": (self.dkWs[kvo], t.n2Size * D),
+                "dv": (self.dvWs[kvo], t.n2Size * D),
+                "dq_rope": (self.dqrWs[qo // D * Dr] if Dr else None, t.n1Size * Dr),
+                "dk_rope": (self.dkrWs[kvo // D * Dr] if Dr else None, t.n2Size * Dr)}[kind]
+
+    def _bn2_first(self, kind: str, i: int) -> bool:
+        """Deterministic S1s2Bn2: whether the strip of block i's CV block is the first write of its rows, which the
+        kernel makes without atomics (S1Ratio: kvAtomic = 0 for dK/dV of the pair's first query head and first S1
+        CV block, qAtomic = 0 for dQ of the first S2 CV block; the loop runs query head, S2 CV block, S1 CV block,
+        so those come first; a CV block the sparse mask skips writes nothing, and the next one adds)."""
+        t = self.t
+        if kind == "dq":
+            return t.blkS2o[i] * BASE < t.s2CvInner
+        return t.blkN[i] % t.gSize == 0 and t.blkS1o[i] * BASE < t.s1CvInner
 
     def _mm_ab_strip(self, kind: str, task: int, i0: int, parts, m: int, width: int):
         """One strip of ComputeMMDqkv into its destination (_sab_dst), atomic around it when it goes alone."""
@@ -656,13 +681,12 @@ class KernelFagBasic:
         """SameAB (b16): per CV block, dQ of each s1 strip = sum over its blocks of dS K, dK of each s2 strip = sum
         of dS^T Q, dV = sum of P^T dY (rope: dQ_rope, dK_rope after dQ, dK), the k range of the whole CV block in
         one L0C accumulation; Fixpipe atomic adds into the fp32 workspaces (IS_DTM: plain writes into the core's
-        partial slot)."""
+        partial slot; basic_bn2: its first writes plain, _atomic_order)."""
         t, D, Dr = self.t, self.D, self.Dr
         row_strips, col_strips = self._strips(s, off)
         dt = self.inDt
         self.direct = det_direct(t, self.a, s // t.blockDim) if t.dtmBasic else set()
-        if not t.sabDtm:
-            SetAtomicAdd(F32)
+        jobs = []  # (kind, first block, parts, rows of the result, width)
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
@@ -674,7 +698,7 @@ class KernelFagBasic:
                     b_off = kvo if kind == "dq" else kvo // D * Dr
                     parts.append((self._slot(self.mm1, task, j, dt), rows, t.blkCols[i], False, gm[b_off],
                                   t.blkCols[i], pitch))
-                self._mm_ab_strip(kind, task, i0, parts, rows, width)
+                jobs.append((kind, i0, parts, rows, width))
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
@@ -688,21 +712,36 @@ class KernelFagBasic:
                     b_off = qo if kind != "dk_rope" else qo // D * Dr
                     parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
                                   t.blkRows[i], pitch))
-                self._mm_ab_strip(kind, task, i0, parts, cols, width)
+                jobs.append((kind, i0, parts, cols, width))
+        jobs, plain = self._atomic_order(jobs)
+        for n, (kind, i0, parts, m, width) in enumerate(jobs):
+            if n == plain and not t.sabDtm:
+                SetAtomicAdd(F32)
+            self._mm_ab_strip(kind, task, i0, parts, m, width)
         if not t.sabDtm:
             SetAtomicNone()
+
+    def _atomic_order(self, jobs: list):
+        """(the CV block's strips in write order, how many lead without atomics). Deterministic S1s2Bn2: the first
+        writes of their rows (_bn2_first) store without atomics, the rest add (S1Ratio: qAtomic / kvAtomic per
+        Matmul call); npusim issues the stored strips first and then the added ones under one SetAtomicAdd, so the
+        CV block's dQ/dK/dV end, as for the other templates, at one SetAtomicNone. Other templates: all add."""
+        if self.t.template != "basic_bn2":
+            return jobs, 0
+        first = [job for job in jobs if self._bn2_first(job[0], job[1])]
+        return first + [job for job in jobs if not self._bn2_first(job[0], job[1])], len(first)
 
     def ComputeMMDqkvT(self, task: int, s: int, off: int):
         """SameAB, fp32: as ComputeMMDqkv with Cube23T's operands (dS, dS^T and P^T from the section slots, K^T,
         Q^T and dY^T from the transposed copies), each strip's blocks one L0C accumulation per 128 columns."""
         t, D = self.t, self.D
         row_strips, col_strips = self._strips(s, off)
-        if not t.sabDtm:
-            SetAtomicAdd(F32)
+        jobs = []  # (kind, first block, [(destination, parts, m, n, pitch) per 128 columns])
         for strip in row_strips:
             i0 = strip[0][1]
             rows = t.blkRows[i0]
             dst, dpitch, _ = self._sab_dst("dq", task, i0, D)
+            calls = []
             for dn in range(0, D, N_CHUNK):
                 w = min(N_CHUNK, D - dn)
                 parts = []
@@ -712,12 +751,14 @@ class KernelFagBasic:
                     parts.append(self._part("s", "b", self._slot(self.mm1, task, j, F32),
                                             self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w, t.blkCols[i], BASE,
                                             t.t2Pitch))
-                self._mm_abt(dst[dn], parts, rows, w, dpitch)
+                calls.append((dst[dn], parts, rows, w, dpitch))
+            jobs.append(("dq", i0, calls))
         for strip in col_strips:
             i0 = strip[0][1]
             cols = t.blkCols[i0]
             for kind, src, region in (("dk", self.qT, self.mmT[1]), ("dv", self.dyT, self.mmT[0])):
                 dst, dpitch, _ = self._sab_dst(kind, task, i0, D)
+                calls = []
                 for dn in range(0, D, N_CHUNK):
                     w = min(N_CHUNK, D - dn)
                     parts = []
@@ -726,7 +767,14 @@ class KernelFagBasic:
                         parts.append(self._part("s", "a" if kind == "dk" else "c", self._slot(region, task, j, F32),
                                                 src[(t.blkN[i] * D + dn) * t.t1Pitch + tq], cols, w, t.blkRows[i],
                                                 BASE, t.t1Pitch))
-                    self._mm_abt(dst[dn], parts, cols, w, dpitch)
+                    calls.append((dst[dn], parts, cols, w, dpitch))
+                jobs.append((kind, i0, calls))
+        jobs, plain = self._atomic_order(jobs)
+        for n, (_, _, calls) in enumerate(jobs):
+            if n == plain and not t.sabDtm:
+                SetAtomicAdd(F32)
+            for call in calls:
+                self._mm_abt(*call)
         if not t.sabDtm:
             SetAtomicNone()
 
@@ -754,18 +802,8 @@ class KernelFagBasic:
             CopyRowsIn(oL, self.oGm[r0 * D], nr, D, D, dp)
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
-            x, y = bufs["x"].Get(F32), bufs["y"].Get(F32)
-            if dt.itemsize == 4:  # fp32: the product of the inputs themselves
-                Mul(x, dyL, oL, nr * dp)
-            else:
-                Cast(x, dyL, RoundMode.CAST_NONE, nr * dp)
-                Cast(y, oL, RoundMode.CAST_NONE, nr * dp)
-                PipeBarrier(Pipe.V)
-                Mul(x, x, y, nr * dp)
-            PipeBarrier(Pipe.V)
             row = bufs["row"].Get(F32)
-            RowReduce("sum", row, x, bufs["acc"].Get(F32), nr, D, dp)
-            PipeBarrier(Pipe.V)
+            SoftmaxGradFront(row, bufs["x"].Get(F32), bufs["y"].Get(F32), dyL, oL, bufs["acc"].Get(F32), nr, D, dp)
             b8 = bufs["b8"].Get(F32)
             BroadcastRows(b8, row, nr)
             SetFlag(HardEvent.V_MTE3, 0)
@@ -826,6 +864,11 @@ class KernelFagBasic:
             Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
             PipeBarrier(Pipe.V)
         t = self.t
+        if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result, row sums, attention_in rows (b16)
+            for name, nbytes in (("sfmgcv", bn2_sft_rows(t) * 32), ("sfrow", SFT_ROWS * 4),
+                                 *((("o16", half * BASE * 2),) if not self.b32 else ())):
+                self.ub[name] = TBuf()
+                self.vpipe.InitBuffer(self.ub[name], nbytes)
         if not t.sabDtm:
             for task in range(len(self.steps)):
                 self.ComputeVec(task)
@@ -850,11 +893,53 @@ class KernelFagBasic:
         t = self.t
         for s, off, owner in self.steps[task]:
             CrossCoreWaitFlag(C2V[owner == 1])
-            if owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
+            if t.template == "basic_bn2" and owner == self.sub:
+                self.VectorByCS1(task, s, off)
+            elif owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
                 for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
                     for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
                         self.VecBlock(task, off + j, i)
             CrossCoreSetFlag(V2C[owner == 1], Pipe.MTE3)
+
+    def VectorByCS1(self, task: int, s: int, off: int):
+        """Deterministic S1s2Bn2, one CV block of this AIV's own run: per chunk of bn2_sft_rows rows, the chunk's
+        softmax-grad rows (SoftmaxGradCv), then the vector work of the chunk's blocks (every row, by halves)."""
+        t = self.t
+        chunk = bn2_sft_rows(t)
+        blocks = list(enumerate(range(t.secStart[s], t.secStart[s + 1])))
+        first = min(t.blkS1o[i] for _, i in blocks) * BASE
+        for c0 in sorted({(t.blkS1o[i] * BASE - first) // chunk for _, i in blocks}):
+            mine = [(j, i) for j, i in blocks if (t.blkS1o[i] * BASE - first) // chunk == c0]
+            self.sftRow0 = first + c0 * chunk
+            rows = max(t.blkS1o[i] * BASE + t.blkRows[i] for _, i in mine) - self.sftRow0
+            self.SoftmaxGradCv(t.blkB[mine[0][1]], t.blkN[mine[0][1]], self.sftRow0, rows)
+            for j, i in mine:
+                for self.half in (0, 1):
+                    self.VecBlock(task, off + j, i)
+
+    def SoftmaxGradCv(self, b: int, n: int, row0: int, rows: int):
+        """sfmg of query rows row0 .. row0 + rows of (b, n) into UB sfmgcv ([rows, 8] fp32), SFT_ROWS rows at a
+        time (S1s2Bn2 FullGrad): dY and attention_in rows in, fp32 product, row sums over D (the prologue's
+        VecSftg arithmetic, so the same values), broadcast to 8. The S and dP buffers are free between blocks."""
+        t, dt, D, ub = self.t, self.inDt, self.D, self.ub
+        dp = c16(D)
+        step = min(SFT_ROWS, BASE * BASE // 2 // dp)  # the fp32 rows of one S buffer; acc: 64 lanes a row
+        pitch = t.n1Size * D
+        for r0 in range(0, rows, step):
+            nr = min(step, rows - r0)
+            q = (self.a.cuQ[b] + row0 + r0) * pitch + n * D
+            x, y = ub["s"].Get(F32), ub["dp"].Get(F32)
+            dyL, oL = (x, y) if self.b32 else (ub["out"].Get(dt), ub["o16"].Get(dt))  # fp32: straight in
+            CopyRowsIn(dyL, self.dyGm[q], nr, D, pitch, dp)
+            CopyRowsIn(oL, self.oGm[q], nr, D, pitch, dp)
+            SetFlag(HardEvent.MTE2_V, 6)
+            WaitFlag(HardEvent.MTE2_V, 6)
+            row = ub["sfrow"].Get(F32)
+            SoftmaxGradFront(row, x, y, dyL, oL, y, nr, D, dp)  # acc: y, free after the product
+            BroadcastRows(ub["sfmgcv"].Get(F32)[r0 * 8], row, nr)
+            PipeBarrier(Pipe.V)
+            SetFlag(HardEvent.V_MTE2, 6)
+            WaitFlag(HardEvent.V_MTE2, 6)
 
     def ComputeVecAdd(self, r: int):
         """IS_DTM reduction of round r: for every output strip that several cores' CV blocks of the round wrote,
@@ -945,8 +1030,12 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
         row0 = s1o * BASE + lo
-        DataCopy(self.ub["sfmg8"].Get(F32), self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
-                 DataCopyParams(mine, 1, t.n1Size - 1, 0))
+        if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
+            self.sf8 = self.ub["sfmgcv"].Get(F32)[(row0 - self.sftRow0) * 8]
+        else:
+            self.sf8 = self.ub["sfmg8"].Get(F32)
+            DataCopy(self.sf8, self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
+                     DataCopyParams(mine, 1, t.n1Size - 1, 0))
         self.SubGrapB(task, j, i)
 
     def _geometry(self, i: int):
@@ -999,7 +1088,7 @@ class KernelFagBasic:
         a, dt = self.a, self.inDt
         b, n, s2o, cols, _, lo, mine, pitch, cnt, row0 = self._geometry(i)
         ub = self.ub
-        S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), ub["sfmg8"].Get(F32)
+        S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), self.sf8
         CopyRowsIn(dP, self._slot(self.mm1, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
         SetFlag(HardEvent.MTE2_V, 1)
         WaitFlag(HardEvent.MTE2_V, 1)
@@ -1197,6 +1286,22 @@ class KernelFagBasic:
         WaitFlag(HardEvent.V_MTE2, 2)
 
 
+def SoftmaxGradFront(row, x, y, dyL, oL, acc, rows: int, D: int, dp: int):
+    """row[r] = sum over D of fp32(dy[r]) * fp32(o[r]) for *rows* rows in UB at pitch *dp* (dyL, oL in the input
+    dtype; fp32 inputs are multiplied as they are, and may be x, y themselves); x, y: fp32 scratch, *acc* the row
+    fold's (rows x 64 lanes; may be y)."""
+    if dyL.dtype.itemsize == 4:
+        Mul(x, dyL, oL, rows * dp)
+    else:
+        Cast(x, dyL, RoundMode.CAST_NONE, rows * dp)
+        Cast(y, oL, RoundMode.CAST_NONE, rows * dp)
+        PipeBarrier(Pipe.V)
+        Mul(x, x, y, rows * dp)
+    PipeBarrier(Pipe.V)
+    RowReduce("sum", row, x, acc, rows, D, dp)
+    PipeBarrier(Pipe.V)
+
+
 def PseInnerAlibiCreate(alibiGm):
     """pse_type 2/3: the fp16 [BASE, BASE] table of c - r in GM, read by every block (CANN PseInnerAlibiCreate
     writes it with CreateVecIndex per row). Lanes 0..15: a 16 x 16 matrix of rows r = r (Duplicate per row)
@@ -1291,11 +1396,12 @@ def _suba_key(k: KernelFagBasic, task: int, j: int, i: int):
 
 
 def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """SubGrapB: this AIV's rows and the block's columns (sfmg is already in UB); the dP slot moves."""
+    """SubGrapB: this AIV's rows and the block's columns, and where in UB its sfmg rows are (basic_bn2: a row of
+    the CV block's sfmgcv); the dP slot moves."""
     if not _plain(k):
         return None
     _, _, _, cols, _, lo, mine, _, _, _ = k._geometry(i)
-    return (lo, mine, cols), (k._slot(k.mm1, task, j, F32),)
+    return (lo, mine, cols, k.sf8.addr), (k._slot(k.mm1, task, j, F32),)
 
 
 def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
@@ -1307,8 +1413,11 @@ def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
     b, n, _, _, _, _, mine, _, _, row0 = k._geometry(i)
     n1 = k.t.n1Size
     slot = BASE * BASE * 4
-    return key[0], ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot),
-                    (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4), *key[1][1:])
+    slots = ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot))
+    if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
+        return (*key[0], row0 - k.sftRow0), (*slots, *key[1][1:])
+    return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4),
+                    *key[1][1:])
 
 
 def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):

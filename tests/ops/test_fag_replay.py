@@ -23,6 +23,9 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                             {"blockDim": 2}, "basic_det"),
     "sameab_causal": (dict(seq_q=[1100], seq_kv=[1100], n1=2, d=32, sparse_mode=2, causal=True), True,
                       {"blockDim": 2}, "sameab_det"),
+    # the deterministic S1s2Bn2 template: sfmg rows per CV block in UB (their place in the keys), per-strip atomics
+    "bn2_gqa_256_rows": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout=""), True,
+                         {"blockDim": 2}, "basic_bn2"),  # 256 x 512 CV blocks: four sfmg row offsets
 }
 
 
