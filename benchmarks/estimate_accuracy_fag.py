@@ -18,8 +18,9 @@ the largest legal shapes. Results go to benchmarks/results/estimate_accuracy_fag
 
     python benchmarks/estimate_accuracy_fag.py [--half tune|check|all] [--no-huge] [--huge-only]
 
---half tune / check runs one set and keeps the other set's rows of the saved run when that run drew its
-checking set with CHECK_SEED, so the two sets can run as two processes (the second to finish saves both).
+--half tune / check runs one set and keeps the other set's rows of the saved run (checking rows only when that
+run drew its checking set with CHECK_SEED), so the two sets can run as two processes or one after the other (the
+second to finish saves both): the tuning half can run before a new seed is drawn.
 """
 from __future__ import annotations
 
@@ -340,7 +341,7 @@ def main() -> None:
     saved = load("estimate_accuracy_fag") or {}
     if args.half != "all":  # one set run: keep the other set's rows of the saved run (its seed must match)
         keep = "check" if args.half == "tune" else "tune"
-        if saved.get("check_seed") == CHECK_SEED:
+        if keep == "tune" or saved.get("check_seed") == CHECK_SEED:  # tuning rows do not depend on the seed
             rows = [r for r in saved.get("rows", []) if r["half"] == keep] + rows
             big = big or saved.get("huge", [])
     check = [abs(r.get("error_pct", float("inf"))) for r in rows if r["half"] == "check"]
