@@ -14,7 +14,8 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them; K at least BASIC_SAMPLE_SECTIONS,
+  block), twice (K sections, then every other one of them, or for SameAB (PREFIX_TEMPLATES) the first half
+  of them, so that both runs share the ring's start; K at least BASIC_SAMPLE_SECTIONS,
   GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS), and the most loaded core's K-section time is extended
   to its real block count at the cost per block of the sections the two runs differ by, pooled over the
   simulated cores, each weighted by the blocks it is extended over; or, for RING_TEMPLATES (basic_bn2), the
@@ -22,8 +23,10 @@ stands for the whole:
   core's own sections, each at the mean costs of its class read off the larger sample's flags
   (_ring_costs, _ring_end, _ring_estimate); the prologue before SyncAll (sfmg rows, fp32
   transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
-  extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
-  (npusim.estimate.steady_l2_touched).
+  extrapolated on its own line. The samples' L2 model starts with the inputs resident and its touched bytes
+  at the inputs' pages the launch's copies touch (_touched_inputs: strided per-head copies touch a fraction
+  of a tensor's pages in the model); where those exceed L2, at the launch's average L2 state
+  (npusim.estimate.steady_l2_touched of the inputs' sizes).
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
