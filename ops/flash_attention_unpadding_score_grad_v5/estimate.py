@@ -66,7 +66,8 @@ SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two
 #: ~11.6-11.9k from position 2 on; the sample's cores stay in that start while they run 2-4 CV blocks). Runs that
 #: share their start and differ by positions 4-7 avoid both: on the tuning set's ten sampled SameAB calls the errors
 #: went from -5.1 .. +8.3% (4 / 2 CV blocks, every other one) to -1.0 .. +2.0% except the band call S 2416/3936/5951
-#: N 8/2 D 192 (+4.9%; +1.1% with 12 / 6). Tried first, not kept: 4 / 2 with the first half (-5.2 .. +5.3%); the
+#: N 8/2 D 192 (+4.9%; +1.1% with 12 / 6, which left S 2928 kv 1100 N 16/4 D 128 at -7.2%: its latest core, not its
+#: most loaded one, waits on vector passes in its own order of short and full CV blocks). Tried first, not kept: 4 / 2 with the first half (-5.2 .. +5.3%); the
 #: cube's idle before its first Cube23 taken out of the difference (one call -11.7%); the busier of the cube's and
 #: the AIVs' busy cycles the runs differ by (-6.6 .. +6.8%); basic_bn2's ring (+4.2 .. +8.8%: a class mean of the
 #: sample's start-heavy costs). Earlier: 8 / 4 every other one (+8.3%, +5.1%), all busy cores sampled (+6.8%), cost
@@ -80,7 +81,9 @@ PREFIX_TEMPLATES = ("sameab",)
 #: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
 #: block on an earlier checking set's calls (tuning calls now); from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2
 #: (its CV blocks priced by class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning
-#: set's four sampled calls
+#: set's four sampled calls. 12 / 6 (tried on the seven sampled basic tuning calls): S 8192 N 2 causal +4.0% -> +2.4%
+#: (its cores' last sections run cheaper in the launch as the cores with one section fewer finish), but S 417/1539/2767
+#: N 16/8 +1.4% -> +4.0% and S 3288/4322/158 +2.0% -> +2.9%: not kept
 BASIC_SAMPLE_SECTIONS = 8
 #: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
 #: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
