@@ -242,6 +242,9 @@ HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): large legal
     ("T=64K in one batch, N=8, D=128, causal", [1 << 16], [1 << 16], 8, 8, 128, F16, 2, {}),
     ("T=256K in one batch, N=16/2, D=128, causal", [1 << 18], [1 << 18], 16, 2, 128, F16, 2, {}),
     ("T=1M in one batch, N=8, D=128, causal", [1 << 20], [1 << 20], 8, 8, 128, F16, 2, {}),
+    # the deterministic reduction's estimate (SameAB IS_DTM: every round's cores simulated, docs/fag.md "Speed")
+    ("T=64K in one batch, N=8, D=128, causal, deterministic", [1 << 16], [1 << 16], 8, 8, 128, F16, 2,
+     {"deterministic": True}),
 ]
 
 
@@ -294,7 +297,30 @@ def accuracy(rows) -> list[dict]:
         for name, e in sorted(_by_template(out, half).items()):
             print(f"{half} {name}: {len(e)} configurations, max |error| {max(e):.2f}%")
     print("(target: every checking configuration within 3%)")
+    largest(out)
     return out
+
+
+def largest(rows: list) -> dict:
+    """{template: the estimate CPU of its largest configuration (most query x key work, sum of Sq * Skv * N1 * D over
+    the batches) and of its slowest one}, printed (the estimate's target: under a second)."""
+    sizes = {describe(c): sum(a * b for a, b in zip(c[0], c[1])) * c[2] * c[4] for _, c in plan("all")}
+    out = {}
+    for r in rows:
+        if "template" not in r or r["config"] not in sizes:
+            continue
+        t = out.setdefault(r["template"], {"largest": r, "slowest": r})
+        if sizes[r["config"]] > sizes[t["largest"]["config"]]:
+            t["largest"] = r
+        if r["estimate_cpu_s"] > t["slowest"]["estimate_cpu_s"]:
+            t["slowest"] = r
+    table = {k: {"largest_config": v["largest"]["config"], "largest_cpu_s": v["largest"]["estimate_cpu_s"],
+                 "slowest_config": v["slowest"]["config"], "slowest_cpu_s": v["slowest"]["estimate_cpu_s"]}
+             for k, v in sorted(out.items())}
+    for k, v in table.items():
+        print(f"estimate CPU, {k}: largest configuration {v['largest_cpu_s']:.2f} s ({v['largest_config']}); "
+              f"slowest {v['slowest_cpu_s']:.2f} s ({v['slowest_config']}) (target < 1 s)")
+    return table
 
 
 def _by_template(rows: list, half: str) -> dict:
@@ -314,9 +340,9 @@ def huge() -> list[dict]:
         call(*cfg, "estimate")
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        out.append({"name": name, "predicted_s": res.time_us * 1e-6, "cpu_s": cpu, "peak_mb": peak / 2 ** 20,
-                    "advice": res.timeout.advice})
-        print(f"estimate {name}: {res.time_us * 1e-6:.4g} s predicted, {cpu:.2f} s CPU, peak traced "
+        out.append({"name": name, "template": _ran(res), "predicted_s": res.time_us * 1e-6, "cpu_s": cpu,
+                    "peak_mb": peak / 2 ** 20, "advice": res.timeout.advice})
+        print(f"estimate {name} ({_ran(res)}): {res.time_us * 1e-6:.4g} s predicted, {cpu:.2f} s CPU, peak traced "
               f"{peak / 2 ** 20:.0f} MB; {res.timeout.advice}", flush=True)
     return out
 
@@ -332,7 +358,8 @@ def main() -> None:
         big = huge()
         if saved:
             saved.pop("benchmark", None)
-            save("estimate_accuracy_fag", {**saved, "huge": big, "huge_load_avg": os.getloadavg()})
+            save("estimate_accuracy_fag", {**saved, "huge": big, "huge_load_avg": os.getloadavg(),
+                                           "cpu_by_template": largest(saved.get("rows", []))})
         return
     print(f"tuning set: {len(GRID)} configurations seen while the model changed; checking set: {CHECK_PER_TEMPLATE} "
           f"per template of {STRATA}, drawn with seed {CHECK_SEED}")
@@ -352,7 +379,7 @@ def main() -> None:
                                        "check_configs": len(check), "tune_configs": len(tune),
                                        "check_seed": CHECK_SEED, "strata": list(STRATA),
                                        "check_by_template": {k: max(v) for k, v in _by_template(rows, "check").items()},
-                                       "load_avg": os.getloadavg(),
+                                       "load_avg": os.getloadavg(), "cpu_by_template": largest(rows),
                                        # largest shapes kept from the saved run (--no-huge): their load with them
                                        **({"huge_load_avg": saved["huge_load_avg"]}
                                           if args.no_huge and "huge_load_avg" in saved else {})})

@@ -113,7 +113,8 @@ def _rows_performance() -> dict:
              "(`benchmarks/estimate_accuracy_fag.py`)"] = \
             (f"{e['check_configs']} checking configurations: max {e['check_max_pct']:.2f}% ({worst['config']}), mean "
              f"{e['check_mean_pct']:.2f}% (target <= 3%{met}){since}{'; max per template: ' + per if per else ''}; tuning set "
-             f"max {e['tune_max_pct']:.2f}%; largest shapes: {huge}")
+             f"max {e['tune_max_pct']:.2f}%; largest shapes"
+             f"{' (estimate CPU at load average %.1f)' % e['huge_load_avg'][0] if e.get('huge_load_avg') else ''}: {huge}")
     f = load("fag")
     if f:
         r = f["rows"]
@@ -200,7 +201,7 @@ CALIBRATION_ROW = ("calibration vs the 910B2 board files (`benchmarks/calibratio
 ESTIMATE_ROWS = {  # saved result -> README row (tuning and checking halves or sets, the saved seed)
     "estimate_accuracy_pfa": "estimate mode vs timing mode, PFA, tuned on 46 configurations, checked on 14 fresh ones "
                              "plus the quick-tour and calibration shapes (`benchmarks/estimate_accuracy_pfa.py`)",
-    "estimate_accuracy_fa": "same, FlashAttentionVarLenScore, tuned on 40 configurations, checked on 14 fresh ones "
+    "estimate_accuracy_fa": "same, FlashAttentionVarLenScore, tuned on 44 configurations, checked on 14 fresh ones "
                             "plus the calibration shapes (`benchmarks/estimate_accuracy_fa.py`)",
     "estimate_accuracy_spkc": "same, ScatterPaKvCache, tuned on 47 calls, checked on 14 fresh ones "
                               "(`benchmarks/estimate_accuracy_spkc.py`)",

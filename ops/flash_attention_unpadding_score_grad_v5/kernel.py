@@ -977,35 +977,39 @@ class KernelFagBasic:
             wp = -(-width // 8) * 8
             step = max(1, ADD_ELEMS // wp)
             for r0 in range(lo, hi, step):
-                nr = min(step, hi - r0)
-                rest = srcs
-                if t.dtmBasic:
-                    CopyRowsIn(res, ws[srcs[0] + r0 * width], nr, width, width, wp)
-                    SetFlag(HardEvent.MTE2_V, 5)
-                    WaitFlag(HardEvent.MTE2_V, 5)
-                    rest = srcs[1:]
-                else:
-                    Duplicate(res, 0.0, nr * wp)
-                    PipeBarrier(Pipe.V)
-                for src in rest:
-                    CopyRowsIn(tmp, ws[src + r0 * width], nr, width, width, wp)
-                    SetFlag(HardEvent.MTE2_V, 5)
-                    WaitFlag(HardEvent.MTE2_V, 5)
-                    Add(res, res, tmp, nr * wp)
-                    PipeBarrier(Pipe.V)
-                    SetFlag(HardEvent.V_MTE2, 5)
-                    WaitFlag(HardEvent.V_MTE2, 5)
-                CopyRowsIn(tmp, ws[dst + r0 * pitch], nr, width, pitch, wp)
-                SetFlag(HardEvent.MTE2_V, 5)
-                WaitFlag(HardEvent.MTE2_V, 5)
-                Add(tmp, tmp, res, nr * wp)
-                SetFlag(HardEvent.V_MTE3, 5)
-                WaitFlag(HardEvent.V_MTE3, 5)
-                CopyRowsOut(ws[dst + r0 * pitch], tmp, nr, width, wp, pitch)
-                SetFlag(HardEvent.MTE3_V, 5)
-                WaitFlag(HardEvent.MTE3_V, 5)
-                SetFlag(HardEvent.MTE3_MTE2, 5)
-                WaitFlag(HardEvent.MTE3_MTE2, 5)
+                self.ReduceRows(res, tmp, ws, dst, srcs, r0, min(step, hi - r0), width, pitch, wp)
+
+    def ReduceRows(self, res, tmp, ws, dst: int, srcs, r0: int, nr: int, width: int, pitch: int, wp: int):
+        """One reduction step of ComputeVecAdd: rows r0 .. r0 + nr of a strip; res = its partials (*srcs*, fp32
+        indices into *ws*) in core order, then ws[dst] rows += res."""
+        rest = srcs
+        if self.t.dtmBasic:
+            CopyRowsIn(res, ws[srcs[0] + r0 * width], nr, width, width, wp)
+            SetFlag(HardEvent.MTE2_V, 5)
+            WaitFlag(HardEvent.MTE2_V, 5)
+            rest = srcs[1:]
+        else:
+            Duplicate(res, 0.0, nr * wp)
+            PipeBarrier(Pipe.V)
+        for src in rest:
+            CopyRowsIn(tmp, ws[src + r0 * width], nr, width, width, wp)
+            SetFlag(HardEvent.MTE2_V, 5)
+            WaitFlag(HardEvent.MTE2_V, 5)
+            Add(res, res, tmp, nr * wp)
+            PipeBarrier(Pipe.V)
+            SetFlag(HardEvent.V_MTE2, 5)
+            WaitFlag(HardEvent.V_MTE2, 5)
+        CopyRowsIn(tmp, ws[dst + r0 * pitch], nr, width, pitch, wp)
+        SetFlag(HardEvent.MTE2_V, 5)
+        WaitFlag(HardEvent.MTE2_V, 5)
+        Add(tmp, tmp, res, nr * wp)
+        SetFlag(HardEvent.V_MTE3, 5)
+        WaitFlag(HardEvent.V_MTE3, 5)
+        CopyRowsOut(ws[dst + r0 * pitch], tmp, nr, width, wp, pitch)
+        SetFlag(HardEvent.MTE3_V, 5)
+        WaitFlag(HardEvent.MTE3_V, 5)
+        SetFlag(HardEvent.MTE3_MTE2, 5)
+        WaitFlag(HardEvent.MTE3_MTE2, 5)
 
     def _my_rows(self, rows: int):
         h = (rows + 1) // 2
@@ -1442,7 +1446,17 @@ def _post_chunk_key(queues, src, dst, n: int, scale, dt):
     return (dst.gm.name, n, scale, dt.str), (src, dst)
 
 
+def _reduce_key(k: KernelFagBasic, res, tmp, ws, dst: int, srcs, r0: int, nr: int, width: int, pitch: int, wp: int):
+    """ReduceRows: the step's rows, widths, pitch and number of partials (res and tmp are the same UB buffers in
+    every call and stream); each partial's rows and the destination rows move (regions of the workspace)."""
+    item = 4
+    span = ((nr - 1) * width + width) * item
+    bases = tuple((ws[src + r0 * width], span) for src in srcs) + ((ws[dst + r0 * pitch], ((nr - 1) * pitch + width) * item),)
+    return (k.t.dtmBasic, len(srcs), nr, width, pitch, wp), bases
+
+
 PostChunk = replayable(_post_chunk_key, shared=True)(PostChunk)
+KernelFagBasic.ReduceRows = replayable(_reduce_key, shared=True)(KernelFagBasic.ReduceRows)
 KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)

@@ -374,6 +374,29 @@ def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, n
 
 
 @pytest.mark.unsanitized
+@pytest.mark.parametrize("name", ["sameab_dtm_causal", "basic_det"])
+def test_fag_reduction_steps_replay_to_the_interpreted_trace(monkeypatch, booked, name):
+    """The deterministic reduction (ComputeVecAdd) runs row chunks of the strips (ReduceRows: read each core's
+    partial, add in core order, add into the workspace), shared by the AIVs: replayed, the trace and every GM
+    transfer's buffer, address and size equal the interpreted run's, while replayed chunks skip the kernel lines."""
+    from ops import flash_attention_unpadding_score_grad_v5 as fag
+    from ops.flash_attention_unpadding_score_grad_v5 import kernel
+    from tests.ops.fag_cases import make_case
+    kw, det, til, template = FAG_ATOMIC_CASES[name]
+    adds = []  # the reduction's Adds run as written (by replay.ENABLED of the run)
+    real = kernel.Add
+    monkeypatch.setattr(kernel, "Add", lambda *args: adds.append(replay.ENABLED) or real(*args))
+    a, _ = make_case(**kw)
+    (on, booked_on), (off, booked_off) = _both_booked(
+        lambda: fag(**a, deterministic=det, tiling=til, mode="timing", trace="full"), booked)
+    assert on.tiling.template == template and on.tiling.sabDtm
+    assert adds.count(False) - adds.count(True) >= 20  # Adds of replayed chunks did not run the kernel lines
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
+    assert all(on.extra["launches"][k].cycles == off.extra["launches"][k].cycles for k in on.extra["launches"])
+
+
+@pytest.mark.unsanitized
 @pytest.mark.parametrize("dtype, rope_d", [("bf16", 64), ("fp32", 0)])
 def test_fag_post_chunks_replay_to_the_interpreted_trace(counted, booked, dtype, rope_d):
     """FAG's post kernel casts dq/dk/dv (and the rope outputs) step by step (PostChunk, shared by the AIVs): its

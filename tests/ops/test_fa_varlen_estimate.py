@@ -331,3 +331,43 @@ def test_fa_varlen_estimate_working_set_is_the_pages_timing_touches(name, monkey
     for mine, buf in names.items():
         assert counted[mine] == touched[buf], (mine, counted[mine], touched[buf])
     assert counted["query"] < sizes["query"]  # several heads: a strided copy touches part of the pages
+
+
+GM_BYTES_CASES = {
+    "vector_master_gqa_causal_pse": dict(sq=[300, 700, 100, 900], skv=[300, 700, 100, 900], n1=8, n2=2, mode=3,
+                                         pse=True),
+    "same_ab": dict(sq=[512] * 16, skv=[512] * 16, n1=8, n2=8),
+    "fp32_band": dict(sq=[600], skv=[600], n1=2, n2=2, d=64, dtype=F32, mode=4, pre=200, nxt=30),
+}
+
+
+@pytest.mark.parametrize("name", list(GM_BYTES_CASES))
+def test_fa_varlen_estimate_gm_bytes_bound_what_timing_books(name, monkeypatch):
+    """The bandwidth floor's GM bytes (Work.gm_bytes, counted from the tiling) stay under what the timing-mode
+    launch books on HBM and L2 (a floor must not exceed the launch) and within 10% of it, and the full pse's
+    share is the bytes timing mode reads from real_shift."""
+    from npusim.launch import Launch
+    from ops.flash_attention_var_len_score import estimate as est_mod
+
+    works = []
+    original = est_mod.Work.__init__
+
+    def capture(self, *args):
+        original(self, *args)
+        works.append(self)
+
+    monkeypatch.setattr(est_mod.Work, "__init__", capture)
+    run(**GM_BYTES_CASES[name])
+    work = works[-1]
+    booked = {}
+    book = Launch.book_gm
+
+    def counting(self, gm, byte_start, nbytes, start, rate, write):
+        booked[gm.name] = booked.get(gm.name, 0) + nbytes
+        return book(self, gm, byte_start, nbytes, start, rate, write)
+
+    monkeypatch.setattr(Launch, "book_gm", counting)
+    run(**GM_BYTES_CASES[name], run_mode="timing")
+    total = sum(booked.values())
+    assert 0.9 * total <= work.gm_bytes <= total, (work.gm_bytes, total, booked)
+    assert work.pse_bytes == booked.get("real_shift", 0)
