@@ -18,13 +18,15 @@ Layouts (docs/numerics_cube.md "Layouts"; K0 = 32 B / element size, hardware.md 
 Numerics (docs/numerics_cube.md "Mmad"): fp16/bf16 products are exact in fp32 (fp32 inputs: the fp32
 product rounded RNE); each K0-wide fractal is summed in a fixed pairwise tree in fp32; the fractal sums
 are added to the fp32 accumulator in ascending k order. int8 x int8 accumulates exactly in wrapping
-int32. Elements with a k index >= k are read as +0. A matmul (BLAS) computes only the tree's exact first
-level (k = 2 pair sums of fp16/bf16 products). Fixpipe: NZ -> ND, fp32 -> fp16/bf16 RNE, int32 -> fp16
+int32. Elements with a k index >= k are read as +0. Float Mmads run a compiled loop nest of exactly these
+operations (npusim/isa/mmad_tree.py, numba); the numpy form (_by_numpy: integer matmul for int8, a matmul for
+only the tree's exact first level of fp16/bf16) is its reference and its fallback. Fixpipe: NZ -> ND, fp32 -> fp16/bf16 RNE, int32 -> fp16
 dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 """
 from __future__ import annotations
 
 import functools
+import importlib.util
 from dataclasses import dataclass
 from enum import Enum
 
@@ -145,36 +147,13 @@ class Mmad(Instruction):
         if not (m and n and k):
             return
         m1, n1, k1 = -(-m // M0), -(-n // N0), -(-k // k0)
-        rows, cols = m1 * M0, n1 * N0
+        rows = m1 * M0
         a = self.a.view(m1 * k1 * M0 * k0).reshape(m1, k1, M0, k0)
         b = self.b.view(k1 * n1 * N0 * k0).reshape(k1, n1, N0, k0)
         c = self.dst.view(n1 * rows * N0)
-        acc_t = self.dst.dtype.type
-        if self.init:
-            acc = np.zeros((rows, cols), self.dst.dtype)
-        else:  # NZ -> (rows, cols)
-            acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
-        integer = acc_t is np.int32
-        if not integer and _pairs_by_matmul(a, b, k, acc, self.init):
-            c.reshape(n1, rows, N0)[...] = acc.reshape(rows, n1, N0).transpose(1, 0, 2)  # -> NZ, one pass
+        if c.dtype == np.float32 and USE_TREE_KERNEL and _by_tree_kernel(a, b, k, c, rows, self.init):
             return
-        # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
-        # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
-        buf = None if integer else np.empty((k0, rows, cols), acc_t)
-        with np.errstate(all="ignore"):  # padding rows may hold stale Inf/NaN; IEEE results are intended
-            for kf in range(k1):
-                av = a[:, kf].reshape(rows, k0).astype(acc_t)
-                bv = b[kf].reshape(cols, k0).astype(acc_t)
-                valid = k - kf * k0
-                if valid < k0:  # elements past k are read as +0
-                    av[:, valid:] = 0
-                    bv[:, valid:] = 0
-                if integer:
-                    # NOTE: numpy integer matmul is exact and BLAS-free; int32 wraps like the hardware.
-                    acc += av @ bv.T
-                else:
-                    acc += _fractal_sum(av, bv, buf)
-        c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
+        _by_numpy(a, b, k, c, rows, self.init)
 
     def reads(self):
         m1, n1, k1 = -(-self.m // M0), -(-self.n // N0), -(-self.k // self.k0)
@@ -187,6 +166,63 @@ class Mmad(Instruction):
     def writes(self):
         m1, n1 = -(-self.m // M0), -(-self.n // N0)
         return ((_BK_L0C, self.dst.addr, m1 * n1 * 256 * self.dst.dtype.itemsize),)
+
+
+def _by_numpy(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, init: bool) -> None:
+    """C (+)= A @ B into L0C *c* with numpy (every dtype; the reference of the compiled tree): int8 by integer
+    matmul, fp16/bf16 by _pairs_by_matmul where it is proven equal to the tree, otherwise the tree itself."""
+    k1, k0 = a.shape[1], a.shape[3]
+    n1 = b.shape[1]
+    cols = n1 * N0
+    acc_t = c.dtype.type
+    if init:
+        acc = np.zeros((rows, cols), c.dtype)
+    else:  # NZ -> (rows, cols)
+        acc = c.reshape(n1, rows, N0).transpose(1, 0, 2).reshape(rows, cols).copy()
+    integer = acc_t is np.int32
+    if not integer and _pairs_by_matmul(a, b, k, acc, init):
+        c.reshape(n1, rows, N0)[...] = acc.reshape(rows, n1, N0).transpose(1, 0, 2)  # -> NZ, one pass
+        return
+    # one product buffer for every k fractal (NOTE: reused, not allocated per fractal, for performance
+    # reasons: full mode's attention kernels spend most of their time here, benchmarks/pfa.py)
+    buf = None if integer else np.empty((k0, rows, cols), acc_t)
+    with np.errstate(all="ignore"):  # padding rows may hold stale Inf/NaN; IEEE results are intended
+        for kf in range(k1):
+            av = a[:, kf].reshape(rows, k0).astype(acc_t)
+            bv = b[kf].reshape(cols, k0).astype(acc_t)
+            valid = k - kf * k0
+            if valid < k0:  # elements past k are read as +0
+                av[:, valid:] = 0
+                bv[:, valid:] = 0
+            if integer:
+                # NOTE: numpy integer matmul is exact and BLAS-free; int32 wraps like the hardware.
+                acc += av @ bv.T
+            else:
+                acc += _fractal_sum(av, bv, buf)
+    c[:] = acc.reshape(rows, n1, N0).transpose(1, 0, 2).reshape(-1)
+
+
+#: Float Mmads run the compiled tree (npusim/isa/mmad_tree.py) when numba is installed; False (or no numba)
+#: runs the numpy form above, which tests/npusim/test_mmad_tree.py takes as the reference.
+USE_TREE_KERNEL = importlib.util.find_spec("numba") is not None
+
+
+def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, init: bool) -> bool:
+    """C (+)= A @ B by the compiled tree, into L0C *c*; False (nothing written) if an operand or the accumulator
+    holds a NaN (the numpy form then decides the payloads, npusim/isa/mmad_tree.py). *a*, *b*: L0A's (m1, k1, 16,
+    k0) and L0B's (k1, n1, 16, k0) fractals, widened to fp32 (exact) with B's turned to (k1, k0, cols)."""
+    k1, n1, _, k0 = b.shape
+    if a.dtype in _B16:
+        aw, bw = widen16(a), widen16(b.transpose(0, 3, 1, 2))
+    else:  # fp32: a copy only where the padding must be zeroed
+        aw, bw = a, np.ascontiguousarray(b.transpose(0, 3, 1, 2))
+    valid = k - (k1 - 1) * k0
+    if valid < k0:  # elements past k are read as +0
+        aw = aw if aw is not a else a.copy()
+        aw[:, -1, :, valid:] = 0
+        bw[-1, valid:] = 0
+    from npusim.isa import mmad_tree  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
+    return mmad_tree.run(aw, bw.reshape(k1, k0, n1 * N0), c, rows, init)
 
 
 #: Bytes of level-1 planes computed per matmul call of _pairs_by_matmul (bounds its temporary memory).

@@ -551,24 +551,29 @@ class KernelFagBasic:
         t, D, Dr = self.t, self.D, self.Dr
         SetAtomicAdd(F32)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-            b, n, s1o, s2o, rows, cols, _ = self._blk(i)
-            qo, kvo = self._rows(b, n, s1o, s2o)
-            qro, kro = qo // D * Dr, kvo // D * Dr
-            dsL1 = self._load("s", self._slot(self.mm1, task, j, self.inDt), rows, cols, self.cast_pitch)
-            ds_a = lambda: self.tiles.SplitA(dsL1, c16(rows) // 16, 0, rows, 0, cols)  # noqa: E731
-            dst_a = lambda: self._split_a_transposed(dsL1, rows, cols)  # noqa: E731
-            for gm, ws, width, pitch in ((self.kGm[kvo], self.dqWs[qo], D, t.n2Size * D),
-                                         *(((self.krGm[kro], self.dqrWs[qro], Dr, t.n2Size * Dr),) if Dr else ())):
-                self._mm_ab_chunks("b", gm, ws, ds_a, cols, rows, width, pitch, t.n1Size * width)
-            for gm, ws, width, pitch in ((self.qGm[qo], self.dkWs[kvo], D, t.n1Size * D),
-                                         *(((self.qrGm[qro], self.dkrWs[kro], Dr, t.n1Size * Dr),) if Dr else ())):
-                self._mm_ab_chunks("a", gm, ws, dst_a, rows, cols, width, pitch, t.n2Size * width)
-            self._free("s", dsL1)
-            pL1 = self._load("p", self._slot(self.mm2, task, j, self.inDt), rows, cols, self.cast_pitch)
-            self._mm_ab_chunks("c", self.dyGm[qo], self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols),
-                               rows, cols, D, t.n1Size * D, t.n2Size * D)
-            self._free("p", pL1)
+            self.Cube23Block(task, j, i)
         SetAtomicNone()
+
+    def Cube23Block(self, task: int, j: int, i: int):
+        """dQ += dS K, dK += dS^T Q, dV += P^T dY of block i (slot j of the task's buffers), atomic adds in force."""
+        t, D, Dr = self.t, self.D, self.Dr
+        b, n, s1o, s2o, rows, cols, _ = self._blk(i)
+        qo, kvo = self._rows(b, n, s1o, s2o)
+        qro, kro = qo // D * Dr, kvo // D * Dr
+        dsL1 = self._load("s", self._slot(self.mm1, task, j, self.inDt), rows, cols, self.cast_pitch)
+        ds_a = lambda: self.tiles.SplitA(dsL1, c16(rows) // 16, 0, rows, 0, cols)  # noqa: E731
+        dst_a = lambda: self._split_a_transposed(dsL1, rows, cols)  # noqa: E731
+        for gm, ws, width, pitch in ((self.kGm[kvo], self.dqWs[qo], D, t.n2Size * D),
+                                     *(((self.krGm[kro], self.dqrWs[qro], Dr, t.n2Size * Dr),) if Dr else ())):
+            self._mm_ab_chunks("b", gm, ws, ds_a, cols, rows, width, pitch, t.n1Size * width)
+        for gm, ws, width, pitch in ((self.qGm[qo], self.dkWs[kvo], D, t.n1Size * D),
+                                     *(((self.qrGm[qro], self.dkrWs[kro], Dr, t.n1Size * Dr),) if Dr else ())):
+            self._mm_ab_chunks("a", gm, ws, dst_a, rows, cols, width, pitch, t.n2Size * width)
+        self._free("s", dsL1)
+        pL1 = self._load("p", self._slot(self.mm2, task, j, self.inDt), rows, cols, self.cast_pitch)
+        self._mm_ab_chunks("c", self.dyGm[qo], self.dvWs[kvo], lambda: self._split_a_transposed(pL1, rows, cols),
+                           rows, cols, D, t.n1Size * D, t.n2Size * D)
+        self._free("p", pL1)
 
     def Cube23T(self, task: int, s: int):
         """fp32 (no b32 transposing loads): dQ += dS (K^T)^T, dK += (dS^T) (Q^T)^T, dV += (P^T) (dY^T)^T, each an
@@ -1455,8 +1460,27 @@ def _reduce_key(k: KernelFagBasic, res, tmp, ws, dst: int, srcs, r0: int, nr: in
     return (k.t.dtmBasic, len(srcs), nr, width, pitch, wp), bases
 
 
+def _cube23_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """Cube23Block (entered with SetAtomicAdd in force, which the replay key holds): the block's shape; its dS and P
+    slots (mm1 / mm2 of the task) and the dq, dk, dv (and rope) workspace rows it adds into are regions of the
+    workspace; the K, Q, dY (and rope) rows it reads move with the block."""
+    b, n, s1o, s2o, rows, cols, _ = k._blk(i)
+    qo, kvo = k._rows(b, n, s1o, s2o)
+    t, D, Dr = k.t, k.D, k.Dr
+    slot = BASE * BASE * 4
+    bases = [(k._slot(k.mm1, task, j, F32), slot), (k._slot(k.mm2, task, j, F32), slot),
+             (k.dqWs[qo], ((rows - 1) * t.n1Size * D + D) * 4), (k.dkWs[kvo], ((cols - 1) * t.n2Size * D + D) * 4),
+             (k.dvWs[kvo], ((cols - 1) * t.n2Size * D + D) * 4), k.kGm[kvo], k.qGm[qo], k.dyGm[qo]]
+    if Dr:
+        qro, kro = qo // D * Dr, kvo // D * Dr
+        bases += [(k.dqrWs[qro], ((rows - 1) * t.n1Size * Dr + Dr) * 4),
+                  (k.dkrWs[kro], ((cols - 1) * t.n2Size * Dr + Dr) * 4), k.krGm[kro], k.qrGm[qro]]
+    return (rows, cols), tuple(bases)
+
+
 PostChunk = replayable(_post_chunk_key, shared=True)(PostChunk)
 KernelFagBasic.ReduceRows = replayable(_reduce_key, shared=True)(KernelFagBasic.ReduceRows)
+KernelFagBasic.Cube23Block = replayable(_cube23_key, shared=True)(KernelFagBasic.Cube23Block)
 KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)

@@ -374,6 +374,30 @@ def test_fag_atomic_steps_replay_to_the_interpreted_trace(monkeypatch, booked, n
 
 
 @pytest.mark.unsanitized
+@pytest.mark.parametrize("kw", [dict(seq_q=[700, 300], seq_kv=[700, 300], n1=2, d=64, sparse_mode=3, causal=True),
+                                dict(seq_q=[640], seq_kv=[640], n1=2, dtype="bf16", d=64, rope_d=64)])
+def test_fag_cube23_blocks_replay_to_the_interpreted_trace(monkeypatch, booked, kw):
+    """The basic template's Cube23 adds each block's dQ, dK, dV into the workspaces atomically (Cube23Block, entered
+    with SetAtomicAdd in force, shared by the cubes): replayed, the trace and every GM transfer's buffer, address and
+    size equal the interpreted run's, while replayed blocks skip the kernel lines."""
+    from ops import flash_attention_unpadding_score_grad_v5 as fag
+    from ops.flash_attention_unpadding_score_grad_v5.kernel import KernelFagBasic
+    from tests.ops.fag_cases import make_case
+    chunks = []  # Cube23's B chunks run as written (by replay.ENABLED of the run)
+    real = KernelFagBasic._mm_ab_chunks
+    monkeypatch.setattr(KernelFagBasic, "_mm_ab_chunks",
+                        lambda self, *args: chunks.append(replay.ENABLED) or real(self, *args))
+    a, _ = make_case(**kw)
+    (on, booked_on), (off, booked_off) = _both_booked(
+        lambda: fag(**a, tiling={"blockDim": 2}, mode="timing", trace="full"), booked)
+    assert on.tiling.template == "basic"
+    assert chunks.count(False) - chunks.count(True) >= 20
+    assert_same_trace(on, off)
+    assert booked_on == booked_off
+    assert all(on.extra["launches"][k].cycles == off.extra["launches"][k].cycles for k in on.extra["launches"])
+
+
+@pytest.mark.unsanitized
 @pytest.mark.parametrize("name", ["sameab_dtm_causal", "basic_det"])
 def test_fag_reduction_steps_replay_to_the_interpreted_trace(monkeypatch, booked, name):
     """The deterministic reduction (ComputeVecAdd) runs row chunks of the strips (ReduceRows: read each core's
