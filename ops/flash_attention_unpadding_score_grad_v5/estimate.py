@@ -14,7 +14,8 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them; K at least BASIC_SAMPLE_SECTIONS,
+  block), twice (K sections, then every other one of them, or for SameAB (PREFIX_TEMPLATES) the first half
+  of them, so that both runs share the ring's start; K at least BASIC_SAMPLE_SECTIONS,
   GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS), and the most loaded core's K-section time is extended
   to its real block count at the cost per block of the sections the two runs differ by, pooled over the
   simulated cores, each weighted by the blocks it is extended over; or, for RING_TEMPLATES (basic_bn2), the
@@ -22,8 +23,10 @@ stands for the whole:
   core's own sections, each at the mean costs of its class read off the larger sample's flags
   (_ring_costs, _ring_end, _ring_estimate); the prologue before SyncAll (sfmg rows, fp32
   transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
-  extrapolated on its own line. Inputs larger than L2 start the samples at the launch's average L2 state
-  (npusim.estimate.steady_l2_touched).
+  extrapolated on its own line. The samples' L2 model starts with the inputs resident and its touched bytes
+  at the inputs' pages the launch's copies touch (_touched_inputs: strided per-head copies touch a fraction
+  of a tensor's pages in the model); where those exceed L2, at the launch's average L2 state
+  (npusim.estimate.steady_l2_touched of the inputs' sizes).
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
@@ -42,9 +45,10 @@ from npusim.estimate import Estimate, contention_chip, steady_l2_touched
 from npusim.launch import TimeoutVerdict
 from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
+from ops.flash_attention_var_len_score.estimate import _page_union  # the L2 pages byte ranges cover
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
-from ops.flash_attention_unpadding_score_grad_v5.tiling import (LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 
@@ -53,20 +57,33 @@ SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sample
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
-#: sections per core in the larger sample at least (the smaller one has half). Known miss (SameAB, D = 256, cube-bound:
-#: per 512 x 512 CV block Cube1 ~50-66k, vector pass ~70k, Cube23 ~133-140k cycles, read off the ring's flags alike in
-#: the launch and the sample): a core's time is the sum of its cube costs plus ~35k cycles of cube waits that its
-#: 4-CV-block run already holds and its 2-CV-block run does not, so the two runs' difference charges that one-time
-#: cost per block (13.1k vs 11.3k cycles per block in the launch on S 2226 kv 5666 N 4/1 D 256: +8.3%; its whole path:
-#: +1.0%). Tried on the tuning set's sampled SameAB calls, none kept: 8 / 4 CV blocks (that call +1.7%, two others
-#: +8.3% and +5.1%), all busy cores sampled (+6.8%), basic_bn2's ring recurrence (six calls beyond 5%), cost per
-#: covered area (+10.6%), the lighter cores' bandwidth handed to the others as they finish (+7.5%)
-MIN_SAMPLE_SECTIONS = 4
+#: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
+#: larger run's first half (PREFIX_TEMPLATES). Two start effects made its sample runs' difference a poor cost per
+#: block: the ring's start (the cube waits for the AIVs' first pass unless the second CV block's Cube1 covers it, so
+#: the cube waits of two runs that start with different CV blocks differ by ~35-65k cycles that the difference then
+#: charges per block: S 2226 kv 5666 N 4/1 D 256 +8.3%, its whole path +1.0%) and the launch's first two CV blocks per
+#: core, dearer than the rest (S 3311 N 16/8 D 256 causal: the cube's cycles per block ~12.9-13.0k at positions 0-1,
+#: ~11.6-11.9k from position 2 on; the sample's cores stay in that start while they run 2-4 CV blocks). Runs that
+#: share their start and differ by positions 4-7 avoid both: on the tuning set's ten sampled SameAB calls the errors
+#: went from -5.1 .. +8.3% (4 / 2 CV blocks, every other one) to -1.0 .. +2.0% except the band call S 2416/3936/5951
+#: N 8/2 D 192 (+4.9%; +1.1% with 12 / 6, which left S 2928 kv 1100 N 16/4 D 128 at -7.2%: its latest core, not its
+#: most loaded one, waits on vector passes in its own order of short and full CV blocks). Tried first, not kept: 4 / 2 with the first half (-5.2 .. +5.3%); the
+#: cube's idle before its first Cube23 taken out of the difference (one call -11.7%); the busier of the cube's and
+#: the AIVs' busy cycles the runs differ by (-6.6 .. +6.8%); basic_bn2's ring (+4.2 .. +8.8%: a class mean of the
+#: sample's start-heavy costs). Earlier: 8 / 4 every other one (+8.3%, +5.1%), all busy cores sampled (+6.8%), cost
+#: per covered area (+10.6%), the lighter cores' bandwidth handed to the others as they finish (+7.5%)
+MIN_SAMPLE_SECTIONS = 8
+#: templates whose smaller sample run is the larger run's first half rather than every other section of it (see
+#: MIN_SAMPLE_SECTIONS); on the basic and generic templates the first half moved tuning calls the other way (basic
+#: S 4096 N 8 causal blockDim 10: +0.8% -> -3.8%; generic S 4582 D 256 fp32: -0.4% -> -2.4%)
+PREFIX_TEMPLATES = ("sameab",)
 #: the same for the basic template's 4 x 4-block sections: a smaller run of 2 sections still carries the start of the
 #: ring (the cube's first sections overlap the AIVs' prologue), so its difference to the larger run was 13-18% off per
 #: block on an earlier checking set's calls (tuning calls now); from 4 vs 8 sections 1-3% (docs/fag.md). basic_bn2
 #: (its CV blocks priced by class through its ring, RING_TEMPLATES) takes as many: 16 gave the same on the tuning
-#: set's four sampled calls
+#: set's four sampled calls. 12 / 6 (tried on the seven sampled basic tuning calls): S 8192 N 2 causal +4.0% -> +2.4%
+#: (its cores' last sections run cheaper in the launch as the cores with one section fewer finish), but S 417/1539/2767
+#: N 16/8 +1.4% -> +4.0% and S 3288/4322/158 +2.0% -> +2.9%: not kept
 BASIC_SAMPLE_SECTIONS = 8
 #: the same for the generic template, whose ring step holds one CV block of each AIV's run: the ring fills over its
 #: first 3-4 steps after the prologue (a T = 4582 D = 256 fp32 call: 116-142k cycles a step, then 173k), so the
@@ -254,14 +271,10 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if not busy:
         return launch_main(problem, til, spec, "timing", inputs, _ws(til)).cycles
     sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for k, v in inputs.items()}
-    # inputs beyond L2: the sample starts at the launch's average L2 state, not at its last, most-missed one (the
-    # whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much). Known miss: inputs
-    # within L2 but a workspace beyond it (IS_DTM D = 256, S 2477 N 16/8 causal: 84 MiB of inputs, 263 MiB of
-    # workspace) start at every input touched, and the sampled middle rounds then cost ~15% more than the launch's
-    # (205-226k vs 173-222k cycles; +8.95%); started at half the inputs' bytes that call is +0.5%, but the same
-    # halving of steady_l2_touched moved the IS_DTM tuning call with inputs beyond L2 from +2.3% to -13.5%: no rule
-    # for both found, not changed
-    warm = (steady_l2_touched(sum(sizes.values()), spec.l2_bytes), {k: 1.0 for k in sizes})
+    # the samples start with the inputs resident and L2's touched bytes at what the launch's copies of them touch
+    # (_touched_inputs); inputs beyond L2 at the launch's average L2 state instead (steady_l2_touched of their full
+    # sizes: the whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much)
+    warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
     def run(positions: dict, prologue=1.0):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
@@ -291,7 +304,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     f = _prologue_fraction(problem, til)
     big_pos = {c: _core_positions(work, c, big, til.template in RING_TEMPLATES) for c in cores}
     # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
-    small_pos = {c: v[::2] for c, v in big_pos.items()}
+    # (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike)
+    half = (lambda v: v[:len(v) // 2]) if til.template in PREFIX_TEMPLATES else (lambda v: v[::2])
+    small_pos = {c: half(v) for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
         run(pos, frac) for pos, frac in ((small_pos, f / 2), (big_pos, f)))
     # the prologue (before SyncAll) is on its own line over the fraction of it simulated; the sections' cost per
@@ -542,6 +557,51 @@ def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:
                    per_core_cycles=np.array([parts["main"]]), fixed_cycles=parts["pre"] + parts["post"],
                    classes={"blocks": (work.blocks, per_block)}, error_bound=float("nan"))
     return est, parts
+
+
+def _l2_start(problem, sizes: dict, l2_bytes: int) -> int:
+    """Touched bytes a sample's L2 model starts at: the bytes of the inputs' pages that the launch's copies touch
+    (_touched_inputs) where they fit L2, else steady_l2_touched of the inputs' full sizes. Starting at the full
+    sizes where the inputs fit L2 but the workspace does not (SameAB IS_DTM, S 2477 N 16/8 D 256 causal: 84 MiB
+    of inputs, of which the launch's copies touch 48 MiB, and a workspace of 263 MiB) put the samples' touched
+    bytes past the launch's (292 vs 255 MiB) and their hit scale under it (0.75 vs 0.80 on average): +8.95%
+    (+0.8% from the touched pages)."""
+    touched = _touched_inputs(problem, sizes)
+    if touched <= l2_bytes:
+        return touched
+    return steady_l2_touched(sum(sizes.values()), l2_bytes)
+
+
+def _touched_inputs(problem, sizes: dict) -> int:
+    """L2 bytes of the inputs' pages the launch touches in the model. A strided copy is booked as its byte count
+    from its first element (npusim/core.py transfer, npusim/memory/gm.py touch), and the cube reads query, key,
+    value (and their rope parts) per 128 x 128 block as rows of one head at a pitch of all heads
+    (KernelFagBasic.Cube1Block / Cube23, in D chunks): of a TND tensor of H heads and D columns, the copies of
+    the block of r <= 128 rows starting at token t cover the elements [t H D, (t H + H - 1 + r) D), an upper
+    bound over its heads and chunks (S 2477 N 16/8 D 256 bf16: 1.8 MiB of query and of key/value, as the
+    timing-mode launch touches). fp32 inputs: query and key are read whole (TransposeHeads); every other input
+    (dy and attention_in by the softmax-grad rows, the statistics, masks, pse, dropout bits) counted whole."""
+    p = problem
+    tnd = {"query": (p.seq_q, p.N1, p.D), "key_in": (p.seq_kv, p.N2, p.D), "value": (p.seq_kv, p.N2, p.D),
+           "query_rope": (p.seq_q, p.N1, p.rope_d), "key_in_rope": (p.seq_kv, p.N2, p.rope_d)}
+    if np.dtype(p.dtype).itemsize == 4:
+        tnd = {k: v for k, v in tnd.items() if k not in ("query", "key_in")}
+    total = 0
+    for name, nbytes in sizes.items():
+        if name not in tnd:
+            total += nbytes
+            continue
+        seqs, heads, d = tnd[name]
+        seqs = np.asarray(seqs, np.int64)
+        first = np.concatenate(([0], np.cumsum(seqs)[:-1]))
+        blocks = -(-seqs // BASE)
+        batch = np.repeat(np.arange(len(seqs)), blocks)
+        local = np.arange(int(blocks.sum())) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+        token = first[batch] + local * BASE
+        rows = np.minimum(BASE, seqs[batch] - local * BASE)
+        item = np.dtype(p.dtype).itemsize
+        total += min(nbytes, _page_union(token * heads * d * item, (token * heads + heads - 1 + rows) * d * item))
+    return int(total)
 
 
 def _spec_inputs(problem) -> dict:

@@ -138,3 +138,26 @@ def test_fag_bn2_band_sampled_estimate_follows_the_ring(monkeypatch):
     assert estimate_module.main_path(*estimate_module.estimate_plan(
         tim.extra["problem"], get_chip("Ascend910B2"), {"blockDim": 2}, True)) == "sampled"
     assert abs(est.time_us / tim.time_us - 1) < 0.03, (est.time_us, tim.time_us)
+
+
+@pytest.mark.parametrize("s, n, d", [(600, 4, 64), (300, 16, 128)])
+def test_touched_inputs_are_the_pages_timing_mode_touches(monkeypatch, s, n, d):
+    """The samples' L2 start counts query/key/value by the pages the launch's strided per-head copies touch in the
+    model (estimate._touched_inputs), not by their sizes: the same bytes as a timing-mode run's resident pages."""
+    from npusim.memory import gm
+    made = []
+    init = gm.GmBuffer.__init__
+
+    def keep(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(gm.GmBuffer, "__init__", keep)
+    args, kw = _specs(s, n, d)
+    res = fag(*args, **kw, mode="timing")
+    names = ("query", "key_in", "value")
+    resident = sum(int(b.resident.sum()) * gm.L2_PAGE_BYTES for b in made if b.name in names)
+    problem = res.extra["problem"]
+    sizes = {k: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
+             for k, v in estimate_module._spec_inputs(problem).items() if k in names}
+    assert estimate_module._touched_inputs(problem, sizes) == resident
+    assert resident < sum(sizes.values())  # strided copies: fewer pages than the tensors hold
