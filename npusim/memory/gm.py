@@ -20,6 +20,19 @@ from npusim.errors import NpuBufferError
 L2_PAGE_BYTES = 32 * 1024
 
 
+def page_union(start: np.ndarray, end: np.ndarray) -> int:
+    """Bytes of the distinct L2 pages that the byte ranges [start, end) cover (what GmBuffer.touch marks resident for
+    them; estimate modes count a launch's L2 working set with it)."""
+    if start.size == 0:
+        return 0
+    p0, p1 = start // L2_PAGE_BYTES, (end - 1) // L2_PAGE_BYTES + 1
+    order = np.argsort(p0, kind="stable")
+    p0, p1 = p0[order], np.maximum.accumulate(p1[order])
+    new = np.concatenate(([True], p0[1:] >= p1[:-1]))  # a range that starts after all earlier ones end
+    seg_end = np.concatenate((p1[np.flatnonzero(new)[1:] - 1], p1[-1:]))
+    return int((seg_end - p0[new]).sum()) * L2_PAGE_BYTES
+
+
 class TensorSpec:
     """A tensor with a shape and dtype but no data: inputs for timing and estimate modes (API.md)."""
 

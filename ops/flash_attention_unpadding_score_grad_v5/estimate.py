@@ -43,9 +43,8 @@ import numpy as np
 
 from npusim.estimate import Estimate, contention_chip, steady_l2_touched
 from npusim.launch import TimeoutVerdict
-from npusim.memory.gm import TensorSpec
+from npusim.memory.gm import TensorSpec, page_union
 from ops.common.cube_tiles import c16
-from ops.flash_attention_var_len_score.estimate import _page_union  # the L2 pages byte ranges cover
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
@@ -276,19 +275,19 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # sizes: the whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much)
     warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
-    def run(positions: dict, prologue=1.0):
+    rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
+
+    def run(positions: dict, prologue=1.0, ring=False):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
-        sample whose core i runs the sections of the i-th entry of *positions*."""
+        sample whose core i runs the sections of the i-th entry of *positions*; *ring*: also read its ring costs."""
         cores = list(positions)
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
                           l2_warm=warm)
         ends, prologue_end = _trace_ends(res.trace, len(cores))
-        if til.template in RING_TEMPLATES:
+        if ring:
             rings.append(_ring_costs(res.trace, sample, len(cores)))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
-
-    rings = []
 
     if til.sabDtm:
         return _rounds_cycles(problem, til, work, run)
@@ -308,7 +307,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     half = (lambda v: v[:len(v) // 2]) if til.template in PREFIX_TEMPLATES else (lambda v: v[::2])
     small_pos = {c: half(v) for c, v in big_pos.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
-        run(pos, frac) for pos, frac in ((small_pos, f / 2), (big_pos, f)))
+        run(pos, frac, ring) for pos, frac, ring in
+        ((small_pos, f / 2, False), (big_pos, f, til.template in RING_TEMPLATES)))
     # the prologue (before SyncAll) is on its own line over the fraction of it simulated; the sections' cost per
     # block is pooled over the simulated cores (one core's two runs differ by a few sections, and their classes
     # made its own line up to 11% off on the tuning set), and the most loaded core's time is its larger run
@@ -600,7 +600,7 @@ def _touched_inputs(problem, sizes: dict) -> int:
         token = first[batch] + local * BASE
         rows = np.minimum(BASE, seqs[batch] - local * BASE)
         item = np.dtype(p.dtype).itemsize
-        total += min(nbytes, _page_union(token * heads * d * item, (token * heads + heads - 1 + rows) * d * item))
+        total += min(nbytes, page_union(token * heads * d * item, (token * heads + heads - 1 + rows) * d * item))
     return int(total)
 
 

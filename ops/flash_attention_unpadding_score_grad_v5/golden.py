@@ -426,14 +426,13 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     strips, adds = [], []
     for sec in secs:  # in section order (the dsink partials' order)
         if cv is None and not regions:
-            adds.append([c for blk in sec for c in _block(p, ctx, blk)])
+            adds.append([c + (False,) for blk in sec for c in _block(p, ctx, blk)])  # every chunk added
         elif dtm:
             strips.append(_cv_block(p, ctx, sec))
         else:
             plain = _first_kinds(p, sec, cv) if first_writes else ()
             adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec)
                          for c in _chunks(kind, r0, h, val)])
-    adds = [[c if len(c) == 6 else c + (False,) for c in chunks] for chunks in adds]
     for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
         fifo[owner(k)].extend(adds[k])
     shapes = {"dq": (p.T1, p.N1, p.D), "dk": (p.T2, p.N2, p.D), "dv": (p.T2, p.N2, p.D)}

@@ -733,8 +733,9 @@ class KernelFagBasic:
         CV block's dQ/dK/dV end, as for the other templates, at one SetAtomicNone. Other templates: all add."""
         if self.t.template != "basic_bn2":
             return jobs, 0
-        first = [job for job in jobs if self._bn2_first(job[0], job[1])]
-        return first + [job for job in jobs if not self._bn2_first(job[0], job[1])], len(first)
+        stored = [self._bn2_first(job[0], job[1]) for job in jobs]
+        first = [job for job, st in zip(jobs, stored) if st]
+        return first + [job for job, st in zip(jobs, stored) if not st], len(first)
 
     def ComputeMMDqkvT(self, task: int, s: int, off: int):
         """SameAB, fp32: as ComputeMMDqkv with Cube23T's operands (dS, dS^T and P^T from the section slots, K^T,

@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from npusim.estimate import Estimate, contention_chip, steady_l2_touched, timeout_verdict
-from npusim.memory.gm import L2_PAGE_BYTES
+from npusim.memory.gm import page_union
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
@@ -311,18 +311,6 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec, touched: dict) -> 
     return steady_l2_touched(core_ws_total + sum(nbytes for _, nbytes in sizes), spec.l2_bytes), names
 
 
-def _page_union(start: np.ndarray, end: np.ndarray) -> int:
-    """Bytes of the distinct L2 pages that the byte ranges [start, end) cover."""
-    if start.size == 0:
-        return 0
-    p0, p1 = start // L2_PAGE_BYTES, (end - 1) // L2_PAGE_BYTES + 1
-    order = np.argsort(p0, kind="stable")
-    p0, p1 = p0[order], np.maximum.accumulate(p1[order])
-    new = np.concatenate(([True], p0[1:] >= p1[:-1]))  # a range that starts after all earlier ones end
-    seg_end = np.concatenate((p1[np.flatnonzero(new)[1:] - 1], p1[-1:]))
-    return int((seg_end - p0[new]).sum()) * L2_PAGE_BYTES
-
-
 def _touched_tnd(problem, work: Work) -> dict:
     """L2 bytes the launch's copies of the TND tensors touch in the model, where they differ from the tensor
     sizes: a strided copy (rows of one head, at a pitch of all heads) is booked as its byte count from its first
@@ -346,7 +334,7 @@ def _touched_tnd(problem, work: Work) -> dict:
     b, rows = blk["b"][live], blk["rows"][live].astype(np.int64)
     q0 = cu_q[b] + blk["s1o"][live].astype(np.int64) * sizes["s1BaseSize"]
     if q0.size <= TOUCH_RANGES:
-        out["query"] = _page_union(*span(q0, p.N1, rows * D))
+        out["query"] = page_union(*span(q0, p.N1, rows * D))
     # attention_out: per vec2 slice of min(vec1Elems // Dp, rows) rows of each AIV's rows
     dp = -(-D // 16) * 16
     halves = [(np.zeros_like(rows), rows)] if work.template != SAME_AB else [
@@ -362,7 +350,7 @@ def _touched_tnd(problem, work: Work) -> dict:
         starts.append(np.repeat(q0 + lo, n) + r)
         lens.append(np.minimum(np.repeat(step, n), np.repeat(mine, n) - r))
     else:
-        out["out"] = _page_union(*span(np.concatenate(starts), p.N1, np.concatenate(lens) * D))
+        out["out"] = page_union(*span(np.concatenate(starts), p.N1, np.concatenate(lens) * D))
     # K and V: per distinct column range of a batch, its tiles cut in chunks
     kv = np.unique(np.stack([blk["b"][live], blk["start"][live], blk["end"][live]], 1), axis=0)
     for name, chunk in (("key", sizes["nChunk"]), ("value", sizes["kChunk"])):
@@ -380,7 +368,7 @@ def _touched_tnd(problem, work: Work) -> dict:
         r0 = np.repeat(cu_kv[np.repeat(kv[:, 0], tiles)] + col0, per) + nc
         ln = np.minimum(np.repeat(cols, per) - nc, chunk)
         last = 0 if name == "key" else (D - 1) // 128 * 128  # V: per 128 columns of D, the last block's start
-        out[name] = _page_union(*span(r0, p.N2, last + ln * (D - last)))
+        out[name] = page_union(*span(r0, p.N2, last + ln * (D - last)))
     return out
 
 

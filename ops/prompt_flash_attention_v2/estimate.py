@@ -259,8 +259,8 @@ def _shared_kv_warm(problem, s_inner: int, core_items: list, touched: int) -> tu
     kv_len = np.asarray(problem.actual_seq_lengths_kv, np.int64)
     width = np.minimum(s_inner, kv_len[np.repeat(b, ntile)] - tile * s_inner)
     row_key = kvh * (int(tile.max()) + 1 if len(tile) else 1) + tile
-    rows, first = np.unique(row_key, return_index=True)
-    pairs, pfirst = np.unique(np.stack([np.repeat(core, ntile), row_key]), axis=1, return_index=True)
+    first = np.unique(row_key, return_index=True)[1]
+    pfirst = np.unique(np.stack([np.repeat(core, ntile), row_key]), axis=1, return_index=True)[1]
     shared = 1.0 - float(width[first].sum()) / max(float(width[pfirst].sum()), 1.0)
     names = {"atten_mask": 1.0}
     if shared > 0:
