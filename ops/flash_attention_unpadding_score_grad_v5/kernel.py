@@ -541,8 +541,8 @@ class KernelFagBasic:
 
     def _part(self, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
         """One k range of an A B^T accumulation: loaders of A (rows x k) and B^T (cols x k) into L1 queues qa, qb."""
-        return (lambda: (qa, self._load(qa, a_gm, rows, k, a_pitch)),
-                lambda: (qb, self._load(qb, b_gm, cols, k, b_pitch)), k)
+        # (load A, load B^T, k), keeping its operands for _mm_abt's replay key (_Part, below the kernel)
+        return _Part(self, qa, qb, a_gm, b_gm, rows, cols, k, a_pitch, b_pitch)
 
     def Cube23(self, task: int, s: int):
         if self.b32:
@@ -1357,9 +1357,9 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
 # What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the same
 # key and stream state is replayed from its recording instead of interpreted. The block's mm1/mm2 slots of the
 # core's section buffers are one base (mm1 lies a fixed distance before mm2), and the inputs a step reads move
-# with the block, so the key is the block's shape. Steps with pse, dropout, a sink, the prefix mask or fp32 inputs
-# run as written (their streams depend on more than the block's shape). Declared below the kernel, so that the
-# kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
+# with the block, so the key is the block's shape. Steps with pse, dropout, a sink or the prefix mask run as written
+# (their streams depend on more than the block's shape). Declared below the kernel, so that the kernel reads as
+# Ascend C and its line numbers (the trace's sources) stay put.
 from npusim.replay import replayable  # noqa: E402
 
 
@@ -1376,7 +1376,7 @@ def _cube1_key(k: KernelFagBasic, task: int, j: int, i: int):
 
 def _plain(k: KernelFagBasic) -> bool:
     a = k.a
-    return not (k.b32 or a.pseForm != "none" or a.dropout or a.sink or a.maskForm == "prefix_3072")
+    return not (a.pseForm != "none" or a.dropout or a.sink or a.maskForm == "prefix_3072")
 
 
 def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
@@ -1424,6 +1424,8 @@ def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
     n1 = k.t.n1Size
     slot = BASE * BASE * 4
     slots = ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot))
+    if k.b32:  # fp32: P^T and dS^T go to the transposed section slots
+        slots += ((k._slot(k.mmT[0], task, j, F32), slot), (k._slot(k.mmT[1], task, j, F32), slot))
     if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
         return (*key[0], row0 - k.sftRow0), (*slots, *key[1][1:])
     return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4),
@@ -1479,6 +1481,43 @@ def _cube23_key(k: KernelFagBasic, task: int, j: int, i: int):
     return (rows, cols), tuple(bases)
 
 
+class _Part(tuple):
+    """One k range of an A B^T accumulation (KernelFagBasic._part): (load A, load B^T, k), A rows x k from
+    *a_gm* into L1 queue *qa*, B^T cols x k from *b_gm* into *qb*; the operands kept for _mm_abt's replay key."""
+
+    def __new__(cls, kernel, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
+        part = super().__new__(cls, (lambda: (qa, kernel._load(qa, a_gm, rows, k, a_pitch)),
+                                     lambda: (qb, kernel._load(qb, b_gm, cols, k, b_pitch)), k))
+        part.operands = (qa, qb, a_gm, b_gm, rows, cols, a_pitch, b_pitch)
+        return part
+
+
+def _overlaps(regions: list) -> tuple:
+    """(i, j, byte distance) of every pair of *regions* ((GlobalTensor, bytes)) that overlap in one GM buffer. A
+    recorded transfer is placed relative to the first region that holds it (npusim/replay.py _compile), which for
+    overlapping regions may be another's: their distance is then part of what the stream depends on."""
+    spans = [(g.gm, g.offset * g.dtype.itemsize, nbytes) for g, nbytes in regions]
+    return tuple((i, j, b[1] - a[1]) for i, a in enumerate(spans) for j, b in enumerate(spans[i + 1:], i + 1)
+                 if a[0] is b[0] and a[1] < b[1] + b[2] and b[1] < a[1] + a[2])
+
+
+def _mm_abt_key(k: KernelFagBasic, dst, parts, m: int, n: int, dst_pitch: int):
+    """_mm_abt (fp32 only: Cube23T's and ComputeMMDqkvT's products; b16 ones run inside replayed steps): the result's
+    shape and pitch, each part's queues, shape and pitches, and how their regions overlap; the destination rows
+    and each part's A and B^T rows move (regions of their buffers)."""
+    if not k.b32:
+        return None
+    regions, shape = [(dst, ((m - 1) * dst_pitch + n) * 4)], []
+    for part in parts:
+        qa, qb, a_gm, b_gm, rows, cols, a_pitch, b_pitch = part.operands
+        kk = part[2]
+        shape.append((qa, qb, rows, cols, kk, a_pitch, b_pitch))
+        regions += [(a_gm, ((rows - 1) * a_pitch + kk) * a_gm.dtype.itemsize),
+                    (b_gm, ((cols - 1) * b_pitch + kk) * b_gm.dtype.itemsize)]
+    return (m, n, dst_pitch, tuple(shape), _overlaps(regions)), tuple(regions)
+
+
+KernelFagBasic._mm_abt = replayable(_mm_abt_key, shared=True)(KernelFagBasic._mm_abt)
 PostChunk = replayable(_post_chunk_key, shared=True)(PostChunk)
 KernelFagBasic.ReduceRows = replayable(_reduce_key, shared=True)(KernelFagBasic.ReduceRows)
 KernelFagBasic.Cube23Block = replayable(_cube23_key, shared=True)(KernelFagBasic.Cube23Block)

@@ -1,10 +1,10 @@
 """FlashAttentionUnpaddingScoreGradV5: replayed kernel steps (timing mode) give the interpreted run's trace.
 
-Cube1Block, SubGrapA and SubGrapB are replayable (kernel.py, npusim/replay.py): a step whose block shape and
-stream state were seen before hands its recorded calls to the core's scheduler. The trace (every column, flag
+Cube1Block, SubGrapA, SubGrapB and the fp32 products (_mm_abt) are replayable (kernel.py, npusim/replay.py): a
+step whose block shape and stream state were seen before hands its recorded calls to the core's scheduler. The trace (every column, flag
 arrow, name and source line) and the cycles must equal those of the run with every step interpreted, on the
 paths the keys distinguish: the compressed causal mask (diagonal tiles), a full mask (its rows are a base), the
-[N, T, 8] softmax layout, several templates. Unsanitized: the sanitizer switches replay off.
+[N, T, 8] softmax layout, fp32 inputs, several templates. Unsanitized: the sanitizer switches replay off.
 """
 import numpy as np
 import pytest
@@ -26,6 +26,13 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
     # the deterministic S1s2Bn2 template: sfmg rows per CV block in UB (their place in the keys), per-strip atomics
     "bn2_gqa_256_rows": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout=""), True,
                          {"blockDim": 2}, "basic_bn2"),  # 256 x 512 CV blocks: four sfmg row offsets
+    # fp32: P^T and dS^T written by the AIVs, ComputeMMDqkvT's products (_mm_abt) with overlapping B^T rows
+    "generic_fp32_causal": (dict(seq_q=[700, 300], seq_kv=[700, 300], n1=2, d=64, sparse_mode=3, causal=True,
+                                 dtype="fp32"), False, {"blockDim": 2}, "generic"),
+    "generic_fp32_gqa": (dict(seq_q=[600], seq_kv=[400], n1=4, n2=2, d=128, dtype="fp32"), False, {"blockDim": 3},
+                         "generic"),
+    "bn2_fp32": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout="", dtype="fp32"), True,
+                 {"blockDim": 2}, "basic_bn2"),
 }
 
 
