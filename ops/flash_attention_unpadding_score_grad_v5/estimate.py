@@ -128,15 +128,41 @@ def _ranked(work, k: int) -> list[int]:
     return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
-def _core_positions(work, core: int, count: int | None, fine: bool = False) -> list[int]:
-    """Global section indices of *core*: all of them, or *count* of them with the core's mix of section
-    classes ((blocks, masked) pairs: full, diagonal, edge sections cost differently per block), each class
-    evenly spaced over the core's run, in run order. The mix is read off at most CLASS_PROBES evenly spaced
-    sections of the core."""
+def _aiv_runs(work, core: int) -> list[tuple[int, int]]:
+    """[lo, hi) local section ranges of *core*'s runs: one, or (generic, work.core_aiv_split) one per AIV, whose
+    t-th sections share ring step t (tiling.core_steps)."""
     n = int(work.core_sections[core])
+    split = getattr(work, "core_aiv_split", None)
+    return [(0, n)] if split is None else [(0, int(split[core])), (int(split[core]), n)]
+
+
+def _core_positions(work, core: int, count: int | None, fine: bool = False) -> list[list[int]]:
+    """Global section indices of *core*, per AIV run (_aiv_runs): all of them, or *count* of them shared over
+    the runs in proportion to their lengths, each run's with its mix of section classes ((blocks, masked)
+    pairs: full, diagonal, edge sections cost differently per block), each class evenly spaced over the run,
+    in run order. The mix is read off at most CLASS_PROBES evenly spaced sections of the run. Per run because
+    a generic core's AIVs each work their own run in step: a sample whose runs differ in length or mix has
+    one AIV idle while the other is the bottleneck (S 259/3288 N 16/8 D 128 fp32, blockDim 15: the sampled
+    cores' busier AIV had 30% more vector cycles per block than in the launch, the estimate +8.3%)."""
+    runs = _aiv_runs(work, core)
+    n = runs[-1][1]
     if count is None or count >= n:
-        return [core + j * work.block_dim for j in range(n)]
-    probes, label, classes = _core_classes(work, core, fine)
+        return [[core + j * work.block_dim for j in range(lo, hi)] for lo, hi in runs]
+    lengths = np.array([hi - lo for lo, hi in runs], float)
+    share = lengths * count / max(n, 1)
+    takes = np.floor(share).astype(int)
+    for r in np.argsort(-(share - takes), kind="stable")[: count - int(takes.sum())]:
+        takes[r] += 1
+    return [_run_positions(work, core, lo, hi, int(m), fine) for (lo, hi), m in zip(runs, takes)]
+
+
+def _run_positions(work, core: int, lo: int, hi: int, count: int, fine: bool) -> list[int]:
+    """*count* global section indices of *core*'s local sections [lo, hi) with their mix of classes."""
+    if count <= 0 or hi <= lo:
+        return []
+    if count >= hi - lo:
+        return [core + j * work.block_dim for j in range(lo, hi)]
+    probes, label, classes = _core_classes(work, core, lo, hi, fine)
     share = np.bincount(label, minlength=len(classes)) * count / len(probes)
     take = np.floor(share).astype(int)
     for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
@@ -149,11 +175,10 @@ def _core_positions(work, core: int, count: int | None, fine: bool = False) -> l
     return [core + j * work.block_dim for j in sorted(set(js))]
 
 
-def _core_classes(work, core: int, fine: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
-    """(probed local section indices, class label of each, the classes as _keys tuples) of *core*: at most
-    CLASS_PROBES evenly spaced sections of its run."""
-    n = int(work.core_sections[core])
-    probes = np.unique(np.linspace(0, n - 1, min(n, CLASS_PROBES)).round().astype(np.int64))
+def _core_classes(work, core: int, lo: int, hi: int, fine: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
+    """(probed local section indices, class label of each, the classes as _keys tuples) of *core*'s local
+    sections [lo, hi): at most CLASS_PROBES evenly spaced ones."""
+    probes = np.unique(np.linspace(lo, hi - 1, min(hi - lo, CLASS_PROBES)).round().astype(np.int64))
     keys = _keys(work, core + probes * work.block_dim, fine)
     # the key rows as one integer in the same order (np.unique over rows is many times slower)
     widths = keys.max(axis=0) + 1
@@ -293,7 +318,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         return _rounds_cycles(problem, til, work, run)
     cores = _ranked(work, COMPANIONS)
     if sum(int(work.core_blocks[c]) for c in cores) <= SIM_BLOCKS:
-        ends, _, _, overhead = run({c: _core_positions(work, c, None) for c in cores})
+        ends, _, _, overhead = run({c: sum(_core_positions(work, c, None), []) for c in cores})
         return max(ends) + overhead
     cores = _ranked(work, SAMPLE_CORES)
     per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
@@ -301,11 +326,18 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
              "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
     big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
     f = _prologue_fraction(problem, til)
-    big_pos = {c: _core_positions(work, c, big, til.template in RING_TEMPLATES) for c in cores}
-    # the smaller run: every other section of the larger one, so that the two differ by sections of the same mix
-    # (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike)
+    # each core samples the same share of its sections (the most loaded one *big*): the sample is a miniature of the
+    # launch in which the lighter cores finish first and leave their bandwidth to the others, as they do in the
+    # launch (the same count for every core kept them all running to the sample's end: basic S 8192 N 2 causal
+    # +4.0% -> +1.6%, S 1349/4788 N 4/1 causal +4.5% -> +2.4%, basic_bn2 S 667/1475 N 16/8 fp32 +2.2% -> +0.7%)
+    most = max(int(work.core_sections[c]) for c in cores)
+    counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
+    big_runs = {c: _core_positions(work, c, counts[c], til.template in RING_TEMPLATES) for c in cores}
+    big_pos = {c: sum(v, []) for c, v in big_runs.items()}
+    # the smaller run: every other section of the larger one (of each AIV run), so that the two differ by sections of
+    # the same mix (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike)
     half = (lambda v: v[:len(v) // 2]) if til.template in PREFIX_TEMPLATES else (lambda v: v[::2])
-    small_pos = {c: half(v) for c, v in big_pos.items()}
+    small_pos = {c: sum((half(r) for r in v), []) for c, v in big_runs.items()}
     (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
         run(pos, frac, ring) for pos, frac, ring in
         ((small_pos, f / 2, False), (big_pos, f, til.template in RING_TEMPLATES)))
@@ -474,7 +506,10 @@ def _rounds_cycles(problem, til, work, run) -> float:
     total = -(-work.sections // bd)
     per_round = bd * work.blocks / max(work.sections, 1)
     if total * per_round <= DTM_BLOCKS:  # every core, every round: each core runs its own sections (the launch)
-        ends, _, _, overhead = run({c: [g for g in range(c, work.sections, bd)] for c in range(min(bd, work.sections))})
+        # the launch's idle cores too: their AIVs take their share of every round's reduction (basic_det's
+        # DetVector2 splits dq / dk / dv over the launch's 48 AIVs; S 270 N 16/8 causal, 16 busy cores of 24, came
+        # out +12.3% on the 16 alone, whose 32 AIVs left dk and dv on the same 16)
+        ends, _, _, overhead = run({c: list(range(c, work.sections, bd)) for c in range(bd)})
         return max(ends) + overhead
     big = min(total, max(2, int(DTM_BLOCKS / per_round)))
     picks = [np.unique(np.linspace(0, total - 1, n).round().astype(int)) for n in (max(1, big // 2), big)]
