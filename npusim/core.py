@@ -24,7 +24,7 @@ from sys import _getframe
 
 from npusim.errors import AicoreTimeoutError, KernelHangError, NpuBufferError
 from npusim.memory.local import LocalBuffer
-from npusim.trace_sink import CHUNK_ROWS
+from npusim.trace_sink import CHUNK_ROWS, flow_values
 from npusim.types import BufferKind, N_PIPES, Pipe, SubCore
 
 #: How far (cycles) a stream may run ahead of simulated time before it lets the others catch up.
@@ -63,7 +63,8 @@ class CoreUnit:
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
         # rows of replayed steps in the full form (npusim/replay_code.py): (records made before them, their
-        # constant columns as a (rows, 7) float array, their start and end cycles flat), and how many rows
+        # constant columns as a (rows, 7) float array, their start and end cycles packed as float64 bytes), and
+        # how many rows
         self.blocks: list = []
         self.block_rows = 0
         self.flushed_rows = 0  # records already handed to the trace sink
@@ -73,6 +74,9 @@ class CoreUnit:
         self.tally = [0] * 24
         # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
         self.flows: list = []
+        # arrows of replayed steps (npusim/replay_code.py): (values in `flows` made before them, their values
+        # packed as float64 bytes)
+        self.flow_blocks: list = []
         self.horizon = QUANTUM_CYCLES
         self.greenlet = None
         self.finished = False
@@ -308,7 +312,10 @@ class CoreUnit:
             sink.rows(self.block_idx, self.sub_index, self.records, watermark, self.blocks)
             self.flushed_rows += len(self.records) // 7 + self.block_rows  # for the launch's instruction budget
             self.records, self.blocks, self.block_rows = [], [], 0
-        if self.flows:
+        if self.flow_blocks:  # arrows of replayed steps among the others
+            sink.flows(self.block_idx, self.sub_index, flow_values(self.flows, self.flow_blocks))
+            self.flows, self.flow_blocks = [], []
+        elif self.flows:
             sink.flows(self.block_idx, self.sub_index, self.flows)
             self.flows = []
 

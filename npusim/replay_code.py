@@ -17,6 +17,7 @@ live by the launch) and an unmatched WaitFlag (which raises as the interpreted c
 from __future__ import annotations
 
 import math
+import struct
 from collections import deque
 
 import numpy as np
@@ -28,6 +29,16 @@ C_ISSUE, C_GM, C_GM_REL, C_BARRIER, C_SET, C_WAIT, C_XWAIT, C_XSET = range(8)
 
 _CODE: dict = {}  # generated source -> function (relocated copies of a shared recording differ in constants only)
 _CODE_LIMIT = 4096
+_PACKERS: dict = {}  # number of float64 values -> struct.Struct(...).pack
+
+
+def _packer(n: int):
+    """``struct.Struct(f"{n}d").pack``: *n* Python numbers to the bytes of *n* float64s (native order, numpy's),
+    each converted as ``float()`` does, as ``np.fromiter(..., np.float64)`` converts them."""
+    pack = _PACKERS.get(n)
+    if pack is None:
+        pack = _PACKERS[n] = struct.Struct(f"{n}d").pack
+    return pack
 
 
 def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
@@ -60,6 +71,14 @@ def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
     return fn, tuple([value if i is None else ops[i][j] for i, j, value in spec])
 
 
+def _float_lit(value, lit) -> str:
+    """An arrow's value: a variable's name as it is, an int constant as a float literal (the float64 it is
+    packed as either way), anything else through *lit*."""
+    if type(value) is str:
+        return value
+    return f"{float(value)!r}" if type(value) is int else lit(value)
+
+
 def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, list]:
     """The function's source, and where each of its constants comes from: (op index, field index, None) for a
     field of a call (a copy relocated to another stream has its own there), (None, None, value) otherwise."""
@@ -86,7 +105,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
     waits = any(op[0] == C_WAIT for op in ops)
     body: list[str] = []
     pending_rows: list[str] = []
-    pending_flows: list[str] = []
+    pending_flows: list[tuple] = []  # per flag arrow its 7 values' expressions
     put = body.append
     out_name = "spans" if summary else "records"
 
@@ -105,7 +124,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
 
     def reload_outs(indent: str) -> None:
         put(f"{indent}scalar = unit.scalar_t; horizon = unit.horizon; out = unit.{out_name}; flows = unit.flows; "
-            "blocks = unit.blocks")
+            "blocks = unit.blocks; fblocks = unit.flow_blocks")
 
     def reload_pipes(indent: str) -> None:
         put(f"{indent}pfree = unit.pipe_free; pdone = unit.pipe_done")
@@ -114,15 +133,18 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
 
     def emit(indent: str = "    ", keep: bool = False) -> None:
         """The rows (and flag arrows) made since the last hand-over, handed to the stream: as spans, or in
-        the full form as one block (constant columns, then start and end cycles: CoreUnit.blocks)."""
+        the full form as one block (constant columns, then start and end cycles packed as float64 bytes:
+        CoreUnit.blocks); the arrows as one packed block of their values (CoreUnit.flow_blocks)."""
         if pending_rows and summary:
             put(f"{indent}out.extend(({', '.join(pending_rows)},))")
         elif pending_rows:
             table = np.array([r[0] for r in pending_rows], np.float64)
             times = ", ".join(f"{r[1]}, {r[2]}" for r in pending_rows)
-            put(f"{indent}blocks.append((len(out), {lit(table)}, ({times},))); unit.block_rows += {len(table)}")
+            put(f"{indent}blocks.append((len(out), {lit(table)}, {lit(_packer(2 * len(table)))}({times}))); "
+                f"unit.block_rows += {len(table)}")
         if pending_flows:
-            put(f"{indent}flows.extend(({', '.join(pending_flows)},))")
+            values = [v for arrow in pending_flows for v in arrow]
+            put(f"{indent}fblocks.append((len(flows), {lit(_packer(len(values)))}({', '.join(values)})))")
         if not keep:
             pending_rows.clear()
             pending_flows.clear()
@@ -256,7 +278,9 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 put(f"    if e{i} > scalar:")
                 put(f"        scalar = e{i}")
             row(FLOWCTRL, label_id, f"s{i}", f"e{i}", 0, 0, line, lane)
-            pending_flows.append(f"{src}, {fire}, {p}, e{i}, {lit(label_id)}, block, sub")
+            # an arrow's 7 values, constants as float literals (packed as float64s all the same)
+            pending_flows.append((_float_lit(src, lit), fire, _float_lit(p, lit), f"e{i}", _float_lit(label_id, lit),
+                                  "block", "sub"))
         else:  # cross-core flags run live: a wait may suspend until the peer's set
             emit()
             release_held("    ")
@@ -278,9 +302,10 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
     head += ["    scalar = unit.scalar_t",
              "    ic = unit.issue_cycles; fc = unit.flag_cycles; depth = unit.depth; horizon = unit.horizon",
              "    pfree = unit.pipe_free; pdone = unit.pipe_done; qs = unit.qstarts; flags = unit.flags",
-             f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; book_gm = unit.launch.book_gm"]
-    if waits:
-        head.append("    block = unit.block_idx; sub = unit.sub_index")
+             f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; fblocks = unit.flow_blocks; "
+             "book_gm = unit.launch.book_gm"]
+    if waits:  # the arrows' source core and sub-core, as the floats they are packed as
+        head.append("    block = float(unit.block_idx); sub = float(unit.sub_index)")
     if any(C_GM <= op[0] <= C_GM_REL for op in ops):  # the bandwidth calendars and L2 model of book()
         head += ["    launch = unit.launch; l2 = launch.l2; l2b = l2.l2_bytes; book_split = launch.book_split",
                  "    l2_cal = launch.l2_cal; l2_used = l2_cal.used; l2_w = l2_cal.bucket_cycles; "

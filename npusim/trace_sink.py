@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +94,7 @@ def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     # performance reasons tiled rather than concatenated block by block
     same = all([t is first for t in tables])
     rows = np.tile(first, (len(tables), 1)) if same else np.concatenate(tables)
-    rows[:, 2:4] = np.fromiter(chain.from_iterable([b[2] for b in blocks]), np.float64, 2 * len(rows)).reshape(-1, 2)
+    rows[:, 2:4] = np.frombuffer(b"".join([b[2] for b in blocks]), np.float64).reshape(-1, 2)
     if not len(rec):  # only blocks: nothing to place among them
         return rows
     at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
@@ -110,10 +109,25 @@ def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     return out
 
 
-def flow_columns(core: int, sub: int, flows: list) -> dict:
-    """A stream's flat flow records (7 values per arrow) -> trace flow columns."""
+def flow_values(flows: list, blocks: list) -> np.ndarray:
+    """A stream's flat flow records with the arrows of replayed steps (*blocks*: (values in *flows* made before
+    them, their values packed as float64 bytes)) placed among them, as one flat float64 array."""
+    if not flows:
+        return np.frombuffer(b"".join([b[1] for b in blocks]), np.float64)
+    values = np.fromiter(flows, np.float64, len(flows))
+    parts, done = [], 0
+    for at, packed in blocks:
+        parts += [values[done:at].tobytes(), packed]
+        done = at
+    parts.append(values[done:].tobytes())
+    return np.frombuffer(b"".join(parts), np.float64)
+
+
+def flow_columns(core: int, sub: int, flows) -> dict:
+    """A stream's flat flow records (7 values per arrow; a list, or a float64 array from :func:`flow_values`) ->
+    trace flow columns."""
     n = len(flows) // 7
-    f = np.fromiter(flows, np.float64, 7 * n).reshape(n, 7)
+    f = flows.reshape(n, 7) if type(flows) is np.ndarray else np.fromiter(flows, np.float64, 7 * n).reshape(n, 7)
     return {"src_core": f[:, 5].astype(np.int32), "src_sub": f[:, 6].astype(np.int32),
             "src_pipe": f[:, 0].astype(np.int32), "set_cycle": np.rint(f[:, 1]).astype(np.int64),
             "dst_core": np.full(n, core, np.int32), "dst_sub": np.full(n, sub, np.int32),
@@ -137,9 +151,10 @@ class TraceSink:
 
     ``rows(core, sub, records, watermark, blocks)``: *records* is a flat chunk of one stream (the stream's rows
     in program order); *blocks*: rows of replayed steps that go among them, each as (the length of *records*
-    when it was made, its constant columns as a rows x 7 float array, its start and end cycles, flat);
-    *watermark*: no later row of that stream starts before this cycle.
-    ``flows(core, sub, flows)``: that stream's flag arrows. Streams hand chunks interleaved.
+    when it was made, its constant columns as a rows x 7 float array, its start and end cycles packed as
+    float64 bytes); *watermark*: no later row of that stream starts before this cycle.
+    ``flows(core, sub, flows)``: that stream's flag arrows, flat (a list, or a float64 array). Streams hand
+    chunks interleaved.
     """
 
     takes_spans = False

@@ -6,6 +6,8 @@ stay open across many chunks (the summary's carry) and files hold many row group
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -222,3 +224,34 @@ def test_cli_run_trace_levels(tmp_path, capsys):
     assert (tmp_path / "g.png").is_file()
     assert cli_main(args + ["--trace", "bogus"]) == 2
     assert "trace: must be one of" in capsys.readouterr().err
+
+
+def test_packed_blocks_placed_among_records():
+    """Replayed steps hand rows and flag arrows as packed float64 blocks (npusim/replay_code.py): the sink
+    places them where the stream made them, the same values as flat records would give."""
+    rng = np.random.default_rng(5)
+    records, flows, blocks, flow_blocks, flat_rows, flat_flows = [], [], [], [], [], []
+    table = np.array([[7, 1, 0, 0, 0, 0, 13], [4, 2, 0, 0, 2048, 0, 1]], np.float64)
+    for step in range(30):
+        if rng.random() < 0.4:  # an interpreted row and arrow (floats and ints, as the engine appends them)
+            row = (7, 3, float(rng.uniform(0, 1e6)), float(rng.uniform(0, 1e6)), 0, 0, 9)
+            arrow = (1, float(rng.uniform(0, 1e6)), 4, float(rng.uniform(0, 1e6)), 2, 0, 1)
+            records.extend(row)
+            flat_rows += row
+            flows.extend(arrow)
+            flat_flows += arrow
+        cycles = rng.uniform(0, 1e6, 4).tolist()
+        blocks.append((len(records), table, struct.pack("4d", *cycles)))
+        for r, (s, e) in zip(table.tolist(), zip(cycles[::2], cycles[1::2])):
+            flat_rows += r[:2] + [s, e] + r[4:]
+        arrow = [5.0, cycles[0], 1.0, cycles[1], 3.0, 0.0, 1.0]
+        flow_blocks.append((len(flows), struct.pack("7d", *arrow)))
+        flat_flows += arrow
+    got = ts.record_columns(0, 1, records, blocks)
+    want = ts.record_columns(0, 1, flat_rows)
+    for k in want:
+        assert got[k].tobytes() == want[k].tobytes(), k
+    got = ts.flow_columns(0, 1, ts.flow_values(flows, flow_blocks))
+    want = ts.flow_columns(0, 1, flat_flows)
+    for k in want:
+        assert got[k].tobytes() == want[k].tobytes(), k
