@@ -435,7 +435,7 @@ def _replay(unit, ops: _Recording, gm_bases: list) -> None:
         runs = ops.runs
         runs[summary] += 1
         if runs[summary] > COMPILE_AFTER:
-            code = ops.code[summary] = compiled(ops, summary, _S, unit.flags)
+            code = ops.code[summary] = compiled(ops, summary, _S, unit)
     if code is None:
         _replay_calls(unit, ops, gm_bases)
     else:

@@ -41,18 +41,23 @@ def _packer(n: int):
     return pack
 
 
-def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
-    """(function, constants) replaying the compiled calls *ops*; call it as ``function(unit, gm_bases, constants)``.
+def compiled(ops, summary: bool, scalar_pipe: int, unit):
+    """(function, constants) replaying the compiled calls *ops* in *unit*'s stream; call it as
+    ``function(unit, gm_bases, constants)``.
 
-    *summary*: rows go to the stream's spans (lane, start, end) instead of its records. *flags*: the stream's
-    flag table at the start of the step. Every replay of a recording starts with the same number of pending
+    *summary*: rows go to the stream's spans (lane, start, end) instead of its records. The stream's flag table
+    at the start of the step decides which waits the step resolves itself. Every replay of a recording starts with the same number of pending
     sets of each flag (they are part of its key, npusim/replay.py), so a WaitFlag that takes a SetFlag of the
     same step is resolved here: the set's fire cycle is read from a local variable, and the sets no wait of the
     step takes are appended to the table at its end (in order, after the sets pending before the step).
 
     The function is kept in ``ops.generated``, which the copies of a shared recording relocated to other
-    streams share: they differ only in the flag keys of their queues, which are among the constants.
+    streams share: they differ only in the flag keys of their queues, which are among the constants. The
+    constants also hold what stays put for the stream and its launch (its pipe queues and the flag queues the
+    step takes sets from, the chip's cycle constants, the launch's bandwidth calendars), so a replay does not
+    look them up.
     """
+    flags = unit.flags
     keys = [op[2] for op in ops if op[0] in (C_SET, C_WAIT)]
     pending = {key: len(flags[key]) for key in keys if key in flags}
     signature = (summary, tuple([pending.get(key, -1) for key in keys]))
@@ -68,7 +73,37 @@ def compiled(ops, summary: bool, scalar_pipe: int, flags: dict):
             fn = _CODE[source] = namespace["_step"]
         made = ops.generated[signature] = (fn, spec)
     fn, spec = made
-    return fn, tuple([value if i is None else ops[i][j] for i, j, value in spec])
+    return fn, tuple([_constant(unit, ops, *item) for item in spec])
+
+
+def _constant(unit, ops, i, j, value):
+    """A constant of a generated function, as its *spec* says (see :func:`_source`)."""
+    if i is None:
+        return value
+    if i == "flag":  # the flag queue of the key of call j (a relocated copy's own queue)
+        return unit.flags[ops[j][2]]
+    if i == "unit":  # something of the stream or its launch that stays put
+        return j(unit)
+    return ops[i][j]
+
+
+#: what a generated function reads from its stream and launch once per copy (constants), by local name: none of
+#: them is replaced during a launch (the pipe clock lists are: PIPE_ALL barriers make new ones)
+_STREAM_CONSTANTS = {
+    "ic": lambda u: u.issue_cycles, "fc": lambda u: u.flag_cycles, "depth": lambda u: u.depth,
+    "flags": lambda u: u.flags, "book_gm": lambda u: u.launch.book_gm,
+    "block": lambda u: float(u.block_idx), "sub": lambda u: float(u.sub_index),
+    "l2": lambda u: u.launch.l2, "l2b": lambda u: u.launch.l2.l2_bytes, "book_split": lambda u: u.launch.book_split,
+    "l2_cal": lambda u: u.launch.l2_cal, "l2_used": lambda u: u.launch.l2_cal.used,
+    "l2_w": lambda u: u.launch.l2_cal.bucket_cycles, "l2_cap": lambda u: u.launch.l2_cal.capacity,
+    "hbm_cal": lambda u: u.launch.hbm, "hbm_used": lambda u: u.launch.hbm.used,
+    "hbm_w": lambda u: u.launch.hbm.bucket_cycles, "hbm_cap": lambda u: u.launch.hbm.capacity,
+}
+
+
+def _pipe_queue(p: int):
+    """Getter of the stream's queue of issue cycles of pipe *p* (CoreUnit.qstarts)."""
+    return lambda unit: unit.qstarts[p]
 
 
 def _float_lit(value, lit) -> str:
@@ -80,9 +115,12 @@ def _float_lit(value, lit) -> str:
 
 
 def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, list]:
-    """The function's source, and where each of its constants comes from: (op index, field index, None) for a
-    field of a call (a copy relocated to another stream has its own there), (None, None, value) otherwise."""
+    """The function's source, and where each of its constants comes from (:func:`_constant`): (op index, field
+    index, None) for a field of a call (a copy relocated to another stream has its own there), ("flag", op index,
+    None) for the stream's queue of that call's flag, ("unit", getter, None) for what the getter reads from the
+    stream or its launch, (None, None, value) otherwise."""
     consts: list = []
+    names: list = []  # the constants' local names
     ids: dict = {}
     origin: dict = {}  # id of a call's field -> its first (op index, field index)
     for i, op in enumerate(ops):
@@ -99,7 +137,20 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             i = ids[id(value)] = len(consts)
             at = origin.get(id(value))
             consts.append((None, None, value) if at is None else at + (None,))
+            names.append(f"c{i}")
         return f"c{i}"
+
+    def bound(name: str, item: tuple) -> str:
+        """*name* for a constant of the stream (*item*: its spec), added once."""
+        if name not in names:
+            consts.append(item)
+            names.append(name)
+        return name
+
+    def flag_queue(key) -> str:
+        """The stream's queue of flag *key* (one the step's key says exists: a pending flag)."""
+        at = origin[id(key)][0]
+        return bound(f"fq{at}", ("flag", at, None))
 
     pipes = sorted({op[1] for op in ops if op[0] <= C_WAIT and op[1] >= 0})
     waits = any(op[0] == C_WAIT for op in ops)
@@ -115,7 +166,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
         """The sets of this step no wait has taken, appended to the stream's flag table."""
         for key, sets in held.items():
             for fire, src in sets:
-                put(f"{indent}flags[{lit(key)}].append(({fire}, {src}))")
+                put(f"{indent}{flag_queue(key)}.append(({fire}, {src}))")
 
     def writeback(indent: str) -> None:
         put(f"{indent}unit.scalar_t = scalar")
@@ -199,7 +250,8 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
             if kind == C_ISSUE:
                 put(f"    f{p} = s{i} + {lit(occupancy)}")
             else:
-                where = f"gm_bases[{gm_byte[0]}] + {gm_byte[1]}" if kind == C_GM_REL else lit(gm_byte)
+                where = (f"gm_bases[{gm_byte[0]}]" + (f" + {gm_byte[1]}" if gm_byte[1] else "")
+                         if kind == C_GM_REL else lit(gm_byte))
                 book(i, p, lit(gm), where, nbytes, occupancy, gm_write)
             put(f"    e{i} = f{p} + {lit(latency)}")
             put(f"    if e{i} > d{p}:")
@@ -257,7 +309,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
                 fire, src = held[key].pop(0)
             elif key in held and pending.get(key):  # a set from before the step, in the stream's table
                 pending[key] -= 1
-                put(f"    a{i}, b{i} = flags[{lit(key)}].popleft()")
+                put(f"    a{i}, b{i} = {flag_queue(key)}.popleft()")
                 fire, src = f"a{i}", f"b{i}"
             else:
                 put(f"    q = flags.get({lit(key)})")
@@ -296,22 +348,19 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict) -> tuple[str, l
     release_held("    ")
     writeback("    ")
 
-    head = ["def _step(unit, gm_bases, K):"]
-    if consts:
-        head.append(f"    {', '.join(f'c{i}' for i in range(len(consts)))}, = K")
-    head += ["    scalar = unit.scalar_t",
-             "    ic = unit.issue_cycles; fc = unit.flag_cycles; depth = unit.depth; horizon = unit.horizon",
-             "    pfree = unit.pipe_free; pdone = unit.pipe_done; qs = unit.qstarts; flags = unit.flags",
-             f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; fblocks = unit.flow_blocks; "
-             "book_gm = unit.launch.book_gm"]
-    if waits:  # the arrows' source core and sub-core, as the floats they are packed as
-        head.append("    block = float(unit.block_idx); sub = float(unit.sub_index)")
-    if any(C_GM <= op[0] <= C_GM_REL for op in ops):  # the bandwidth calendars and L2 model of book()
-        head += ["    launch = unit.launch; l2 = launch.l2; l2b = l2.l2_bytes; book_split = launch.book_split",
-                 "    l2_cal = launch.l2_cal; l2_used = l2_cal.used; l2_w = l2_cal.bucket_cycles; "
-                 "l2_cap = l2_cal.capacity",
-                 "    hbm_cal = launch.hbm; hbm_used = hbm_cal.used; hbm_w = hbm_cal.bucket_cycles; "
-                 "hbm_cap = hbm_cal.capacity"]
+    gm = any(C_GM <= op[0] <= C_GM_REL for op in ops)
+    wanted = ["ic", "fc", "depth", "flags"] + (["block", "sub"] if waits else [])
+    if gm:  # book(): the bandwidth calendars and the L2 model
+        wanted += ["book_gm", "l2", "l2b", "book_split", "l2_cal", "l2_used", "l2_w", "l2_cap", "hbm_cal", "hbm_used",
+                   "hbm_w", "hbm_cap"]
+    for name in wanted:
+        bound(name, ("unit", _STREAM_CONSTANTS[name], None))
     for p in pipes:
-        head.append(f"    f{p} = pfree[{p}]; d{p} = pdone[{p}]; q{p} = qs[{p}]")
+        bound(f"q{p}", ("unit", _pipe_queue(p), None))
+    head = ["def _step(unit, gm_bases, K):",
+            f"    {', '.join(names)}, = K",
+            "    scalar = unit.scalar_t; horizon = unit.horizon; pfree = unit.pipe_free; pdone = unit.pipe_done",
+            f"    out = unit.{out_name}; flows = unit.flows; blocks = unit.blocks; fblocks = unit.flow_blocks"]
+    for p in pipes:
+        head.append(f"    f{p} = pfree[{p}]; d{p} = pdone[{p}]")
     return "\n".join(head + body) + "\n", consts
