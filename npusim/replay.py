@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from functools import wraps
 
 from npusim.core import _S, FLOWCTRL, REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT
+from npusim.errors import NpusimError
 from npusim.launch import current_unit
 from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL as _C_GM_REL, C_ISSUE as _C_ISSUE
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
@@ -59,7 +60,7 @@ def disabled():
         ENABLED = old
 
 
-def replayable(key, state: tuple = (), shared: bool = False):
+def replayable(key, state: tuple = (), shared: bool = False, bases=None):
     """Decorator of a kernel method whose instruction stream is fixed by ``key(self, *args)``.
 
     ``key`` returns None (run as written) or ``(hashable, bases)``, *bases* a tuple of GlobalTensors at the
@@ -70,7 +71,13 @@ def replayable(key, state: tuple = (), shared: bool = False):
     *shared*: the key and bases fix the step's calls in every stream of the launch, not only in the
     stream that calls it (GM transfers on buffers without a base at the same address in every stream):
     a recording made in one stream is then replayed in all the others (queue flags moved to their queues).
+    *bases*: ``bases(self, *args)`` gives the bases; ``key`` then returns ``(hashable, addresses)``, the byte
+    address of each base in its buffer (``GlobalTensor.byte_offset``; of a region, its tensor's), so that a
+    replay builds no tensor views. ``bases`` is called only when the step is recorded or looked up launch-wide,
+    and its bases' addresses must be the key's (else NpusimError: the two functions disagree).
     """
+    base_fn = bases
+
     def deco(fn):
         @wraps(fn)
         def step(self, *args):
@@ -80,10 +87,14 @@ def replayable(key, state: tuple = (), shared: bool = False):
             k = key(self, *args)
             if k is None:
                 return fn(self, *args)
-            user_key, bases = k
-            # the byte addresses of the bases (_base_byte, inlined for performance reasons)
-            gm_bases = [g.offset * g.dtype.itemsize if type(g) is not tuple else g[0].offset * g[0].dtype.itemsize
-                        for g in bases]
+            if base_fn is None:
+                user_key, bases = k
+                # the byte addresses of the bases (_base_byte, inlined for performance reasons)
+                gm_bases = [g.offset * g.dtype.itemsize if type(g) is not tuple
+                            else g[0].offset * g[0].dtype.itemsize for g in bases]
+            else:  # the addresses from the key; the bases only where a recording needs them (below)
+                user_key, gm_bases = k
+                bases = None
             frozen = tuple(_freeze(getattr(self, name)) for name in state) if state else ()
             # NOTE: right after a replay with nothing run in between, the stream is in the state the recording
             # left, so the step that follows is found from that recording's successors without snapshotting
@@ -100,6 +111,8 @@ def replayable(key, state: tuple = (), shared: bool = False):
             full_key = (fn, user_key, unit.atomic, _queues(unit), _flags(unit), frozen)
             cache = unit.replays
             entry = cache.get(full_key)
+            if bases is None and (entry is _SEEN or shared and entry is None):  # it may be recorded now
+                bases = _checked_bases(base_fn(self, *args), gm_bases)
             if shared and (entry is None or entry is _SEEN):  # not recorded in this stream: the launch's
                 entry = _from_launch(unit, fn, self, args, bases, state, full_key)
                 if entry is None:  # recorded just now
@@ -149,6 +162,14 @@ def _from_launch(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: t
         return None
     entry = unit.replays[full_key] = found.relocated(unit)
     return entry
+
+
+def _checked_bases(bases: tuple, addresses) -> tuple:
+    """*bases* (from a step's ``bases`` function), checked against the byte *addresses* its key gave."""
+    got = [_base_byte(b) for b in bases]
+    if got != list(addresses):
+        raise NpusimError(f"replayable step: the key's base addresses {list(addresses)} are not its bases' {got}")
+    return bases
 
 
 def _canonical_flags(unit) -> frozenset:

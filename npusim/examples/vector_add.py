@@ -88,7 +88,9 @@ def add_custom(x: GlobalTensor, y: GlobalTensor, z: GlobalTensor, tiling: AddTil
 # -------------------------------------------------------------------------------- replay key (timing mode)
 # Declared below the kernel so that it reads as the Ascend C sample and its line numbers (the trace's sources)
 # stay put. A tile's instruction stream is fixed by its length and the queues' ring state (which replay adds to
-# the key itself); its three GM transfers move with the tile's offset.
+# the key itself); its three GM transfers move with the tile's offset: the key gives their byte addresses (fp16,
+# 2 bytes an element), so that a replayed tile builds no GlobalTensor views; the views themselves
+# (_tile_bases) are built only when a tile is recorded.
 from npusim.replay import replayable  # noqa: E402
 
 
@@ -99,8 +101,12 @@ def _process_tile(self: KernelAdd, offset: int, count: int) -> None:
     self.CopyOut(offset, count)
 
 
+def _tile_bases(k: KernelAdd, offset: int, count: int):
+    return k.xGm[offset], k.yGm[offset], k.zGm[offset]
+
+
 def _tile_key(k: KernelAdd, offset: int, count: int):
-    return (count,), (k.xGm[offset], k.yGm[offset], k.zGm[offset])
+    return (count,), (2 * (k.xGm.offset + offset), 2 * (k.yGm.offset + offset), 2 * (k.zGm.offset + offset))
 
 
-KernelAdd.ProcessTile = replayable(_tile_key)(_process_tile)
+KernelAdd.ProcessTile = replayable(_tile_key, bases=_tile_bases)(_process_tile)

@@ -179,6 +179,47 @@ def test_cross_core_flags_replay_live_and_sync_all_never(counted, extra):
         assert counted["steps"] >= 2 * 30  # both vector cores replay after a few recorded steps
 
 
+def _addressed_kernel(x: GlobalTensor, z: GlobalTensor, steps: int, skew: int):
+    """Steps declared with ``bases=``: the key gives the tile's byte address (*skew* bytes off if asked)."""
+    class K:
+        def Init(self):
+            self.pipe = TPipe()
+            self.que = TQue(TPosition.VECIN, 2)
+            self.pipe.InitBuffer(self.que, 2, 2048)
+
+        def Step(self, i):
+            t = self.que.AllocTensor(np.float16)
+            DataCopy(t, x[(i % 8) * 1024], 1024)
+            self.que.EnQue(t)
+            t = self.que.DeQue(np.float16)
+            DataCopy(z[(i % 8) * 1024], t, 1024)
+            self.que.FreeTensor(t)
+
+    K.Step = replay.replayable(lambda k, i: ((), (2 * (i % 8) * 1024 + skew, 2 * (i % 8) * 1024)),
+                               bases=lambda k, i: (x[(i % 8) * 1024], z[(i % 8) * 1024]))(K.Step)
+    k = K()
+    k.Init()
+    for i in range(steps):
+        k.Step(i)
+
+
+def test_bases_given_apart_replay_to_the_interpreted_trace_and_must_agree_with_the_key(counted, booked):
+    """A step whose key gives its bases' byte addresses (``bases=`` names the tensors) replays to the
+    interpreted trace; a key whose addresses are not the bases' is refused when the step is recorded."""
+    from npusim.errors import NpusimError
+    x = TensorSpec((8192,), np.float16)
+
+    def run(skew):
+        return launch(_addressed_kernel, (GmArg("x", x), GmArg("z", x), 40, skew), block_dim=1,
+                      chip="Ascend910B2", mode="timing", kernel_type="vector", progress=False)
+    (on, on_booked), (off, off_booked) = _both_booked(lambda: run(0), booked)
+    assert_same_trace(on, off)
+    assert on_booked == off_booked
+    assert counted["steps"] >= 30
+    with pytest.raises(NpusimError, match="base addresses"):
+        run(2)
+
+
 def test_full_mode_and_sanitized_runs_interpret_every_step(counted):
     x = np.ones(8192, np.float16)
     for kwargs in (dict(mode="full"), dict(mode="timing", sanitize=True)):
