@@ -1387,9 +1387,10 @@ def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
 
 def _suba_key(k: KernelFagBasic, task: int, j: int, i: int):
     """SubGrapA: this AIV's rows and the block's columns; the S slot and the statistics rows move with the block,
-    and so do a full mask's rows; the compressed mask is read at offsets fixed by the tile's diagonal (in the key)."""
+    and so do a full mask's rows; the compressed mask is read at offsets fixed by the tile's diagonal (in the key).
+    With pse, dropout, a sink or the prefix mask: _suba_feature_key."""
     if not _plain(k):
-        return None
+        return _suba_feature_key(k, task, j, i)
     b, n, s2o, cols, masked, lo, mine, _, _, row0 = k._geometry(i)
     off = _stat_offset(k, b, n, row0)
     bases = (k._slot(k.mm2, task, j, F32), k.sumGm[off], k.maxGm[off])
@@ -1409,14 +1410,98 @@ def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
     """SubGrapB: this AIV's rows and the block's columns, and where in UB its sfmg rows are (basic_bn2: a row of
     the CV block's sfmgcv); the dP slot moves."""
     if not _plain(k):
-        return None
+        return _subb_feature_key(k, task, j, i)
     _, _, _, cols, _, lo, mine, _, _, _ = k._geometry(i)
     return (lo, mine, cols, k.sf8.addr), (k._slot(k.mm1, task, j, F32),)
+
+
+def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
+    """Block j's slot of a section buffer as a region of the workspace."""
+    return k._slot(region, task, j, F32), BASE * BASE * 4
+
+
+def _drop_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int, cols: int) -> tuple:
+    """(key, bases) of Dropout on rows x cols at (row0, col0) of (b, n): the keep bits' row pitch (Skv) in the key;
+    bit mode reads the drop mask from the slice's first byte (a base), byte mode the adapter's bytes (a region of the
+    workspace)."""
+    a, t = k.a, k.t
+    bit0 = keep_bit_offset(t.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], row0, col0)
+    if t.dropMaskBitMode:
+        return (a.seqKv[b],), (k.dropGm[bit0 // 8],)
+    return (a.seqKv[b],), ((k.dropBytesGm[bit0], (rows - 1) * a.seqKv[b] + cols),)
+
+
+def _pse_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int, cols: int) -> tuple:
+    """(key, bases) of AddPse: alibi reads a window of the compressed pse (its first element a base; the rows it
+    skips and its width in the key, or nothing read); slope reads the fixed j - i table (a region of the workspace)."""
+    a = k.a
+    if a.pseForm == "slope":
+        return ("slope",), ((k.alibiGm, BASE * BASE * 2),)
+    if not alibi_slice_needed(row0, rows, col0):
+        return ("alibi", None), ()
+    m0, k0 = alibi_read_window(row0, col0, a.pseS2)
+    skip = max(0, -m0)
+    if skip >= rows:
+        return ("alibi", None), ()
+    off = (((b % a.pseB) * k.t.n1Size + n) * ALIBI_ROWS + m0 + skip) * a.pseS2 + k0
+    return ("alibi", skip, min(cols, a.pseS2 - k0)), (k.pseGm[off],)
+
+
+def _suba_feature_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """SubGrapA with pse, dropout, a sink or the prefix mask: _suba_key's key, the prefix mask's tile reads (fixed
+    offsets of the mask), _pse_key's and _drop_key's; the workspace buffers it reads or writes (the S slot, fp32: the
+    P^T slot, the slope table, the adapter's bytes) as regions, and how those overlap. The sink adds nothing: its
+    value is read in full mode only."""
+    a = k.a
+    b, n, s2o, cols, masked, lo, mine, pitch, _, row0 = k._geometry(i)
+    col0 = s2o * BASE
+    off = _stat_offset(k, b, n, row0)
+    regions = [_ws_slot(k, k.mm2, task, j)] + ([_ws_slot(k, k.mmT[0], task, j)] if k.b32 else [])
+    bases = [k.sumGm[off], k.maxGm[off]]
+    mask = None
+    if masked and a.maskForm == "full":
+        bases.append(k.maskGm[row0 * a.maskCols + col0])
+        mask = "full"
+    elif masked and a.maskForm == "prefix_3072":
+        mask = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, BASE, pitch)
+    elif masked:
+        delta = row0 - col0 + a.nextLU[b]
+        dpre = row0 - col0 - a.preLU[b] - 1
+        mask = (causal_tile_offset(delta, BASE, BASE) if delta < cols else None,
+                causal_tile_offset(dpre, BASE, BASE) if dpre + mine >= 0 else None)
+    key = (lo, mine, cols, mask)
+    for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)):
+        if on:
+            extra, more = make(k, b, n, row0, col0, mine, cols)
+            key += extra
+            for base in more:
+                (regions if type(base) is tuple else bases).append(base)
+    return key + (_overlaps(regions),), (*regions, *bases)
+
+
+def _subb_feature_key(k: KernelFagBasic, task: int, j: int, i: int):
+    """SubGrapB with pse, dropout, a sink or the prefix mask: _subb_key's key and _drop_key's; the dP slot (fp32:
+    the dS^T slot), the adapter's bytes and the sink's partial slot of this block and AIV as regions of the
+    workspace, and how those overlap."""
+    a = k.a
+    b, n, s2o, cols, _, lo, mine, _, _, row0 = k._geometry(i)
+    regions = [_ws_slot(k, k.mm1, task, j)] + ([_ws_slot(k, k.mmT[1], task, j)] if k.b32 else [])
+    bases, key = [], (lo, mine, cols, k.sf8.addr)
+    if a.dropout:
+        extra, more = _drop_key(k, b, n, row0, s2o * BASE, mine, cols)
+        key += extra
+        for base in more:
+            (regions if type(base) is tuple else bases).append(base)
+    if a.sink:
+        regions.append((k.ws[k.t.dsinkOffset].ReinterpretCast(F32)[(i * 2 + k.half) * 8], 32))
+    return key + (_overlaps(regions),), (*regions, *bases)
 
 
 def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
     """VecBlock: SubGrapA's key (this AIV's rows, the block's columns, the mask tiles); the S and dP slots and this
     AIV's sfmg rows (regions of the workspace), the statistics rows and a full mask's rows move with the block."""
+    if not _plain(k):  # its SubGrapA and SubGrapB replay on their own (_suba_feature_key, _subb_feature_key)
+        return None
     key = _suba_key(k, task, j, i)
     if key is None or not key[0][1]:
         return None

@@ -1,10 +1,11 @@
 """FlashAttentionUnpaddingScoreGradV5: replayed kernel steps (timing mode) give the interpreted run's trace.
 
 Cube1Block, SubGrapA, SubGrapB and the fp32 products (_mm_abt) are replayable (kernel.py, npusim/replay.py): a
-step whose block shape and stream state were seen before hands its recorded calls to the core's scheduler. The trace (every column, flag
-arrow, name and source line) and the cycles must equal those of the run with every step interpreted, on the
-paths the keys distinguish: the compressed causal mask (diagonal tiles), a full mask (its rows are a base), the
-[N, T, 8] softmax layout, fp32 inputs, several templates. Unsanitized: the sanitizer switches replay off.
+step whose block shape and stream state were seen before hands its recorded calls to the core's scheduler. The
+trace (every column, flag arrow, name and source line) and the cycles must equal those of the run with every step
+interpreted, on the paths the keys distinguish: the compressed causal mask (diagonal tiles), a full mask (its rows are a base), the
+[N, T, 8] softmax layout, fp32 inputs, pse, dropout (bit and byte mode), a sink, the prefix mask, several
+templates. Unsanitized: the sanitizer switches replay off.
 """
 import numpy as np
 import pytest
@@ -33,6 +34,21 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                          "generic"),
     "bn2_fp32": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout="", dtype="fp32"), True,
                  {"blockDim": 2}, "basic_bn2"),
+    # pse, dropout, sink, prefix: SubGrapA / SubGrapB with their extra reads and writes (_suba_feature_key)
+    "slope_causal_dropbits": (dict(seq_q=[600, 264], seq_kv=[600, 264], n1=2, d=16, dtype="bf16", pse_type=3,
+                                   slopes="N", causal=True, sparse_mode=2, dropout=0.8), False, {"blockDim": 2},
+                              "generic"),
+    "alibi_sink": (dict(seq_q=[1300, 300], seq_kv=[1300, 300], n1=2, d=48, pse_type=1, alibi="B", causal=True,
+                        sparse_mode=3, sink=True), False, {"blockDim": 2}, "sameab"),
+    "dropbytes_sink_nt8_layout": (dict(seq_q=[650, 0, 240], seq_kv=[633, 20, 261], n1=4, d=32, dropout=0.7,
+                                       sink=True, layout=""), False, {"blockDim": 2}, "sameab"),
+    "prefix_dropbits": (dict(seq_q=[650, 300], seq_kv=[700, 136], n1=2, d=40, dtype="bf16", sparse_mode=6,
+                             prefix=[260, 100], dropout=0.9), False, {"blockDim": 2}, "generic"),
+    "fp32_alibi_dropbits_sink": (dict(seq_q=[650, 240], seq_kv=[650, 240], n1=2, d=40, dtype="fp32", sink=True,
+                                      dropout=0.8, pse_type=1, alibi="B", causal=True, sparse_mode=3), False,
+                                 {"blockDim": 2}, "sameab"),
+    "sameab_dtm_slope_dropbits": (dict(seq_q=[1100], seq_kv=[1100], n1=2, d=32, sparse_mode=2, causal=True,
+                                       dropout=0.9, pse_type=2, slopes="N"), True, {"blockDim": 2}, "sameab_det"),
 }
 
 
