@@ -14,13 +14,17 @@ stands for the whole:
   each runs its real section sequence. When the COMPANIONS cores' sections fit SIM_BLOCKS blocks they
   run whole and the latest core is the estimate. Otherwise SAMPLE_CORES cores each run a sample of their
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
-  block), twice (K sections, then every other one of them, or for SameAB (PREFIX_TEMPLATES) the first half
-  of them, so that both runs share the ring's start; K at least BASIC_SAMPLE_SECTIONS,
-  GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS), and the most loaded core's K-section time is extended
-  to its real block count at the cost per block of the sections the two runs differ by, pooled over the
-  simulated cores, each weighted by the blocks it is extended over; or, for RING_TEMPLATES (basic_bn2), the
+  block), the same share of each core's sections (K for the most loaded one, at least BASIC_SAMPLE_SECTIONS,
+  GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS; generic: from each AIV's run in proportion), so that the
+  lighter cores finish first as in the launch. The cost per block of the ring's steady state is read off that
+  one run, between each core's MARK_HEAD-th ring step and its last but MARK_TAIL (_step_marks, _steady_cost:
+  the cube's SetAtomicNone after each step's last Cube23), pooled over the simulated cores; every simulated
+  core's time is extended at that cost to its real block count and the latest is the estimate. (A second
+  run of every other section, or for SameAB the first half, gives the cost per block by difference where the
+  marks are missing; it also gives the prologue's line when the sample runs part of the prologue.) For
+  RING_TEMPLATES (basic_bn2), the
   kernel's ring (cube Cube1 / Cube23, the AIVs' passes, their flags) is run as a recurrence over the
-  core's own sections, each at the mean costs of its class read off the larger sample's flags
+  core's own sections, each at the mean costs of its class read off the sample's flags
   (_ring_costs, _ring_end, _ring_estimate); the prologue before SyncAll (sfmg rows, fp32
   transposes, drop-mask adapter) runs at most PROLOGUE_STEPS sfmg steps per AIV, at two lengths, and is
   extrapolated on its own line. The samples' L2 model starts with the inputs resident and its touched bytes
@@ -52,7 +56,11 @@ from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WOR
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
-SAMPLE_CORES = 8  # AI Cores simulated side by side when the sections are sampled
+#: AI Cores simulated side by side when the sections are sampled. Each stands for busy / SAMPLE_CORES cores at that
+#: share of the chip's bandwidth, so their bursts meet as often as a group's would; the launch's cores spread theirs
+#: (with all 24 cores sampled, the tuning set's SameAB S 3311 N 16/8 causal came out +0.4%, with 8 +4.2%, with 12
+#: +2.2%). 12 rather than 8 costs no more CPU since one sample run does where two did (_steady_cost)
+SAMPLE_CORES = 12
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
@@ -99,6 +107,9 @@ GENERIC_SAMPLE_SECTIONS = 16
 RING_TEMPLATES = ("basic_bn2",)
 RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
+#: ring steps left out of the steady-state cost at a sampled core's start and end (_steady_cost)
+MARK_HEAD = 2
+MARK_TAIL = 1
 CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix of section classes
 #: pre/post steps per AIV simulated whole at most (each step POST_ELEMS elements; 103 steps of post ran in 0.5 s CPU,
 #: where the miniature's line came out 76% over on a long-q short-kv call: its 8 AIVs pay more per step)
@@ -301,6 +312,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
     rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
+    marks = []  # the ring-step marks of the latest sample run (_step_marks)
 
     def run(positions: dict, prologue=1.0, ring=False):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
@@ -312,6 +324,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         ends, prologue_end = _trace_ends(res.trace, len(cores))
         if ring:
             rings.append(_ring_costs(res.trace, sample, len(cores)))
+        marks[:] = _step_marks(res.trace, sample, len(cores))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
@@ -334,32 +347,84 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
     big_runs = {c: _core_positions(work, c, counts[c], til.template in RING_TEMPLATES) for c in cores}
     big_pos = {c: sum(v, []) for c, v in big_runs.items()}
-    # the smaller run: every other section of the larger one (of each AIV run), so that the two differ by sections of
-    # the same mix (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike)
-    half = (lambda v: v[:len(v) // 2]) if til.template in PREFIX_TEMPLATES else (lambda v: v[::2])
-    small_pos = {c: sum((half(r) for r in v), []) for c, v in big_runs.items()}
-    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
-        run(pos, frac, ring) for pos, frac, ring in
-        ((small_pos, f / 2, False), (big_pos, f, til.template in RING_TEMPLATES)))
-    # the prologue (before SyncAll) is on its own line over the fraction of it simulated; the sections' cost per
-    # block is pooled over the simulated cores (one core's two runs differ by a few sections, and their classes
-    # made its own line up to 11% off on the tuning set), and the most loaded core's time is its larger run
-    # extended at that cost to its real block count
-    k = len(cores)
-    i = max(range(k), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
-    prologue = _line(f / 2, p_small, f, p_big, 1.0)
+    ring = til.template in RING_TEMPLATES
+    e_big, w_big, p_big, overhead = run(big_pos, f, ring)
+    w_big = np.array(w_big, float)
     # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
-    w_big = np.array(w_big, float)
     span = np.maximum(work.core_blocks[cores].astype(float) - w_big, 0.0)
-    grown = float(span @ (w_big - np.array(w_small, float)))
-    spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
-    per_block = spent / grown if grown else 0.0
-    if til.template in RING_TEMPLATES:
-        ring = _ring_estimate(work, cores, big_pos, rings[-1], i, prologue, spec.cross_core_flag_latency_cycles)
-        if ring is not None:
-            return ring + overhead
-    return prologue + e_big[i] - p_big + per_block * span[i] + overhead
+    steady = _steady_cost(marks, span)
+    if steady is not None and f >= 1.0:
+        prologue, per_block = p_big, steady
+    else:
+        # the smaller run: every other section of the larger one (of each AIV run), so that the two differ by sections
+        # of the same mix (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike); where the
+        # marks give the cost per block, only the prologue's line needs it: the first section of each run will do
+        if steady is not None:
+            half = lambda v: v[:1]  # noqa: E731
+        elif til.template in PREFIX_TEMPLATES:
+            half = lambda v: v[:len(v) // 2]  # noqa: E731
+        else:
+            half = lambda v: v[::2]  # noqa: E731
+        e_small, w_small, p_small, _ = run({c: sum((half(r) for r in v), []) for c, v in big_runs.items()}, f / 2)
+        # the prologue (before SyncAll) is on its own line over the fraction of it simulated
+        prologue = _line(f / 2, p_small, f, p_big, 1.0)
+        grown = float(span @ (w_big - np.array(w_small, float)))
+        spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
+        per_block = steady if steady is not None else (spent / grown if grown else 0.0)
+    k = len(cores)
+    i = max(range(k), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
+    if ring:
+        est = _ring_estimate(work, cores, big_pos, rings[-1], i, prologue, spec.cross_core_flag_latency_cycles)
+        if est is not None:
+            return est + overhead
+    # every simulated core's larger run extended at the pooled cost per block to its real block count; the launch
+    # ends with the latest of them, not always the most loaded by blocks (generic S 328/972/1338 kv 434/2848/385
+    # N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
+    return prologue - p_big + max(e_big[j] + per_block * span[j] for j in range(k)) + overhead
+
+
+def _steady_cost(marks: list, span: np.ndarray) -> float | None:
+    """Cycles per block of the sampled sections in the ring's steady state, pooled over the simulated cores (each
+    weighted by the blocks it is extended over): between the end of each core's MARK_HEAD-th ring step and of its
+    last but MARK_TAIL, read off one sample run (_step_marks). None where a core's marks are missing. The ring's
+    start (the first CV blocks, dearer, and the cube's wait for the AIVs' first pass) and its end (the last
+    Cube23 runs with no Cube1 beside it) stay out of the cost, where the difference of two runs carried the
+    difference of their ends into it (SameAB S 2416/3936/5951 band: +4.9%, now +2.2%; basic S 8192 N 2
+    causal +1.6%, now +0.6%)."""
+    if not marks or any(m is None for m in marks):
+        return None
+    spent = grown = 0.0
+    for (t, w), weight in zip(marks, span):
+        a, b = min(MARK_HEAD, len(t) - 1), len(t) - 1 - MARK_TAIL
+        if b <= a:
+            a, b = 0, len(t) - 1
+        spent += weight * (t[b] - t[a])
+        grown += weight * (w[b] - w[a])
+    return spent / grown if grown > 0 else None
+
+
+def _step_marks(trace, sample, k: int) -> list:
+    """Per simulated core of a sample: (the cycle its cube ends each ring step's last Cube23, at its SetAtomicNone;
+    the blocks of the sections through that step), or None where the SetAtomicNone count is not the sections'."""
+    c = trace.columns
+    if "SetAtomicNone" not in trace.names:
+        return [None] * k
+    nid = trace.names.index("SetAtomicNone")
+    sel = (c["name_id"] == nid) & (c["sub_core"] == 0)
+    core, end = c["core"][sel], c["end"][sel].astype(float)
+    out = []
+    for i in range(k):
+        steps = sample.core_steps(i)
+        sizes = [len(step) for step in steps]
+        times = np.sort(end[core == i])
+        if len(times) != sum(sizes) or not steps:
+            out.append(None)
+            continue
+        blocks = [sum(sample.secStart[s + 1] - sample.secStart[s] for s, _, _ in step) for step in steps]
+        last = np.cumsum(sizes) - 1
+        out.append((times[last], np.cumsum(blocks).astype(float)))
+    return out
 
 
 def _ring_costs(trace, sample, k: int) -> list:

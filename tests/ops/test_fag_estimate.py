@@ -193,3 +193,30 @@ def test_generic_sample_takes_each_aivs_run_in_proportion():
             local = [(g - core) // work.block_dim for g in got]
             assert all(lo <= j < hi for j in local) and local == sorted(local)
             assert abs(len(got) - 17 * (hi - lo) / n) <= 1, (core, runs, [len(p) for p in picked])
+
+
+def test_step_marks_follow_the_cubes_sections():
+    """_step_marks reads one mark per ring step off the cube's SetAtomicNone: increasing, the last at most the
+    core's end, the blocks through each step adding up to the core's blocks."""
+    args, kw = _specs(1500, 2, 64)
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
+    til, trace = tim.tiling, tim.extra["launches"]["main"].trace
+    marks = estimate_module._step_marks(trace, til, til.blockDim)
+    c = trace.columns
+    for core, (t, w) in enumerate(marks):
+        secs = til.core_sections(core)
+        assert len(t) == len(secs) > 4 and np.all(np.diff(t) > 0)
+        assert t[-1] <= c["end"][c["core"] == core].max()
+        assert w[-1] == sum(til.secStart[g + 1] - til.secStart[g] for g in secs)
+
+
+def test_steady_cost_leaves_out_the_rings_start_and_end():
+    """The pooled cost per block between the MARK_HEAD-th and the last but MARK_TAIL step: a dear start and a
+    cheap last step do not enter it; cores weigh by the blocks they are extended over."""
+    w = np.arange(1, 9) * 16.0  # 16 blocks a step
+    # 100 cycles a block once the ring runs; its first two steps dearer, its last step (a Cube23 alone) cheaper
+    t = 50000.0 + np.cumsum([3000.0, 2500.0] + [1600.0] * 5 + [600.0])
+    u = 50000.0 + np.cumsum([3000.0, 2500.0] + [2400.0] * 5 + [600.0])  # another core at 150 a block
+    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 0.0])) == pytest.approx(100.0)
+    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 1.0])) == pytest.approx(125.0)
+    assert estimate_module._steady_cost([(t, w), None], np.array([1.0, 1.0])) is None
