@@ -117,12 +117,13 @@ class TQue:
         self.unit = unit
         self.nbytes = int(nbytes)
         self.slots = [_Slot(i, buf.allocate(nbytes, f"TQue({self.position}) buffer {i}")) for i in range(num)]
-        # The queue object itself names its flags (never ordered). NOTE: not id(self): a queue garbage-collected
-        # with flags still pending (a last FreeTensor nobody waits for) could hand its id, and so those stale
-        # flags, to a queue created later; holding the object in the key keeps its identity unique.
-        self._key = self
+        # The queue's index among its stream's queues names its flags (the flag table is the stream's; the
+        # list only grows, so an index is never reused, not even by a queue created after this one is gone).
+        # Streams create their queues in the same order, so a recording of a step shared by the streams of a
+        # launch (npusim/replay.py) names the same flags in every one of them.
+        index = len(unit.queues)
         for slot in self.slots:  # NOTE: keys built once per buffer, not per flag, for performance reasons
-            slot.free_key, slot.ready_key = (self, slot.index, "free"), (self, slot.index, "ready")
+            slot.free_key, slot.ready_key = (index, slot.index, "free"), (index, slot.index, "ready")
         # NOTE: names and labels resolved once per queue for performance reasons (benchmarks/sim_speed.py)
         self._set_id = unit.launch.name_id("SetFlag")
         self._wait_id = unit.launch.name_id("WaitFlag")

@@ -103,6 +103,8 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
             if prev is not None and records is unit.records and n_records == len(records) and unit.atomic is None \
                     and len(unit.queues) == prev.n_queues:
                 nxt = prev.next.get((fn, user_key, frozen))
+                if nxt is None and prev.shared is not None:  # followed by a shared step in another stream
+                    nxt = _shared_successor(unit, prev, (fn, user_key, frozen))
                 if nxt is not None:
                     _run(unit, nxt, self, state, gm_bases)
                     return None
@@ -128,7 +130,7 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
                 cache[full_key] = _record(unit, fn, self, args, bases, state, full_key)
                 return None
             if prev is not None and prev.pure:
-                prev.next[(fn, user_key, frozen)] = entry
+                _link(prev, (fn, user_key, frozen), entry)
             _run(unit, entry, self, state, gm_bases)
             return None
         return step
@@ -160,7 +162,26 @@ def _from_launch(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: t
         entry = unit.replays[full_key] = _record(unit, fn, kernel, args, bases, state, full_key)
         table[ckey] = _NEVER if entry is _NEVER else _Shared(unit, entry)
         return None
-    entry = unit.replays[full_key] = found.relocated(unit)
+    entry = unit.replays[full_key] = found.copy_for(unit)
+    return entry
+
+
+def _link(prev, link: tuple, entry) -> None:
+    """*entry*'s step follows *prev*'s directly with nothing run in between (replayable()'s shortcut); for two
+    shared recordings, in every stream: the stream's state after *prev* is the same in all of them (its
+    recording's key holds the queues and pending flags before it, named alike in every stream)."""
+    prev.next[link] = entry
+    if prev.shared is not None and entry.shared is not None:
+        prev.shared.next[link] = entry.shared
+
+
+def _shared_successor(unit, prev, link: tuple):
+    """The stream's copy of the shared step another stream saw follow *prev*'s recording (:func:`_link`), or
+    None."""
+    nxt = prev.shared.next.get(link)
+    if nxt is None:
+        return None
+    entry = prev.next[link] = nxt.copy_for(unit)
     return entry
 
 
@@ -173,9 +194,9 @@ def _checked_bases(bases: tuple, addresses) -> tuple:
 
 
 def _canonical_flags(unit) -> frozenset:
-    """The pending flags of the stream, named independently of the stream (a queue by its index)."""
-    index = _queue_index(unit)
-    return frozenset([(_canonical_key(k, index), len(q)) for k, q in unit.flags.items() if q])
+    """The pending flags of the stream, which name the same flags in every stream (a TQue's by its index,
+    npusim/kernel.py)."""
+    return frozenset([(k, len(q)) for k, q in unit.flags.items() if q])
 
 
 def _queue_index(unit) -> dict:
@@ -185,44 +206,54 @@ def _queue_index(unit) -> dict:
     return index
 
 
-def _canonical_key(key, index: dict):
-    """A flag key with the queue it names (TQue slot flags: (queue, slot, kind)) replaced by its index."""
-    if type(key) is tuple and len(key) == 3 and key[0] in index:
-        return ("TQue", index[key[0]], key[1], key[2])
-    return key
-
-
 class _Shared:
-    """A recording published to the launch: its calls and queue changes with queues named by index."""
+    """A recording published to the launch: its calls (flag keys are the same in every stream) and its queue
+    changes with queues named by index."""
 
-    __slots__ = ("ops", "fix", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure")
+    __slots__ = ("ops", "keys", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure",
+                 "next", "copies")
 
     def __init__(self, unit, e: _Entry):
         index = _queue_index(unit)
         self.ops = e.ops
-        # positions of the set/wait calls on queue flags, with their keys by index
-        self.fix = [(i, key) for i, op in enumerate(e.ops)
-                    if op[0] in (_C_SET, _C_WAIT) and (key := _canonical_key(op[2], index)) is not op[2]]
+        self.next = {}  # the shared steps seen to follow this one directly (_link), in any stream
+        self.copies = {unit: e}  # each stream's entry of this recording
+        e.shared = self
+        self.keys = tuple({op[2]: None for op in e.ops if op[0] in (_C_SET, _C_WAIT)})
         where = {s: (i, s.index) for q, i in index.items() for s in q.slots}
         self.slots_after = [where[s] + (st, freed) for s, st, freed in e.slots_after]
         self.next_after = [(index[q], nxt) for q, nxt in e.next_after]
         self.queued_after = [(index[q], tuple([s.index for s in queued])) for q, queued in e.queued_after]
         self.state_after, self.n_queues, self.pure = e.state_after, e.n_queues, e.pure
 
+    def copy_for(self, unit) -> _Entry:
+        """*unit*'s entry of this recording (made once per stream)."""
+        e = self.copies.get(unit)
+        if e is None:
+            e = self.copies[unit] = self.relocated(unit)
+        return e
+
     def relocated(self, unit) -> _Entry:
-        """This recording as an entry of *unit*'s stream."""
+        """This recording as an entry of *unit*'s stream: the same compiled calls (and so the same generated
+        function and constants), the queue changes on the stream's own queues.
+
+        The flags the calls set or wait are entered in the stream's table (an empty deque where it has none
+        yet: no pending set, as if absent), as the recording stream's table has them after its recording:
+        a generated function made in any stream may then be run in every stream (npusim/replay_code.py
+        resolves a flag present in the table when the function is made through local variables).
+        """
         queues = unit.queues
-        ops = list(self.ops)
-        for i, (_, qi, slot, kind) in self.fix:
-            op = ops[i]
-            ops[i] = op[:2] + ((queues[qi], slot, kind),) + op[3:]
+        flags = unit.flags
+        for key in self.keys:
+            if key not in flags:
+                flags[key] = deque()
         e = _Entry()
-        e.ops = _Recording(ops, self.ops.tally, self.ops.generated, self.ops.runs)
+        e.ops = self.ops
         e.slots_after = [(queues[qi].slots[si], st, freed) for qi, si, st, freed in self.slots_after]
         e.next_after = [(queues[qi], nxt) for qi, nxt in self.next_after]
         e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
                           for qi, queued in self.queued_after]
-        e.state_after, e.n_queues, e.pure, e.next = self.state_after, self.n_queues, self.pure, {}
+        e.state_after, e.n_queues, e.pure, e.next, e.shared = self.state_after, self.n_queues, self.pure, {}, self
         return e
 
 
@@ -299,7 +330,8 @@ class _Entry:
     """A recorded step: its compiled calls, what it changes in the stream's queues and kernel attributes,
     and the entries of the steps seen to follow it directly (:func:`replayable`'s shortcut)."""
 
-    __slots__ = ("ops", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure", "next")
+    __slots__ = ("ops", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure", "next",
+                 "shared")
 
 
 def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
@@ -334,6 +366,7 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
     # row (a slot never freed yet)
     e.pure = all(s.freed or s.state != "free" for q in unit.queues for s in q.slots)
     e.next = {}
+    e.shared = None  # the launch's _Shared, once published
     records = unit.records
     unit.replayed = (e, records, len(records))
     return e

@@ -185,7 +185,7 @@ class Sanitizer:
             line = recs[-1] if recs else src_id(depth + 1)
             q.append((clock.set_msg(src), explicit, line, src, fire))
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's EnQue / FreeTensor: its last use
-                slot_uses[(id(key[0]), key[1])] = (line, src, fire)
+                slot_uses[(id(unit.queues[key[0]]), key[1])] = (line, src, fire)
             return fire
 
         def wait_flag(dst, key, label_id, what, depth=2):
@@ -193,7 +193,7 @@ class Sanitizer:
             msg = flags[key].popleft()[0]
             if type(key) is tuple and len(key) == 3:  # a TQue buffer's DeQue / AllocTensor
                 recs = unit.records
-                slot_uses[(id(key[0]), key[1])] = (recs[-1] if recs else src_id(depth + 1), dst, release)
+                slot_uses[(id(unit.queues[key[0]]), key[1])] = (recs[-1] if recs else src_id(depth + 1), dst, release)
             clock.join(dst, msg)
             return release
 
