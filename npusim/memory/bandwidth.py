@@ -41,24 +41,26 @@ class BandwidthCalendar:
         b = int(t // width)
         remaining = float(nbytes)
         last = b + MAX_BUCKETS_PER_BOOKING
-        rate = core_rate
+        # NOTE: each bucket's booked bytes read once, and the rate the transfer got worked out only in the bucket
+        # where it ends (or the last one walked), for performance reasons: the same expressions on the same
+        # floats as a walk that works it out in every bucket (FA's K, V and score tiles span several buckets)
+        can = span = 0.0
         while True:
             if b == last:  # a pathologically slow transfer: finish at the rate of its last bucket, unbooked
-                return t + remaining / rate
+                return t + remaining / (can / span if can > 0 else core_rate)
             bucket_end = (b + 1) * width
-            room = cap - used.get(b, 0.0)
+            u = used.get(b, 0.0)
+            room = cap - u
             span = bucket_end - t
             can = core_rate * span
             if can > room:
                 can = room
             if remaining <= can:
-                used[b] = used.get(b, 0.0) + remaining
+                used[b] = u + remaining
                 # the bucket's share: the transfer ran at the rate it could get in this bucket
-                rate = can / span if can > 0 else core_rate
-                return t + remaining / rate
-            rate = can / span if can > 0 else core_rate
+                return t + remaining / (can / span if can > 0 else core_rate)
             if can > 0:
-                used[b] = used.get(b, 0.0) + can
+                used[b] = u + can
                 remaining -= can
             t = bucket_end
             b += 1
