@@ -70,7 +70,7 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
     the step reads or changes besides its queues and flags. The method must return nothing.
     *shared*: the key and bases fix the step's calls in every stream of the launch, not only in the
     stream that calls it (GM transfers on buffers without a base at the same address in every stream):
-    a recording made in one stream is then replayed in all the others (queue flags moved to their queues).
+    a recording made in one stream is then replayed in all the others (its queue changes made on theirs).
     *bases*: ``bases(self, *args)`` gives the bases; ``key`` then returns ``(hashable, addresses)``, the byte
     address of each base in its buffer (``GlobalTensor.byte_offset``; of a region, its tensor's), so that a
     replay builds no tensor views. ``bases`` is called only when the step is recorded or looked up launch-wide,
@@ -141,8 +141,8 @@ def _from_launch(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: t
     """A step of a shared key not recorded in this stream: the launch-wide state of its key decides.
 
     Seen nowhere yet: _SEEN is returned (the caller runs it as written); seen once in some stream: recorded
-    here and published (None is returned: the step has run); recorded in another stream: that recording with
-    its queue flags moved to this stream's queues, kept as this stream's entry; _NEVER if it cannot be.
+    here and published (None is returned: the step has run); recorded in another stream: this stream's copy of
+    that recording (_Shared.copy_for), kept as its entry; _NEVER if it cannot be.
     """
     launch = unit.launch
     table = launch.shared_replays
@@ -297,9 +297,26 @@ def _base_byte(base) -> int:
 
 # -- stream state ----------------------------------------------------------------------------------
 def _queues(unit) -> tuple:
-    """Ring state of every TQue of the stream: next slot, slot states, queued order."""
-    return tuple([(q._next, tuple([(s.state, s.freed) for s in q.slots]), tuple([s.index for s in q._queued]))
-                  for q in unit.queues])
+    """Ring state of every TQue of the stream: next slot, slot states (state, freed), queued order.
+
+    NOTE: built in plain loops rather than comprehensions (each a function call in this Python), for
+    performance reasons: a key snapshot is taken per step that does not directly follow a replay (FA varlen:
+    about 3,000 a launch); the tuples are those of ``tuple([(s.state, s.freed) for s in q.slots])`` and
+    ``tuple([s.index for s in q._queued])``."""
+    out = []
+    for q in unit.queues:
+        slots = []
+        for s in q.slots:
+            slots.append((s.state, s.freed))
+        queued = q._queued
+        if queued:
+            order = []
+            for s in queued:
+                order.append(s.index)
+            out.append((q._next, tuple(slots), tuple(order)))
+        else:
+            out.append((q._next, tuple(slots), ()))
+    return tuple(out)
 
 
 def _flags(unit) -> tuple:
@@ -466,15 +483,15 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
 class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
-    COMPILE_AFTER times in a row form (counted over the copies of a shared recording in every stream), its
+    COMPILE_AFTER times in a row form (in any stream: a shared recording is one object for all of them), its
     own function for that form (``code``: full rows, spans)."""
 
-    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None):
+    def __new__(cls, ops, tally):
         self = super().__new__(cls, ops)
         self.tally = tally
-        self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by relocated copies
+        self.runs = [0, 0]  # replays by the loop per row form
         self.code = [None, None]
-        self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by relocated copies
+        self.generated = {}  # npusim/replay_code.py's functions of this recording, by flag signature
         return self
 
 
