@@ -246,18 +246,23 @@ def test_vector_add_tiles_replay_to_the_interpreted_trace(counted):
 def test_fa_varlen_recordings_shared_by_streams_give_the_interpreted_trace(counted, monkeypatch, booked, seq_q,
                                                                             seq_kv, heads):
     """FA varlen's steps are shared: a recording made in one stream is replayed in the others with their own
-    queues' flags and workspace slots (regions of one GM buffer); the trace and every GM transfer's buffer,
-    address and size are the interpreted run's."""
+    queues and workspace slots (regions of one GM buffer), and a step seen to follow another in one stream is
+    found from it in the others (replay._shared_successor); the trace and every GM transfer's buffer, address
+    and size are the interpreted run's."""
     from ops import flash_attention_var_len_score
-    relocated = []
+    relocated, followed = [], []
     real = replay._Shared.relocated
     monkeypatch.setattr(replay._Shared, "relocated", lambda self, unit: relocated.append(unit) or real(self, unit))
+    real_successor = replay._shared_successor
+    monkeypatch.setattr(replay, "_shared_successor", lambda unit, prev, link: followed.append(
+        real_successor(unit, prev, link)) or followed[-1])
     q = TensorSpec((sum(seq_q), heads, 128), np.float16)
     kv = TensorSpec((sum(seq_kv), heads, 128), np.float16)
     (on, booked_on), (off, booked_off) = _both_booked(lambda: flash_attention_var_len_score(
         q, kv, kv, actual_seq_qlen=list(np.cumsum(seq_q)), actual_seq_kvlen=list(np.cumsum(seq_kv)),
         head_num=heads, scale_value=128 ** -0.5, mode="timing", progress=False), booked)
     assert counted["steps"] > 50 and len({id(u) for u in relocated}) > 10
+    assert sum(e is not None for e in followed) > 10
     assert_same_trace(on, off)
     assert booked_on == booked_off
 
