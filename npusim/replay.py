@@ -234,13 +234,13 @@ class _Shared:
         return e
 
     def relocated(self, unit) -> _Entry:
-        """This recording as an entry of *unit*'s stream: the same compiled calls (and so the same generated
-        function and constants), the queue changes on the stream's own queues.
+        """This recording as an entry of *unit*'s stream: the same calls (flag keys name the same flags in every
+        stream), the queue changes on the stream's own queues.
 
         The flags the calls set or wait are entered in the stream's table (an empty deque where it has none
-        yet: no pending set, as if absent), as the recording stream's table has them after its recording:
-        a generated function made in any stream may then be run in every stream (npusim/replay_code.py
-        resolves a flag present in the table when the function is made through local variables).
+        yet: no pending set, as if absent), as the recording stream's table has them after its recording, so
+        that every stream's copy gets the same generated function (npusim/replay_code.py: a flag present in
+        the table when the function is made is resolved through local variables and bound as a constant).
         """
         queues = unit.queues
         flags = unit.flags
@@ -248,7 +248,7 @@ class _Shared:
             if key not in flags:
                 flags[key] = deque()
         e = _Entry()
-        e.ops = self.ops
+        e.ops = self.ops.copy()
         e.slots_after = [(queues[qi].slots[si], st, freed) for qi, si, st, freed in self.slots_after]
         e.next_after = [(queues[qi], nxt) for qi, nxt in self.next_after]
         e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
@@ -483,16 +483,21 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
 class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
-    COMPILE_AFTER times in a row form (in any stream: a shared recording is one object for all of them), its
-    own function for that form (``code``: full rows, spans)."""
+    COMPILE_AFTER times in a row form (counted over the copies of a shared recording in every stream), its
+    own function for that form (``code``: full rows, spans; a copy binds its stream's constants to it)."""
 
-    def __new__(cls, ops, tally):
+    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None):
         self = super().__new__(cls, ops)
         self.tally = tally
-        self.runs = [0, 0]  # replays by the loop per row form
+        self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by the copies
         self.code = [None, None]
-        self.generated = {}  # npusim/replay_code.py's functions of this recording, by flag signature
+        self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by the copies
         return self
+
+    def copy(self) -> _Recording:
+        """The same calls for another stream: its own ``code`` (its stream's constants), the loop count and the
+        generated functions shared."""
+        return _Recording(self, self.tally, self.generated, self.runs)
 
 
 # -- replay ----------------------------------------------------------------------------------------
