@@ -198,41 +198,46 @@ def _halves(rows: int):
     return [(lo, hi) for lo, hi in ((0, h), (h, rows)) if hi > lo]
 
 
-def _pse(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols: int) -> np.ndarray:
-    """fp32 [rows, cols] bias of a block, per AIV half as the kernel forms it; NaN where nothing is read
-    (elements the causal mask drops, so the value never matters).
+def _pse(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols: int, windows=None) -> np.ndarray:
+    """fp32 [rows, cols] bias of a block, per vector pass as the kernel forms it; NaN where nothing is read
+    (elements the causal mask drops, so the value never matters). *windows*: the passes over the block, (block rows
+    lo..hi, block columns clo..chi, the pass's first batch row R0 and column C0, its rows and columns); None: the
+    two AIV halves of the block.
 
-    alibi (pse_type 0/1): the half whose first row is r0 reads the compressed tensor from row
-    ``pos = r0 - j0 - (maxSkv - 1024)`` (column 0), or, when maxSkv >= 1024 and pos < 0, from row 0,
-    column -pos; nothing when all its rows lie above column j0. slope (2/3): fp32(c - r) (r from the
-    half's first row) + fp32(j0 + kv_start - r0 - q_start), |.|, [sqrt], times fp32(-slope)."""
+    alibi (pse_type 0/1): a pass whose first row is R0 reads the compressed tensor from row
+    ``pos = R0 - C0 - (maxSkv - 1024)`` (column 0), or, when maxSkv >= 1024 and pos < 0, from row 0,
+    column -pos; nothing when all its rows lie above column C0. slope (2/3): fp32(c - r) (r, c from the
+    pass's origin) + fp32(C0 + kv_start - R0 - q_start), |.|, [sqrt], times fp32(-slope)."""
     p = problem
     out = np.full((rows, cols), np.nan, _F32)
-    for lo, hi in _halves(rows):
-        r0 = i0 + lo
-        nr = hi - lo
+    if windows is None:
+        windows = [(lo, hi, 0, cols, i0 + lo, j0, hi - lo, cols) for lo, hi in _halves(rows)]
+    for lo, hi, clo, chi, R0, C0, tr, tc in windows:
         if p.pse_form == "alibi":
-            if r0 + nr <= j0:
+            if R0 + tr <= C0:
                 continue
             x = ctx["pse"][b % ctx["pse"].shape[0], n]
             s2max = x.shape[1]
             thr = s2max - 1024
-            pos = r0 - j0 - thr
+            pos = R0 - C0 - thr
             m0, k0 = (0, -pos) if thr >= 0 and pos < 0 else (pos, 0)
-            for r in range(nr):
-                if 0 <= m0 + r < 1024:
-                    w = min(cols, s2max - k0)
-                    out[lo + r, :w] = x[m0 + r, k0:k0 + w]
+            c_end = min(chi, C0 - j0 + min(tc, s2max - k0))  # block columns the pass's read covers
+            for r in range(lo, hi):
+                m = m0 + i0 + r - R0
+                if 0 <= m < 1024 and c_end > clo:
+                    out[r, clo:c_end] = x[m, k0 + j0 + clo - C0:k0 + j0 + c_end - C0]
             continue
         sl = ctx["pse"]
         slope = np.float32(sl[b, n] if sl.ndim == 2 else sl[n])
-        base = (np.arange(cols)[None, :] - np.arange(nr)[:, None]).astype(_F32)
+        cc = np.arange(j0 + clo, j0 + chi) - C0
+        rr = np.arange(i0 + lo, i0 + hi) - R0
+        base = (cc[None, :] - rr[:, None]).astype(_F32)
         with np.errstate(all="ignore"):
-            v = (base + np.float32(j0 + p.kv_start - r0 - p.q_start)).astype(_F32)
+            v = (base + np.float32(C0 + p.kv_start - R0 - p.q_start)).astype(_F32)
             v = np.abs(v)
             if p.pse_type == 3:
                 v = _f64_round(np.sqrt, v)
-            out[lo:hi] = (v * -slope).astype(_F32)
+            out[lo:hi, clo:chi] = (v * -slope).astype(_F32)
     return out
 
 
@@ -246,7 +251,7 @@ def _keep(problem, ctx: dict, b: int, n: int, i0: int, j0: int, rows: int, cols:
     return ctx["bits"][idx] != 0
 
 
-def _block_ops(problem, ctx: dict, blk) -> dict:
+def _block_ops(problem, ctx: dict, blk, windows=None) -> dict:
     """The Mmad operands of one block's gradients: {kind: (A, B^T, first output row, head)} with A = dS (dq),
     dS^T (dk), P^T (dv) in the input dtype's values; every vector step of the block (and its dsink partials)
     happens here."""
@@ -264,7 +269,7 @@ def _block_ops(problem, ctx: dict, blk) -> dict:
         qs, ks = np.concatenate([pad(q), qr], axis=1), np.concatenate([pad(k), kr], axis=1)
     with np.errstate(all="ignore"):
         s = mmad(qs, ks, ctx["k0"])
-        pse = None if p.pse_form == "none" else _pse(p, ctx, b, n, i0, j0, rows, cols)
+        pse = None if p.pse_form == "none" else _pse(p, ctx, b, n, i0, j0, rows, cols, windows)
         if pse is not None and p.pse_type == 1:  # (S + pse) * scale
             s = (s + pse).astype(_F32)
         s = (s * np.float32(p.scale)).astype(_F32)
@@ -290,7 +295,11 @@ def _block_ops(problem, ctx: dict, blk) -> dict:
             dp = (np.where(keep, dp, _F32.type(0)) * recip).astype(_F32)
         sf = ctx["sfmg"][tq:tq + rows, n]
         ds = ((dp - sf[:, None]).astype(_F32) * pr).astype(_F32)
-    if ctx["sink"] is not None:
+    if ctx["sink"] is not None and windows is not None:  # a tiled CV block: its passes' sums (_sink_tiles)
+        with np.errstate(all="ignore"):
+            ps = _f64_round(np.divide, _f64_round(np.exp, (ctx["sink"][n] - mx).astype(_F32)), sm)
+            ctx["sinkblk"][(s1o, s2o)] = ((dp * pr).astype(_F32), ps)
+    elif ctx["sink"] is not None:
         h = (rows + 1) // 2
         with np.errstate(all="ignore"):
             rowv = row_sum((dp * pr).astype(_F32))
@@ -305,6 +314,90 @@ def _block_ops(problem, ctx: dict, blk) -> dict:
         ops["dq_rope"] = (dsc, kr.T, tq, n)
         ops["dk_rope"] = (dsc.T, qr.T, tk, kv)
     return ops
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _tile_plan(problem, sec, trim: int):
+    """The vector tiles of a SameAB (*trim* 8) or generic (*trim* 64) CV block, per AIV: [(first row, rows, first
+    column, columns) relative to the rectangle's corner]; None for the other templates. Tiles hold at most baseMN
+    elements (SameAB 128 x 64; generic min(128, s1) x min(64, s2), s1, s2 the longest sequences aligned to 16):
+    min(width, 256) columns by baseMN // (that aligned to 32 with a mask or dropout, else 16) rows, at most 128.
+    SameAB's first AIV takes the first half of the rows of tiles (rounded down), the second the rest; a generic AIV
+    takes them all (one list)."""
+    p = problem
+    if trim not in (8, 64):
+        return None
+    rows = {blk[2]: blk[4] for blk in sec}
+    cols = {blk[3]: blk[5] for blk in sec}
+    R = (len(rows) - 1) * _BASE + rows[max(rows)]
+    W = (len(cols) - 1) * _BASE + cols[max(cols)]
+    f = 32 if p.mask_form != "none" or p.dropout else 16
+    base = 128 * 64 if trim == 8 else min(128, _align(p.max_sq, 16)) * min(64, _align(p.max_skv, 16))
+    s2 = min(W, 256)
+    s1 = min(base // _align(s2, f), R, 128)
+    l1, l2 = -(-R // s1), -(-W // s2)
+    tiles = lambda rs: [(a * s1, min(s1, R - a * s1), c * s2, min(s2, W - c * s2)) for a in rs for c in range(l2)]  # noqa: E731
+    if trim == 64:
+        return {"f": f, "aivs": [tiles(range(l1))]}
+    return {"f": f, "aivs": [tiles(range(l1 // 2)), tiles(range(l1 // 2, l1))]}
+
+
+def _windows(sec, plan, blk) -> list:
+    """The passes over block *blk* of a tiled CV block, as _pse's windows."""
+    r_first, c_first = min(x[2] for x in sec) * _BASE, min(x[3] for x in sec) * _BASE
+    i0, j0, rows, cols = blk[2] * _BASE, blk[3] * _BASE, blk[4], blk[5]
+    out = []
+    for tiles in plan["aivs"]:
+        for r0, h, c0, w in tiles:
+            R0, C0 = r_first + r0, c_first + c0
+            lo, hi = max(R0, i0) - i0, min(R0 + h, i0 + rows) - i0
+            clo, chi = max(C0, j0) - j0, min(C0 + w, j0 + cols) - j0
+            if hi > lo and chi > clo:
+                out.append((lo, hi, clo, chi, R0, C0, h, w))
+    return out
+
+
+def _reduce_sum(x: np.ndarray) -> np.float32:
+    """Ascend C ReduceSum (count form): per 64-lane repeat (lanes past the count -0) a tree over adjacent pairs,
+    then the repeats' results added one after another, every step fp32."""
+    n = x.size
+    r = -(-n // 64)
+    vals = np.full(r * 64, -0.0, _F32)
+    vals[:n] = x
+    vals = vals.reshape(r, 64)
+    with np.errstate(all="ignore"):
+        while vals.shape[1] > 1:
+            vals = (vals[:, 0::2] + vals[:, 1::2]).astype(_F32)
+        acc = vals[0, 0]
+        for k in range(1, r):
+            acc = np.float32(acc + vals[k, 0])
+    return acc
+
+
+def _sink_tiles(problem, ctx: dict, sec, plan) -> None:
+    """SameAB's dsink partials of one CV block: per AIV, from +0, each of its tiles' ReduceSum of
+    dP P ps (ps the row's sink probability; the tile's padding columns up to its row pitch +0) added in turn."""
+    n = sec[0][1]
+    r_first, c_first = min(x[2] for x in sec), min(x[3] for x in sec)
+    R = sum({blk[2]: blk[4] for blk in sec}.values())
+    W = sum({blk[3]: blk[5] for blk in sec}.values())
+    prod, ps = np.zeros((R, W), _F32), np.zeros(R, _F32)
+    for blk in sec:
+        r0, c0 = (blk[2] - r_first) * _BASE, (blk[3] - c_first) * _BASE
+        x, p_row = ctx["sinkblk"].pop((blk[2], blk[3]))
+        prod[r0:r0 + blk[4], c0:c0 + blk[5]] = x
+        ps[r0:r0 + blk[4]] = p_row
+    for tiles in plan["aivs"]:
+        acc = np.float32(0.0)
+        for r0, h, c0, w in tiles:
+            t = np.zeros((h, _align(w, plan["f"])), _F32)
+            with np.errstate(all="ignore"):
+                t[:, :w] = (prod[r0:r0 + h, c0:c0 + w] * ps[r0:r0 + h, None]).astype(_F32)
+                acc = np.float32(acc + _reduce_sum(t.reshape(-1)))
+        ctx["dsink"][n].append(acc)
 
 
 def _chunks(kind: str, r0: int, h: int, val: np.ndarray) -> list:
@@ -324,12 +417,15 @@ def _block(problem, ctx: dict, blk) -> list:
     return out
 
 
-def _cv_block(problem, ctx: dict, sec) -> list:
+def _cv_block(problem, ctx: dict, sec, plan=None) -> list:
     """SameAB: the output strips of one CV block in kernel order, [(kind, row0, head, fp32 values)]. A dQ strip
     (the blocks of one s1 block, by s2 block) is one Mmad over the k range of all its blocks' columns, a dK/dV
     strip (one s2 block, by s1 block) one over all its blocks' rows: dq, dq_rope per s1 strip, then dk, dk_rope,
     dv per s2 strip."""
-    ops = [(_blk[2], _blk[3], _block_ops(problem, ctx, _blk)) for _blk in sec]
+    ops = [(_blk[2], _blk[3], _block_ops(problem, ctx, _blk, None if plan is None else _windows(sec, plan, _blk)))
+           for _blk in sec]
+    if plan is not None and ctx["sink"] is not None:
+        _sink_tiles(problem, ctx, sec, plan)
     out = []
     for axis, kinds in ((0, ("dq", "dq_rope")), (1, ("dk", "dk_rope", "dv"))):
         for key in sorted({o[axis] for o in ops}):
@@ -411,7 +507,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
            "pse": None if pse_shift is None else f(pse_shift),
            "bits": None if drop_mask is None else np.unpackbits(np.asarray(drop_mask).view(np.uint8).reshape(-1),
                                                                   bitorder="little"),
-           "cu_ss": np.concatenate(([0], np.cumsum(np.asarray(p.seq_q, np.int64) * p.seq_kv)))}
+           "cu_ss": np.concatenate(([0], np.cumsum(np.asarray(p.seq_q, np.int64) * p.seq_kv))), "sinkblk": {}}
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
@@ -428,10 +524,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         if cv is None and not regions:
             adds.append([c + (False,) for blk in sec for c in _block(p, ctx, blk)])  # every chunk added
         elif dtm:
-            strips.append(_cv_block(p, ctx, sec))
+            strips.append(_cv_block(p, ctx, sec, None if regions else _tile_plan(p, sec, trim)))
         else:
             plain = _first_kinds(p, sec, cv) if first_writes else ()
-            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec)
+            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec, _tile_plan(p, sec, trim))
                          for c in _chunks(kind, r0, h, val)])
     for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
         fifo[owner(k)].extend(adds[k])

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.launch import current_unit
-from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, Sub, CMPMODE, SELMODE, Cast,
+from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, ReduceSum, Sub, CMPMODE,
+                           SELMODE, Cast,
                            CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Gather, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
@@ -44,6 +45,8 @@ from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_sli
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
+from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
+from ops.flash_attention_unpadding_score_grad_v5.vectiles import VEC_ROWS_MAX, block_view, section_views, tile_align
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
@@ -61,6 +64,11 @@ SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_
 SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
 SFT_ROWS = 128  # S1s2Bn2 softmax-grad rows per step at most (CANN: SFTBaseM = 8192 / D rows; npusim: one S buffer)
 L1_COLS = 256  # operand columns per L1 block when D > 256 (four 128 x 256 b16 blocks + P, dS fit 512 KiB L1)
+
+
+def mask_s2_base(cols: int) -> int:
+    """The column clamp of a pass's compressed-mask window (causal_tile_offset): 128, or 256 for a wider tile."""
+    return -(-cols // BASE) * BASE
 
 
 def sfmg_rows(dp: int, itemsize: int) -> int:
@@ -296,8 +304,13 @@ def PostChunk(queues, src, dst, n: int, scale, dt):
 
 
 def sink_slots(tiling: FagTilingData):
-    """(block, sub) of every dsink partial, in block order: sub 1 exists when the block has >= 2 rows."""
-    return [(i, sub) for i in range(tiling.blocks) for sub in (0, 1) if sub == 0 or tiling.blkRows[i] >= 2]
+    """(slot, head) of every dsink partial, in the order the post kernel adds them. SameAB / generic: one per CV
+    block and AIV (dsinkSumLocal; both AIVs write one), in section order; the basic templates: one per block and
+    AIV half, in block order (sub 1 exists when the block has >= 2 rows)."""
+    t = tiling
+    if t.vecBaseMN:
+        return [(s * 2 + sub, t.blkN[t.secStart[s]]) for s in range(t.sections) for sub in (0, 1)]
+    return [(i * 2 + sub, t.blkN[i]) for i in range(t.blocks) for sub in (0, 1) if sub == 0 or t.blkRows[i] >= 2]
 
 
 def PostDsink(workspace, dsink, tiling: FagTilingData):
@@ -312,14 +325,14 @@ def PostDsink(workspace, dsink, tiling: FagTilingData):
     for n in range(tiling.n1Size):
         Duplicate(a, 0.0, 8)
         PipeBarrier(Pipe.V)
-        mine = [(i, sub) for i, sub in order if tiling.blkN[i] == n]
+        mine = [slot for slot, head in order if head == n]
         for c0 in range(0, len(mine), chunk):
             part = mine[c0:c0 + chunk]
             s = slots.Get(F32)
             SetFlag(HardEvent.V_MTE2, 0)
             WaitFlag(HardEvent.V_MTE2, 0)
-            for k, (i, sub) in enumerate(part):
-                DataCopy(s[k * 8], ws[(i * 2 + sub) * 8], 8)
+            for k, slot in enumerate(part):
+                DataCopy(s[k * 8], ws[slot * 8], 8)
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
             for k in range(len(part)):
@@ -824,13 +837,15 @@ class KernelFagBasic:
 
     def ProcessVector(self):
         half = -(-BASE // 2)
+        rmax = VEC_ROWS_MAX if self.t.vecBaseMN else half  # a pass's rows at most (vector tiles: up to 128)
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
         self.ub = {}
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
+        self.views = {}
         for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
-                             ("max8", half * 32), ("sum8", half * 32), ("sfmg8", half * 32)):
+                             ("max8", rmax * 32), ("sum8", rmax * 32), ("sfmg8", rmax * 32)):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
         a = self.a
@@ -839,11 +854,14 @@ class KernelFagBasic:
             self.vpipe.InitBuffer(self.ub["tmp"], half * BASE * 4)
         if a.sink or self.b32:  # acc: the sink's row folds, and (fp32) the transposes' Gather offsets
             self.ub["acc"] = TBuf()
-            self.vpipe.InitBuffer(self.ub["acc"], half * 64 * 4)
+            # fp32: the transposes' Gather offsets (rows x 64); the half blocks' sink row folds; a tile's ReduceSum
+            self.vpipe.InitBuffer(self.ub["acc"], half * 64 * 4 if self.b32 or not self.t.vecBaseMN else 1024)
         if a.sink:
             n1 = self.t.n1Size
-            for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", half * 32), ("psr", half * 4 + 32),
-                                 ("rowv", half * 4 + 32), ("one", 32), ("one8", 256)):
+            rows_f32 = (("psr", half * 4 + 32), ("rowv", half * 4 + 32)) if not self.t.vecBaseMN else \
+                (("rowv", 32),)  # half blocks: the rows' sink probabilities and sums; tiles: dsinkSumLocal
+            for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", rmax * 32), *rows_f32, ("one", 32),
+                                 ("one8", 256)):
                 self.ub[name] = TBuf()
                 self.vpipe.InitBuffer(self.ub[name], nbytes)
             CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
@@ -861,7 +879,7 @@ class KernelFagBasic:
             WaitFlag(HardEvent.MTE2_S, 4)
         if a.dropout:  # bit mode: one 32-byte slot per row; byte mode: one byte per element
             self.dropQ = TQue(TPosition.VECIN, 1)
-            self.vpipe.InitBuffer(self.dropQ, 1, half * (32 if self.t.dropMaskBitMode else BASE))
+            self.vpipe.InitBuffer(self.dropQ, 1, rmax * 32 if self.t.dropMaskBitMode else half * BASE)
         if self.a.masked or a.dropout:
             for name, nbytes in (("mask", half * BASE * (2 if a.maskForm == "prefix_3072" else 1)),
                                  ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2), ("zeros", CMP_CHUNK * 2)):
@@ -902,9 +920,19 @@ class KernelFagBasic:
             if t.template == "basic_bn2" and owner == self.sub:
                 self.VectorByCS1(task, s, off)
             elif owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
-                for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-                    for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
-                        self.VecBlock(task, off + j, i)
+                views = self._views(s, off, owner) if t.vecBaseMN else None  # SameAB / generic: CANN's tiles
+                if self.a.sink and t.vecBaseMN:  # dsinkSumLocal: this AIV's sum over the CV block's tiles
+                    Duplicate(self.ub["rowv"].Get(F32), 0.0, 8)
+                    PipeBarrier(Pipe.V)
+                if views is not None:
+                    for v in views:
+                        self.VecTile(task, v)
+                else:
+                    for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
+                        for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
+                            self.VecBlock(task, off + j, i)
+                if self.a.sink and t.vecBaseMN:
+                    self.SinkOut(s * 2 + self.sub)
             CrossCoreSetFlag(V2C[owner == 1], Pipe.MTE3)
 
     def VectorByCS1(self, task: int, s: int, off: int):
@@ -1029,115 +1057,148 @@ class KernelFagBasic:
         else:
             DataCopy(dst, gm[(a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8], rows * 8)
 
+    def _views(self, s: int, off: int, owner):
+        """This AIV's vector tiles of section s (vectiles.section_views), computed once."""
+        key = (s, off, owner)
+        if key not in self.views:
+            align = tile_align(self.a.maskForm != "none" or self.a.dropout)
+            self.views[key] = section_views(self.t, s, off, self.sub if owner is None else None, self.t.vecBaseMN,
+                                            align)
+        return self.views[key]
+
     def VecBlock(self, task: int, j: int, i: int):
-        """This AIV's rows of block j of the task: SubGrapA (P), the sfmg rows, SubGrapB (dS)."""
+        """This AIV's rows of block j of the task (the basic templates' half blocks): one vector pass."""
+        lo, mine = self._my_rows(self.t.blkRows[i])
+        if mine:
+            self.VecPass(task, block_view(self.t, i, j, lo, mine))
+
+    def VecTile(self, task: int, v):
+        """One vector tile of a SameAB / generic CV block (vectiles.py): one vector pass."""
+        self.VecPass(task, v)
+
+    def VecPass(self, task: int, v):
+        """SubGrapA (P), the sfmg rows, SubGrapB (dS) of view *v* (vectiles.VecView)."""
         a, t = self.a, self.t
-        b, n, s1o, _, rows, _, _ = self._blk(i)
-        lo, mine = self._my_rows(rows)
-        if not mine:
-            return
-        self.SubGrapA(task, j, i)
+        self.SubGrapA(task, v)
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
-        row0 = s1o * BASE + lo
         if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
-            self.sf8 = self.ub["sfmgcv"].Get(F32)[(row0 - self.sftRow0) * 8]
+            self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
         else:
             self.sf8 = self.ub["sfmg8"].Get(F32)
-            DataCopy(self.sf8, self.sfmgWs[((a.cuQ[b] + row0) * t.n1Size + n) * 8],
-                     DataCopyParams(mine, 1, t.n1Size - 1, 0))
-        self.SubGrapB(task, j, i)
+            DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
+                     DataCopyParams(v.rows, 1, t.n1Size - 1, 0))
+        self.SubGrapB(task, v)
 
-    def _geometry(self, i: int):
-        """(b, n, s2o, cols, masked, lo, mine, pitch, count, row0) of this AIV's rows of block i."""
-        b, n, s1o, s2o, rows, cols, masked = self._blk(i)
-        lo, mine = self._my_rows(rows)
-        pitch = -(-cols // 64) * 64  # UB row pitch: whole fp32 repeats (mask bytes, Select bits line up)
-        return b, n, s2o, cols, masked, lo, mine, pitch, mine * pitch, s1o * BASE + lo
+    def _pieces_in(self, dst, region: list, task: int, v):
+        """S or dP of view *v* from its slot blocks (fp32, pitch BASE) into UB at the view's pitch."""
+        for j, lr, nr, lc, nc, uo in v.pieces:
+            CopyRowsIn(dst[uo], self._slot(region, task, j, F32)[lr * BASE + lc], nr, nc, BASE, v.pitch)
 
-    def SubGrapA(self, task: int, j: int, i: int):
-        """P = exp(S * scale [masked] - max) / sum, cast over the S slot (dropout: the dropped P)."""
+    def _pieces_out_t(self, src, dst, region: list, task: int, v):
+        """fp32: the transposes of view *v*'s pieces into their P^T / dS^T slot blocks, at most 64 rows at a time (the
+        Gather offsets' buffer holds 64 rows)."""
+        half = BASE // 2
+        for j, lr, nr, lc, nc, uo in v.pieces:
+            for r in range(0, nr, half):
+                self.CopyOutT(src[uo + r * v.pitch], dst, self._slot(region, task, j, F32)[lc * BASE], lr + r,
+                              min(half, nr - r), nc, v.pitch)
+
+    def _pieces_out(self, src, region: list, task: int, v, dt):
+        """P or dS of view *v* (UB, the view's pitch) back over the first half of its slot blocks' fp32 rows."""
+        for j, lr, nr, lc, nc, uo in v.pieces:
+            CopyRowsOut(self._slot(region, task, j, dt)[lr * self.cast_pitch + lc], src[uo], nr, nc, v.pitch,
+                        self.cast_pitch)
+
+    def SubGrapA(self, task: int, v):
+        """P = exp(S * scale [masked] - max) / sum of view *v*, cast over its S slots (dropout: the dropped P)."""
         a, t, dt = self.a, self.t, self.inDt
-        b, n, s2o, cols, masked, lo, mine, pitch, cnt, row0 = self._geometry(i)
+        b, n, row0, col0, rows, cols, pitch = v.b, v.n, v.row0, v.col0, v.rows, v.cols, v.pitch
+        cnt = rows * pitch
         ub = self.ub
         S, max8, sum8 = ub["s"].Get(F32), ub["max8"].Get(F32), ub["sum8"].Get(F32)
-        self._stat_in(sum8, self.sumGm, b, n, row0, mine)
-        self._stat_in(max8, self.maxGm, b, n, row0, mine)
-        CopyRowsIn(S, self._slot(self.mm2, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
+        self._stat_in(sum8, self.sumGm, b, n, row0, rows)
+        self._stat_in(max8, self.maxGm, b, n, row0, rows)
+        self._pieces_in(S, self.mm2, task, v)
         SetFlag(HardEvent.MTE2_V, 0)
         WaitFlag(HardEvent.MTE2_V, 0)
         if a.pseForm != "none" and a.pseType == 1:  # (S + pse) * scale
-            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
+            self.AddPse(S, b, n, row0, col0, rows, cols, pitch)
         Muls(S, S, t.scaleValue, cnt)
         PipeBarrier(Pipe.V)
         if a.pseForm != "none" and a.pseType != 1:  # S * scale + pse
-            self.AddPse(S, b, n, row0, s2o * BASE, mine, cols, pitch)
+            self.AddPse(S, b, n, row0, col0, rows, cols, pitch)
         if a.sink:
-            self.SinkProb(n, max8, sum8, mine)
-        if masked:
-            self.ApplyMask(S, b, row0, s2o * BASE, mine, cols, pitch)
-        RowBroadcast("sub", S, S, max8, mine, cols, pitch)
+            self.SinkProb(n, max8, sum8, rows)
+        if v.masked:
+            self.ApplyMask(S, b, row0, col0, rows, cols, pitch)
+        RowBroadcast("sub", S, S, max8, rows, cols, pitch)
         PipeBarrier(Pipe.V)
         Exp(S, S, cnt)
         PipeBarrier(Pipe.V)
-        RowBroadcast("div", S, S, sum8, mine, cols, pitch)
+        RowBroadcast("div", S, S, sum8, rows, cols, pitch)
         PipeBarrier(Pipe.V)
         out, pv = ub["out"].Get(dt), S
         if a.dropout:  # dV takes the dropped P: Pd = keep ? P / keep_prob : 0 (a copy; dS needs P itself)
             pv = ub["tmp"].Get(F32)
-            Copy(pv, S, 64, cnt // 64, CopyRepeatParams(1, 1, 8, 8))
+            Copy(pv, S, 64, -(-cnt // 64), CopyRepeatParams(1, 1, 8, 8))
             PipeBarrier(Pipe.V)
-            self.Dropout(pv, b, n, row0, s2o * BASE, mine, cols, pitch)
+            self.Dropout(pv, b, n, row0, col0, rows, cols, pitch)
         if self.b32:  # fp32: P^T (dV's A operand) into the P^T section buffer; dP's buffer is still free
-            self.CopyOutT(pv, ub["dp"].Get(F32), self._slot(self.mmT[0], task, j, F32), lo, mine, cols, pitch)
+            self._pieces_out_t(pv, ub["dp"].Get(F32), self.mmT[0], task, v)
         else:
-            self.CastOut(out, pv, self._slot(self.mm2, task, j, dt), 0, lo, mine, cols, pitch)
+            Cast(out, pv, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            self._pieces_out(out, self.mm2, task, v, dt)
 
-    def SubGrapB(self, task: int, j: int, i: int):
-        """dS = (dP - sfmg) * P (sfmg rows already in UB), cast over the dP slot (dropout, sink partial first)."""
+    def SubGrapB(self, task: int, v):
+        """dS = (dP - sfmg) * P of view *v* (sfmg rows already in UB), cast over its dP slots (dropout, sink first)."""
         a, dt = self.a, self.inDt
-        b, n, s2o, cols, _, lo, mine, pitch, cnt, row0 = self._geometry(i)
+        b, n, row0, col0, rows, cols, pitch = v.b, v.n, v.row0, v.col0, v.rows, v.cols, v.pitch
+        cnt = rows * pitch
         ub = self.ub
         S, out, dP, sf8 = ub["s"].Get(F32), ub["out"].Get(dt), ub["dp"].Get(F32), self.sf8
-        CopyRowsIn(dP, self._slot(self.mm1, task, j, F32)[lo * BASE], mine, cols, BASE, pitch)
+        self._pieces_in(dP, self.mm1, task, v)
         SetFlag(HardEvent.MTE2_V, 1)
         WaitFlag(HardEvent.MTE2_V, 1)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
         if a.dropout:  # dP = keep ? dP / keep_prob : 0
-            self.Dropout(dP, b, n, row0, s2o * BASE, mine, cols, pitch)
-        if a.sink:
-            self.SinkPartial(i, dP, S, mine, cols, pitch)
-        RowBroadcast("sub", dP, dP, sf8, mine, cols, pitch)
+            self.Dropout(dP, b, n, row0, col0, rows, cols, pitch)
+        if a.sink and self.t.vecBaseMN:
+            self.SinkTile(dP, S, rows, cols, pitch)
+        elif a.sink:
+            self.SinkPartial(v.block, dP, S, rows, cols, pitch)
+        RowBroadcast("sub", dP, dP, sf8, rows, cols, pitch)
         PipeBarrier(Pipe.V)
         Mul(dP, dP, S, cnt)
         PipeBarrier(Pipe.V)
         if self.b32:  # fp32: dS over its own dP rows, and dS^T (dK's A operand) gathered into the free S buffer
             SetFlag(HardEvent.V_MTE3, 1)
             WaitFlag(HardEvent.V_MTE3, 1)
-            CopyRowsOut(self._slot(self.mm1, task, j, F32)[lo * BASE], dP, mine, cols, pitch, BASE)
-            self.CopyOutT(dP, S, self._slot(self.mmT[1], task, j, F32), lo, mine, cols, pitch)
+            for j, lr, nr, lc, nc, uo in v.pieces:
+                CopyRowsOut(self._slot(self.mm1, task, j, F32)[lr * BASE + lc], dP[uo], nr, nc, pitch, BASE)
+            self._pieces_out_t(dP, S, self.mmT[1], task, v)
         else:
-            self.CastOut(out, dP, self._slot(self.mm1, task, j, dt), 1, lo, mine, cols, pitch)
+            Cast(out, dP, RoundMode.CAST_ROUND, cnt)
+            SetFlag(HardEvent.V_MTE3, 1)
+            WaitFlag(HardEvent.V_MTE3, 1)
+            self._pieces_out(out, self.mm1, task, v, dt)
         SetFlag(HardEvent.MTE3_MTE2, 1)
         WaitFlag(HardEvent.MTE3_MTE2, 1)
         SetFlag(HardEvent.MTE3_V, 1)
         WaitFlag(HardEvent.MTE3_V, 1)
-
-    def CastOut(self, out, src, gm, event: int, lo: int, rows: int, cols: int, pitch: int):
-        """fp16/bf16: cast src (rows x cols fp32, UB pitch *pitch*) into *out* and copy it to gm (a section
-        block at the cast pitch) from row lo, behind V_MTE3 flag *event*."""
-        Cast(out, src, RoundMode.CAST_ROUND, rows * pitch)
-        SetFlag(HardEvent.V_MTE3, event)
-        WaitFlag(HardEvent.V_MTE3, event)
-        CopyRowsOut(gm[lo * self.cast_pitch], out, rows, cols, pitch, self.cast_pitch)
 
     def CopyOutT(self, src, dst, gm, lo: int, rows: int, cols: int, pitch: int):
         """fp32: the transpose of src (rows x cols, UB pitch *pitch*) -> gm (a section block, [cols, BASE] fp32)
         columns lo..lo+rows: Gather 64 columns at a time into *dst* (cols rows of R = rows rounded up to 8)."""
         R = -(-rows // 8) * 8
         o = self.ub["acc"].Get(np.int32)
-        TransposeOffsets(o, R, min(cols, 64), pitch)
+        if self.t.vecBaseMN:  # a tile may end at its buffer's end: the rows past it read its last row instead
+            ClampedTransposeOffsets(o, rows, R, min(cols, 64), pitch)
+        else:
+            TransposeOffsets(o, R, min(cols, 64), pitch)
         for c0 in range(0, cols, 64):
             Gather(dst[c0 * R], src, o.ReinterpretCast(np.uint32), c0 * 4, min(64, cols - c0) * R)
         SetFlag(HardEvent.V_MTE3, 2)
@@ -1159,8 +1220,9 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         Div(ps8, ps8, sum8, rows * 8)
         PipeBarrier(Pipe.V)
-        RowReduce("max", ub["psr"].Get(F32), ps8, ub["acc"].Get(F32), rows, 8, 8)
-        PipeBarrier(Pipe.V)
+        if not self.t.vecBaseMN:  # the half-block partial weighs row sums by psr; a tile multiplies by ps8 itself
+            RowReduce("max", ub["psr"].Get(F32), ps8, ub["acc"].Get(F32), rows, 8, 8)
+            PipeBarrier(Pipe.V)
 
     def SinkPartial(self, i: int, dP, P, rows: int, cols: int, pitch: int):
         """dsink partial of this block's rows: sum_r psink[r] * sum_c dP[r, c] P[r, c] -> workspace slot."""
@@ -1184,6 +1246,35 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
 
+    def SinkTile(self, dP, P, rows: int, cols: int, pitch: int):
+        """SameAB's dsink of one tile (..._sab.h SubGrapB, has_sink): dP * P, times the row's sink probability, summed
+        over the tile by one ReduceSum (the padding columns zeroed first) and added to this AIV's dsinkSumLocal."""
+        ub = self.ub
+        prod, acc, one, local = ub["tmp"].Get(F32), ub["acc"].Get(F32), ub["one"].Get(F32), ub["rowv"].Get(F32)
+        Mul(prod, dP, P, rows * pitch)
+        PipeBarrier(Pipe.V)
+        RowBroadcast("mul", prod, prod, ub["ps8"].Get(F32), rows, cols, pitch)
+        PipeBarrier(Pipe.V)
+        if pitch > cols:  # lanes cols .. pitch of every row hold older data: +0 there
+            c8 = cols // 8 * 8
+            lanes = sum(1 << k for k in range(cols - c8, pitch - c8))
+            Duplicate(prod[c8], 0.0, (lanes, 0), rows, 1, pitch // 8)
+            PipeBarrier(Pipe.V)
+        ReduceSum(one, prod, acc, rows * pitch)
+        PipeBarrier(Pipe.V)
+        Add(local, local, one, 1)
+        PipeBarrier(Pipe.V)
+
+    def SinkOut(self, slot: int):
+        """This AIV's dsinkSumLocal of the CV block -> its partial slot (the CV block's section, the AIV)."""
+        one8 = self.ub["one8"].Get(F32)
+        BroadcastRows(one8, self.ub["rowv"].Get(F32), 1)
+        SetFlag(HardEvent.V_MTE3, 3)
+        WaitFlag(HardEvent.V_MTE3, 3)
+        DataCopy(self.ws[self.t.dsinkOffset].ReinterpretCast(F32)[slot * 8], one8, 8)
+        SetFlag(HardEvent.MTE3_V, 3)
+        WaitFlag(HardEvent.MTE3_V, 3)
+
     def ApplyMask(self, S, b: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
         """Masked scores := NEG. Full masks (sparse 0/1): the [rows, cols] window of the user's mask. Compressed
         2048 x 2048 mask (masked iff c - r > delta): the next side (j - i > nextLU), and for a band the pre
@@ -1193,20 +1284,21 @@ class KernelFagBasic:
             self._select(S, row0 * a.maskCols + col0, a.maskCols, rows, cols, pitch, CMPMODE.EQ)
             return
         if a.maskForm == "prefix_3072":
-            kind, causal, rect = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, BASE,
-                                                   pitch)
+            kind, causal, rect = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE,
+                                                   mask_s2_base(cols), pitch)
             if kind in ("causal", "rect"):
                 self._select(S, causal if kind == "causal" else rect, COMPRESSED_MASK_SIZE, rows, cols, pitch,
                              CMPMODE.EQ)
             elif kind == "both":
                 self._select_both(S, causal, rect, rows, cols, pitch)
             return
+        s2b = mask_s2_base(cols)
         delta = row0 - col0 + a.nextLU[b]
         if delta < cols:
-            self._select(S, causal_tile_offset(delta, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
+            self._select(S, causal_tile_offset(delta, BASE, s2b), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
         dpre = row0 - col0 - a.preLU[b] - 1
         if dpre + rows >= 0:
-            self._select(S, causal_tile_offset(dpre, BASE, BASE), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
+            self._select(S, causal_tile_offset(dpre, BASE, s2b), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
 
     def _select_both(self, S, off1: int, off2: int, rows: int, cols: int, pitch: int):
         """Prefix: keep scores unless both mask windows hold a nonzero byte (fp16 product != 0)."""
@@ -1256,7 +1348,7 @@ class KernelFagBasic:
         slope = self.ub["slopes"].Get(F32).GetValue((b * self.t.n1Size if a.pseB > 1 else 0) + n) \
             if current_unit().full else 0.0
         h = self.pseQ.AllocTensor(F16)
-        CopyRowsIn(h, self.alibiGm, rows, cols, BASE, pitch)
+        CopyRowsIn(h, self.alibiGm, rows, cols, ALIBI_COLS, pitch)
         self.pseQ.EnQue(h)
         h = self.pseQ.DeQue(F16)
         Cast(tmp, h, RoundMode.CAST_NONE, cnt)
@@ -1312,14 +1404,29 @@ def SoftmaxGradFront(row, x, y, dyL, oL, acc, rows: int, D: int, dp: int):
     PipeBarrier(Pipe.V)
 
 
+def ClampedTransposeOffsets(o, rows: int, R: int, cols: int, src_pitch: int) -> None:
+    """TransposeOffsets (ops/common/transpose.py) for R rows of which the first *rows* are real: o[c * R + r] =
+    (min(r, rows - 1) * src_pitch + c) * 4, so that a Gather of the R-row groups reads nothing past row rows - 1."""
+    TransposeOffsets(o, R, 1, src_pitch)
+    if rows < R:
+        PipeBarrier(Pipe.V)
+        Duplicate(o, (rows - 1) * src_pitch * 4, (sum(1 << r for r in range(rows, R)), 0), 1, 1, 8)
+    step = 1
+    while step < cols:  # o[c * R + r] = o[r] + 4 c, doubling over c
+        PipeBarrier(Pipe.V)
+        Adds(o[step * R:], o, step * 4, min(step, cols - step) * R)
+        step *= 2
+    PipeBarrier(Pipe.V)
+
+
 def PseInnerAlibiCreate(alibiGm):
-    """pse_type 2/3: the fp16 [BASE, BASE] table of c - r in GM, read by every block (CANN PseInnerAlibiCreate
+    """pse_type 2/3: the fp16 [BASE, ALIBI_COLS] table of c - r in GM, read by every pass (CANN PseInnerAlibiCreate
     writes it with CreateVecIndex per row). Lanes 0..15: a 16 x 16 matrix of rows r = r (Duplicate per row)
-    transposed; then 0..BASE-1 by Adds doubling; row r = row 0 - r (Adds). Every value is an integer below
+    transposed; then 0..ALIBI_COLS-1 by Adds doubling; row r = row 0 - r (Adds). Every value is an integer below
     2048, exact in fp16."""
     pipe = TPipe()
     buf, sq = TBuf(), TBuf()
-    pipe.InitBuffer(buf, BASE * BASE * 2)
+    pipe.InitBuffer(buf, BASE * ALIBI_COLS * 2)
     pipe.InitBuffer(sq, 16 * 16 * 2)
     t, m = buf.Get(F16), sq.Get(F16)
     for r in range(16):
@@ -1328,15 +1435,15 @@ def PseInnerAlibiCreate(alibiGm):
     Transpose(t, m)
     PipeBarrier(Pipe.V)
     w = 16
-    while w < BASE:
+    while w < ALIBI_COLS:
         Adds(t[w], t, float(w), w)
         PipeBarrier(Pipe.V)
         w *= 2
     for r in range(1, BASE):
-        Adds(t[r * BASE], t, -float(r), BASE)
+        Adds(t[r * ALIBI_COLS], t, -float(r), ALIBI_COLS)
     SetFlag(HardEvent.V_MTE3, 0)
     WaitFlag(HardEvent.V_MTE3, 0)
-    DataCopy(alibiGm, t, BASE * BASE)
+    DataCopy(alibiGm, t, BASE * ALIBI_COLS)
     SetFlag(HardEvent.MTE3_V, 0)
     WaitFlag(HardEvent.MTE3_V, 0)
     SetFlag(HardEvent.MTE3_MTE2, 0)
@@ -1385,34 +1492,56 @@ def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
     return ((a.cuQ[b] + row0) * n1 + n) * 8 if a.softmaxTnd else (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
 
 
-def _suba_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """SubGrapA: this AIV's rows and the block's columns; the S slot and the statistics rows move with the block,
+def _piece_shape(v) -> tuple:
+    """A pass's pieces without their slot blocks (the slots are bases that move)."""
+    return tuple(piece[1:] for piece in v.pieces)
+
+
+def _suba_key(k: KernelFagBasic, task: int, v):
+    """SubGrapA: the view's rows, columns, pitch and pieces; its S slots and the statistics rows move with the view,
     and so do a full mask's rows; the compressed mask is read at offsets fixed by the tile's diagonal (in the key).
     With pse, dropout, a sink or the prefix mask: _suba_feature_key."""
     if not _plain(k):
-        return _suba_feature_key(k, task, j, i)
-    b, n, s2o, cols, masked, lo, mine, _, _, row0 = k._geometry(i)
-    off = _stat_offset(k, b, n, row0)
-    bases = (k._slot(k.mm2, task, j, F32), k.sumGm[off], k.maxGm[off])
+        return _suba_feature_key(k, task, v)
+    off = _stat_offset(k, v.b, v.n, v.row0)
+    bases = tuple(k._slot(k.mm2, task, j, F32) for j, *_ in v.pieces) + (k.sumGm[off], k.maxGm[off])
     mask = None
-    if masked and k.a.maskForm == "full":
-        bases += (k.maskGm[row0 * k.a.maskCols + s2o * BASE],)
+    if v.masked and k.a.maskForm == "full":
+        bases += (k.maskGm[v.row0 * k.a.maskCols + v.col0],)
         mask = "full"
-    elif masked:
-        delta = row0 - s2o * BASE + k.a.nextLU[b]
-        dpre = row0 - s2o * BASE - k.a.preLU[b] - 1
-        mask = (causal_tile_offset(delta, BASE, BASE) if delta < cols else None,
-                causal_tile_offset(dpre, BASE, BASE) if dpre + mine >= 0 else None)
-    return (lo, mine, cols, mask), bases
+    elif v.masked:
+        s2b = mask_s2_base(v.cols)
+        delta = v.row0 - v.col0 + k.a.nextLU[v.b]
+        dpre = v.row0 - v.col0 - k.a.preLU[v.b] - 1
+        mask = (causal_tile_offset(delta, BASE, s2b) if delta < v.cols else None,
+                causal_tile_offset(dpre, BASE, s2b) if dpre + v.rows >= 0 else None)
+    return (v.rows, v.cols, v.pitch, _piece_shape(v), mask), bases
 
 
-def _subb_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """SubGrapB: this AIV's rows and the block's columns, and where in UB its sfmg rows are (basic_bn2: a row of
-    the CV block's sfmgcv); the dP slot moves."""
+def _subb_key(k: KernelFagBasic, task: int, v):
+    """SubGrapB: the view's rows, columns, pitch and pieces, and where in UB its sfmg rows are (basic_bn2: a row of
+    the CV block's sfmgcv); the dP slots move."""
     if not _plain(k):
-        return _subb_feature_key(k, task, j, i)
-    _, _, _, cols, _, lo, mine, _, _, _ = k._geometry(i)
-    return (lo, mine, cols, k.sf8.addr), (k._slot(k.mm1, task, j, F32),)
+        return _subb_feature_key(k, task, v)
+    return (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr), tuple(k._slot(k.mm1, task, j, F32)
+                                                                          for j, *_ in v.pieces)
+
+
+def _vecpass_key(k: KernelFagBasic, task: int, v):
+    """VecPass: SubGrapA's key (the view's shape, the mask tiles); the S and dP slots and the view's sfmg rows
+    (regions of the workspace), the statistics rows and a full mask's rows move with the view."""
+    if not _plain(k):  # its SubGrapA and SubGrapB replay on their own (_suba_feature_key, _subb_feature_key)
+        return None
+    key = _suba_key(k, task, v)
+    n1 = k.t.n1Size
+    slot = BASE * BASE * 4
+    regions = (k.mm2, k.mm1) + ((k.mmT[0], k.mmT[1]) if k.b32 else ())  # fp32: P^T and dS^T to the transposed slots
+    slots = tuple((k._slot(region, task, j, F32), slot) for region in regions for j, *_ in v.pieces)
+    rest = key[1][len(v.pieces):]
+    if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
+        return (*key[0], v.row0 - k.sftRow0), (*slots, *rest)
+    return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[v.b] + v.row0) * n1 + v.n) * 8], ((v.rows - 1) * n1 * 8 + 8) * 4),
+                    *rest)
 
 
 def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
@@ -1436,7 +1565,7 @@ def _pse_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int,
     skips and its width in the key, or nothing read); slope reads the fixed j - i table (a region of the workspace)."""
     a = k.a
     if a.pseForm == "slope":
-        return ("slope",), ((k.alibiGm, BASE * BASE * 2),)
+        return ("slope",), ((k.alibiGm, BASE * ALIBI_COLS * 2),)
     if not alibi_slice_needed(row0, rows, col0):
         return ("alibi", None), ()
     m0, k0 = alibi_read_window(row0, col0, a.pseS2)
@@ -1447,74 +1576,66 @@ def _pse_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int,
     return ("alibi", skip, min(cols, a.pseS2 - k0)), (k.pseGm[off],)
 
 
-def _suba_feature_key(k: KernelFagBasic, task: int, j: int, i: int):
+def _suba_feature_key(k: KernelFagBasic, task: int, v):
     """SubGrapA with pse, dropout, a sink or the prefix mask: _suba_key's key, the prefix mask's tile reads (fixed
-    offsets of the mask), _pse_key's and _drop_key's; the workspace buffers it reads or writes (the S slot, fp32: the
-    P^T slot, the slope table, the adapter's bytes) as regions, and how those overlap. The sink adds nothing: its
+    offsets of the mask), _pse_key's and _drop_key's; the workspace buffers it reads or writes (the S slots, fp32: the
+    P^T slots, the slope table, the adapter's bytes) as regions, and how those overlap. The sink adds nothing: its
     value is read in full mode only."""
     a = k.a
-    b, n, s2o, cols, masked, lo, mine, pitch, _, row0 = k._geometry(i)
-    col0 = s2o * BASE
+    b, n, row0, col0, rows, cols = v.b, v.n, v.row0, v.col0, v.rows, v.cols
     off = _stat_offset(k, b, n, row0)
-    regions = [_ws_slot(k, k.mm2, task, j)] + ([_ws_slot(k, k.mmT[0], task, j)] if k.b32 else [])
+    regions = [_ws_slot(k, region, task, j) for region in ((k.mm2, k.mmT[0]) if k.b32 else (k.mm2,))
+               for j, *_ in v.pieces]
     bases = [k.sumGm[off], k.maxGm[off]]
     mask = None
-    if masked and a.maskForm == "full":
+    if v.masked and a.maskForm == "full":
         bases.append(k.maskGm[row0 * a.maskCols + col0])
         mask = "full"
-    elif masked and a.maskForm == "prefix_3072":
-        mask = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, BASE, pitch)
-    elif masked:
+    elif v.masked and a.maskForm == "prefix_3072":
+        mask = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, mask_s2_base(cols), v.pitch)
+    elif v.masked:
+        s2b = mask_s2_base(cols)
         delta = row0 - col0 + a.nextLU[b]
         dpre = row0 - col0 - a.preLU[b] - 1
-        mask = (causal_tile_offset(delta, BASE, BASE) if delta < cols else None,
-                causal_tile_offset(dpre, BASE, BASE) if dpre + mine >= 0 else None)
-    key = (lo, mine, cols, mask)
+        mask = (causal_tile_offset(delta, BASE, s2b) if delta < cols else None,
+                causal_tile_offset(dpre, BASE, s2b) if dpre + rows >= 0 else None)
+    key = (rows, cols, v.pitch, _piece_shape(v), mask)
     for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)):
         if on:
-            extra, more = make(k, b, n, row0, col0, mine, cols)
+            extra, more = make(k, b, n, row0, col0, rows, cols)
             key += extra
             for base in more:
                 (regions if type(base) is tuple else bases).append(base)
     return key + (_overlaps(regions),), (*regions, *bases)
 
 
-def _subb_feature_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """SubGrapB with pse, dropout, a sink or the prefix mask: _subb_key's key and _drop_key's; the dP slot (fp32:
-    the dS^T slot), the adapter's bytes and the sink's partial slot of this block and AIV as regions of the
-    workspace, and how those overlap."""
+def _subb_feature_key(k: KernelFagBasic, task: int, v):
+    """SubGrapB with pse, dropout, a sink or the prefix mask: _subb_key's key and _drop_key's; the dP slots (fp32:
+    the dS^T slots), the adapter's bytes and the sink's partial slot of a half block and AIV as regions of the
+    workspace, and how those overlap (a tile's sink sum stays in UB)."""
     a = k.a
-    b, n, s2o, cols, _, lo, mine, _, _, row0 = k._geometry(i)
-    regions = [_ws_slot(k, k.mm1, task, j)] + ([_ws_slot(k, k.mmT[1], task, j)] if k.b32 else [])
-    bases, key = [], (lo, mine, cols, k.sf8.addr)
+    regions = [_ws_slot(k, region, task, j) for region in ((k.mm1, k.mmT[1]) if k.b32 else (k.mm1,))
+               for j, *_ in v.pieces]
+    bases, key = [], (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr)
     if a.dropout:
-        extra, more = _drop_key(k, b, n, row0, s2o * BASE, mine, cols)
+        extra, more = _drop_key(k, v.b, v.n, v.row0, v.col0, v.rows, v.cols)
         key += extra
         for base in more:
             (regions if type(base) is tuple else bases).append(base)
-    if a.sink:
-        regions.append((k.ws[k.t.dsinkOffset].ReinterpretCast(F32)[(i * 2 + k.half) * 8], 32))
+    if a.sink and not k.t.vecBaseMN:
+        regions.append((k.ws[k.t.dsinkOffset].ReinterpretCast(F32)[(v.block * 2 + k.half) * 8], 32))
     return key + (_overlaps(regions),), (*regions, *bases)
 
 
 def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """VecBlock: SubGrapA's key (this AIV's rows, the block's columns, the mask tiles); the S and dP slots and this
-    AIV's sfmg rows (regions of the workspace), the statistics rows and a full mask's rows move with the block."""
-    if not _plain(k):  # its SubGrapA and SubGrapB replay on their own (_suba_feature_key, _subb_feature_key)
-        return None
-    key = _suba_key(k, task, j, i)
-    if key is None or not key[0][1]:
-        return None
-    b, n, _, _, _, _, mine, _, _, row0 = k._geometry(i)
-    n1 = k.t.n1Size
-    slot = BASE * BASE * 4
-    slots = ((k._slot(k.mm2, task, j, F32), slot), (k._slot(k.mm1, task, j, F32), slot))
-    if k.b32:  # fp32: P^T and dS^T go to the transposed section slots
-        slots += ((k._slot(k.mmT[0], task, j, F32), slot), (k._slot(k.mmT[1], task, j, F32), slot))
-    if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
-        return (*key[0], row0 - k.sftRow0), (*slots, *key[1][1:])
-    return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[b] + row0) * n1 + n) * 8], ((mine - 1) * n1 * 8 + 8) * 4),
-                    *key[1][1:])
+    """VecBlock: the key of its half block's VecPass (none for an AIV without rows there)."""
+    lo, mine = k._my_rows(k.t.blkRows[i])
+    return _vecpass_key(k, task, block_view(k.t, i, j, lo, mine)) if mine else None
+
+
+def _vectile_key(k: KernelFagBasic, task: int, v):
+    """VecTile: its VecPass's key."""
+    return _vecpass_key(k, task, v)
 
 
 def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):
@@ -1610,4 +1731,5 @@ KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.C
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
 KernelFagBasic.VecBlock = replayable(_vecblock_key, shared=True)(KernelFagBasic.VecBlock)
+KernelFagBasic.VecTile = replayable(_vectile_key, shared=True)(KernelFagBasic.VecTile)
 KernelFagBasic._mm_ab_strip = replayable(_strip_key, shared=True)(KernelFagBasic._mm_ab_strip)

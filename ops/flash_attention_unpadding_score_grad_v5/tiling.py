@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from ops.flash_attention_unpadding_score_grad_v5.templates import (bn2_cv_inner, bn2_vec_base_n, cann_template,
-                                                                   generic_cv_inner,
+from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, bn2_cv_inner,
+                                                                   bn2_vec_base_n, cann_template, generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
                                                                    sab_deterministic, tiling_view)
 
@@ -40,6 +40,7 @@ BASE = 128  # BASE_BLOCK_LENGTH (tiling.md §3 (a))
 SECTION_BLOCKS = 16  # blocks per section (cube_addr.h limit 16)
 ROW_GROUP = 4  # s1 blocks per row group
 COL_GROUP = 4  # column limit 4
+ALIBI_COLS = 2 * BASE  # pse_type 2/3: columns of the fp16 c - r table (a vector tile is at most 256 wide)
 ALIGN = 512  # workspace regions 512-byte aligned (tiling.md §3 (a))
 OVERRIDABLE = ("blockDim",)
 
@@ -90,7 +91,7 @@ class FagTilingData:
     keepProbRecip: float = 1.0  # dropout: fp32 1 / keep_prob (AscendC DropOut multiplies by it)
     dropMaskBitMode: bool = True  # every row's keep bits start on a byte (Skv % 8 == 0): Select by the bits
     dropBytesOffset: int = 0  # otherwise the adapter's one-byte-per-element copy of the mask
-    alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, BASE] table of j - i (PseInnerAlibiCreate)
+    alibiOffset: int = 0  # pse_type 2/3: the fp16 [BASE, ALIBI_COLS] table of j - i (PseInnerAlibiCreate)
     dropAdapterBits: int = 0  # byte mode: keep bits the adapter expands (all of them; estimate's sample: a share)
     qTOffset: int = 0  # fp32: Q^T [N1, D, t1Pitch], K^T [N2, D, t2Pitch], dY^T [N1, D, t1Pitch] (ops/common/transpose)
     kTOffset: int = 0
@@ -110,6 +111,7 @@ class FagTilingData:
     splitAivs: int = 0  # generic: the AIV count CANN's split divides the CV blocks over (coreNum)
     aivPerCore: int = 2  # AIVs per AI Core of the chip (the generic split gives an AI Core its AIVs' runs)
     cvTrim: int = 0  # SameAB 8 / generic 64: a CV block is the rectangle CANN computes (cv_rectangle); 0: kept blocks
+    vecBaseMN: int = 0  # SameAB / generic: baseMN, the elements of a vector tile at most (vectiles.py); 0: half blocks
     dtmBasic: bool = False  # basic_det: one partial slot per core, reduction from the first partial (16-AIV
     # groups for dq, dk, dv), dk/dv strips with one writer in the round added by the cube itself
 
@@ -598,7 +600,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         off += _a(p.drop_mask_bits)
     alibi_off = off
     if p.pse_form == "slope":
-        off += _a(BASE * BASE * 2)
+        off += _a(BASE * ALIBI_COLS * 2)
     keep32 = np.float32(p.keep_prob)
     t1p, t2p = -(-p.T1 // 8) * 8, -(-p.T2 // 8) * 8
     t_offs = [0, 0, 0]
@@ -630,4 +632,15 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,
         keepProbRecip=float(np.float32(1.0) / keep32), dropMaskBitMode=bit_mode, dropBytesOffset=drop_off,
         alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0,
-        qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t)
+        qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t,
+        vecBaseMN=vec_base_mn(template, p))
+
+
+def vec_base_mn(template: str, problem) -> int:
+    """baseMN of SameAB (128 x 64) and of the generic template (min(128, s1 aligned to 16) x min(64, s2 aligned to
+    16), s1 / s2 the longest sequences; ..._tiling_s1s2_bn2gs1s2.cpp DoSplit); 0 for the basic templates."""
+    if template.startswith("sameab"):
+        return GEN_S1_INNER * GEN_S2_INNER
+    if template == "generic":
+        return min(GEN_S1_INNER, -(-problem.max_sq // 16) * 16) * min(GEN_S2_INNER, -(-problem.max_skv // 16) * 16)
+    return 0

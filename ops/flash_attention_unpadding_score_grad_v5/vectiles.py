@@ -1,0 +1,105 @@
+"""The vector tiles SameAB's and the generic template's AIVs walk over a CV block's rectangle (docs/fag.md "Pipeline").
+
+Why: CANN's vector side does not work per 128 x 128 block; it cuts the CV block's computed rectangle into tiles of
+at most ``baseMN`` elements (``..._sab.h`` / ``..._s1s2_bn2gs1s2.h`` ComputeVec): s2VecSize = min(width, 256)
+columns (VEC_S2_LEN) by s1VecSize = baseMN // (s2VecSize aligned to 16, or to 32 with a mask or dropout) rows, at
+most 128 and at most the rectangle's rows. SameAB's AIV 0 takes the first s1VecLoop // 2 rows of tiles and AIV 1
+the rest (the ND output of a TND call: ``halfLoop = s1VecLoop / 2 * s2VecLoop``), each row of tiles by column tiles;
+a generic AIV takes every tile of its own CV block, rows of tiles outer. The golden re-derives the same geometry on
+its own (golden.py ``_tiles``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE
+
+VEC_S2_LEN = 256  # VEC_S2_LEN: a vector tile's columns at most
+VEC_ROWS_MAX = 128  # s1VecSize's cap (a repeat's stride field)
+SAB_BASE_MN = 128 * 64  # SameAB's baseMN = s1Inner x s2Inner (INITIAL_S1_SPLIT_NUM x INITIAL_S2_SPLIT_NUM)
+
+
+def align_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def tile_align(masked_or_dropout: bool) -> int:
+    """s2AlignFactor: the tile's row length aligns to 32 elements with a mask or dropout (their bytes), else 16."""
+    return 32 if masked_or_dropout else 16
+
+
+def tile_grid(rows: int, cols: int, base_mn: int, align: int) -> tuple[int, int, int, int]:
+    """(s1VecSize, s1VecLoop, s2VecSize, s2VecLoop) of a rows x cols rectangle."""
+    s2 = min(cols, VEC_S2_LEN)
+    s1 = min(base_mn // align_up(s2, align), rows, VEC_ROWS_MAX)
+    return s1, -(-rows // s1), s2, -(-cols // s2)
+
+
+def vec_tiles(rows: int, cols: int, base_mn: int, align: int, share: int | None) -> list[tuple[int, int, int, int]]:
+    """The tiles (first row, rows, first column, columns) of a rows x cols rectangle one AIV computes, in its order.
+    *share*: 0 / 1 for SameAB's AIV 0 / 1 (the first s1VecLoop // 2 rows of tiles / the rest), None for an AIV that
+    takes the whole rectangle (generic). Either way rows of tiles outer, column tiles inner."""
+    s1, l1, s2, l2 = tile_grid(rows, cols, base_mn, align)
+    half = l1 // 2
+    rows_of = range(l1) if share is None else range(half) if share == 0 else range(half, l1)
+    return [(a * s1, min(s1, rows - a * s1), c * s2, min(s2, cols - c * s2)) for a in rows_of for c in range(l2)]
+
+
+@dataclass(frozen=True)
+class VecView:
+    """What one vector pass (SubGrapA, the sfmg rows, SubGrapB) works on: rows x cols of S / dP of head n of batch
+    b from batch row row0 and column col0, at UB row pitch *pitch*, gathered from (and its P / dS returned to) the
+    section's 128 x 128 slot blocks: *pieces* = (slot block, first row in it, rows, first column in it, columns, UB
+    element offset). *masked*: some piece's block holds a masked element."""
+
+    b: int
+    n: int
+    row0: int
+    col0: int
+    rows: int
+    cols: int
+    pitch: int
+    masked: bool
+    pieces: tuple
+    block: int = -1  # a half block's block index (its dsink partial's slot); -1 for a tile
+
+
+def block_view(t, i: int, j: int, lo: int, rows: int) -> VecView:
+    """Rows lo .. lo + rows of block i (slot block j) as one pass: the basic templates' half-block pieces (UB row
+    pitch: whole fp32 repeats, so that mask bytes and Select bits line up)."""
+    cols = t.blkCols[i]
+    return VecView(t.blkB[i], t.blkN[i], t.blkS1o[i] * BASE + lo, t.blkS2o[i] * BASE, rows, cols,
+                   align_up(cols, 64), bool(t.blkMasked[i]), ((j, lo, rows, 0, cols, 0),), i)
+
+
+def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int) -> list[VecView] | None:
+    """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
+    blocks (slot off + k for its k-th block, row-major); None when the section's blocks are not a full row-major
+    grid (the estimate's stand-in sections of the basic grouping), which then run by half blocks."""
+    blocks = range(t.secStart[s], t.secStart[s + 1])
+    s1s = sorted({t.blkS1o[i] for i in blocks})
+    s2s = sorted({t.blkS2o[i] for i in blocks})
+    nc = len(s2s)
+    grid = [(a, c) for a in s1s for c in s2s]
+    if [(t.blkS1o[i], t.blkS2o[i]) for i in blocks] != grid or s1s[-1] - s1s[0] + 1 != len(s1s) \
+            or s2s[-1] - s2s[0] + 1 != nc:
+        return None
+    first = blocks[0]
+    h = [t.blkRows[first + a * nc] for a in range(len(s1s))]
+    w = [t.blkCols[first + c] for c in range(nc)]
+    R, W = (len(h) - 1) * BASE + h[-1], (nc - 1) * BASE + w[-1]
+    out = []
+    for r0, nr, c0, ncols in vec_tiles(R, W, base_mn, align, share):
+        pitch = align_up(ncols, align)
+        pieces, masked = [], False
+        for a in range(r0 // BASE, (r0 + nr - 1) // BASE + 1):
+            lr0, lr1 = max(r0, a * BASE) - a * BASE, min(r0 + nr, a * BASE + h[a]) - a * BASE
+            for c in range(c0 // BASE, (c0 + ncols - 1) // BASE + 1):
+                lc0, lc1 = max(c0, c * BASE) - c * BASE, min(c0 + ncols, c * BASE + w[c]) - c * BASE
+                k = a * nc + c
+                masked = masked or bool(t.blkMasked[first + k])
+                pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
+                               (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
+        out.append(VecView(t.blkB[first], t.blkN[first], s1s[0] * BASE + r0, s2s[0] * BASE + c0, nr, ncols, pitch,
+                           masked, tuple(pieces)))
+    return out
