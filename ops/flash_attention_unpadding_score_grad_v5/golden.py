@@ -26,9 +26,11 @@ stay fp32; the cube reads P^T, dS^T written by the vector side, the same values)
 Deterministic S1s2Bn2 (*first_writes*): the first write of a dq strip (S2 CV block 0) and of a dk/dv strip (the
 key/value head's first query head, S1 CV block 0) stores its values instead of adding them (an exact -0 stays -0).
 
-Sink: each AIV half of a block (rows split (r + 1) // 2) gives one partial
-``sum_r ps[r] * rowsum(dP * P)[r]`` with ps = Exp(sink[n] - max) / sum (fp32); per head the partials
-are added in block order (half 0, then half 1) from +0, and dsink = -total.
+Sink: SameAB (*trim* 8): each AIV gives one partial per CV block, from +0 the sum over its vector tiles
+(``_tile_plan``, re-derived here from CANN's tile rule) of each tile's ReduceSum of dP P ps (ps = Exp(sink[n] -
+max) / sum, fp32; the tile's padding columns +0); the basic templates: each AIV half of a block (rows split
+(r + 1) // 2) gives ``sum_r ps[r] * rowsum(dP * P)[r]``. Per head the partials are added in section order
+(AIV / half 0, then 1) from +0, and dsink = -total.
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ docs/fag.md is the contract. Three launches make one operator call (research/til
   (P = exp(S * scale [masked] - max) / sum, cast to the input dtype over the S slot) and SubGrapB
   (dS = (dP - sfmg) * P, cast over the dP slot), then set VEC2CUBE.
   SameAB (research/tiling.md §3 (b)) runs the same ring with one CV block per section: ComputeMM1 (Cube1
-  per block) -> CUBE2VEC (SYNC_C1_V1) -> ComputeVec (SubGrapA/B per block) -> VEC2CUBE (SYNC_V1_C2) ->
+  per block) -> CUBE2VEC (SYNC_C1_V1) -> ComputeVec (SubGrapA/B per vector tile of the CV block, CANN's tiles of at
+  most 8192 elements, vectiles.py; AIV 0 the first half of the tile rows) -> VEC2CUBE (SYNC_V1_C2) ->
   ComputeMMDqkv (dQ, dK, dV per 128-row / 128-column strip of the CV block, the strip's blocks in one L0C
   accumulation, Fixpipe atomic adds); with IS_DTM the strips go to per-core partial slots, the cube sets
   CUBE2ADD (SYNC_C2_V1), and every round the AIVs SyncAll, reduce the round's partials in core order
@@ -224,7 +225,7 @@ class FagKernelArgs:
     seqQ: tuple
     masked: bool  # a compressed causal atten_mask is read for the flagged blocks
     inDtype: np.dtype
-    sink: bool = False  # sink_in given: dsink partials per (block, AIV)
+    sink: bool = False  # sink_in given: dsink partials per (block, AIV), SameAB per (CV block, AIV)
     pseForm: str = "none"  # none | alibi (pse_type 0/1, [Bp, N1, 1024, maxSkv]) | slope (2/3, [B, N1] or [N1])
     pseType: int = 1  # 1: (S + pse) * scale; 0, 2, 3: S * scale + pse
     pseB: int = 1  # alibi: Bp (batch b reads b % Bp); slope: rows of the slope tensor (1 for [N1])

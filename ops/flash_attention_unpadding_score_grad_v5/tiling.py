@@ -81,7 +81,7 @@ class FagTilingData:
     workspaceSize: int
     deterministic: bool = False
     copyBytes: int = 0  # dq, dk, dv (dq_rope, dk_rope) fp32 workspaces: what pre zeroes and post reads
-    dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV), summed per head by the post kernel
+    dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV) (SameAB: per CV block), summed per head (post)
     ropeD: int = 0
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
     dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope]
