@@ -845,8 +845,9 @@ class KernelFagBasic:
         self.ub = {}
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
         self.views = {}
+        sfmg8 = (("sfmg8", rmax * 32),) if self.t.template != "basic_bn2" else ()  # basic_bn2: its rows in sfmgcv
         for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
-                             ("max8", rmax * 32), ("sum8", rmax * 32), ("sfmg8", rmax * 32)):
+                             ("max8", rmax * 32), ("sum8", rmax * 32), *sfmg8):
             self.ub[name] = TBuf()
             self.vpipe.InitBuffer(self.ub[name], nbytes)
         a = self.a
