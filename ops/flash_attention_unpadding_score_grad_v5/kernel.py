@@ -1466,9 +1466,9 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
 # What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the same
 # key and stream state is replayed from its recording instead of interpreted. The block's mm1/mm2 slots of the
 # core's section buffers are one base (mm1 lies a fixed distance before mm2), and the inputs a step reads move
-# with the block, so the key is the block's shape. Steps with pse, dropout, a sink or the prefix mask run as written
-# (their streams depend on more than the block's shape). Declared below the kernel, so that the kernel reads as
-# Ascend C and its line numbers (the trace's sources) stay put.
+# with the block, so the key is the block's shape. With pse, dropout, a sink or the prefix mask the vector steps'
+# streams depend on more than the block's shape: their keys add it (_suba_feature_key, _subb_feature_key). Declared
+# below the kernel, so that the kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
 from npusim.replay import replayable  # noqa: E402
 
 
