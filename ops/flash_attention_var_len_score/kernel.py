@@ -676,7 +676,9 @@ def flash_attention_var_len_score(query, key, value, realShift, dropMask, attenM
 # kernel, so that the kernel reads as CANN's and its line numbers (the trace's sources) stay put. The
 # workspace slots a step reads and writes are given as regions (bases), so the slot parities and the UB
 # statistics buffers (which change no instruction's cost) stay out of the keys, and the recordings are
-# shared by all streams of the launch: every other GM transfer of a step moves with a base too.
+# shared by all streams of the launch: every other GM transfer of a step moves with a base too. The hot steps'
+# keys give their bases' byte addresses (replayable's bases=), so that a replayed step builds no GlobalTensor
+# views; the views are built only when the step is recorded or looked up launch-wide.
 from npusim.replay import replayable  # noqa: E402
 
 
@@ -693,30 +695,68 @@ def _stat_offset(k: KernelFlashAttentionVarLenScore, b: int, n: int, row0: int) 
     return (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
 
 
-def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
-    """ProcessVec1Slice without dropout, unmasked or with a full or causal (not band) mask: the tile's
-    first-ness, the slice's rows, the columns, whether a mask window is read and the pse rows' pitch and width
-    fix it; it reads its rows of the score slot and writes them to the P slot (a tile's slices repeat it); the
-    mask window and the pse rows move with the slice."""
+def _task_of(k: KernelFlashAttentionVarLenScore, t: int, w: int = 0) -> tuple:
+    """``k._task(t, w)``, kept per kernel object: every step of a tile asks for it (its 16 slices' and 8 chunks'
+    keys), and it is fixed once the kernel is initialised."""
+    memo = k.__dict__.get("_replayTasks")
+    if memo is None:
+        memo = k._replayTasks = {}
+    task = memo.get((t, w))
+    if task is None:
+        task = memo[(t, w)] = k._task(t, w)
+    return task
+
+
+def _byte(g, index: int) -> int:
+    """Byte address in its GM buffer of element *index* of GlobalTensor *g* (``g[index].byte_offset``)."""
+    return (g.offset + index) * g.dtype.itemsize
+
+
+def _vec1_slice_parts(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
+    """(key, first element of the slice in the score and P slots, elements, mask window, pse window) of
+    ProcessVec1Slice, or None when it is not replayed (see :func:`_vec1_slice_key`)."""
     a = k.a
     if a.dropout or a.maskForm not in ("none", "full", "causal_2048") or a.sparseMode == 4:
         return None
-    b, n, s1o, rows, col0, cols, pitch, first, _ = k._task(t)
+    b, n, s1o, rows, col0, cols, pitch, first, _ = _task_of(k, t)
     lo, mine = k._my_rows(rows)
     cnt = min(sliceRows, mine - r) * pitch
     at, r0 = (lo + r) * pitch, s1o * k.s1B + lo + r
-    bases = ((k.mm1Res[t % 2][at], cnt * 4), (k.stage1Res[t % 2][at], cnt * k.isz))
     window = None
     if a.maskForm == "full":
         window = r0 * a.maskCols + col0
     elif a.maskForm == "causal_2048":
         window = k._causal_window(b, r0, col0, pitch, sliceRows)
+    pse = k._pse_window(b, n, r0, col0, cols, sliceRows) if a.pseForm != "none" else None
+    return (first, cnt, cols, pitch, window is not None, pse and pse[1:]), at, cnt, window, pse
+
+
+def _vec1_slice_key(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int):
+    """ProcessVec1Slice without dropout, unmasked or with a full or causal (not band) mask: the tile's
+    first-ness, the slice's rows, the columns, whether a mask window is read and the pse rows' pitch and width
+    fix it; it reads its rows of the score slot and writes them to the P slot (a tile's slices repeat it); the
+    mask window and the pse rows move with the slice. The bases (:func:`_vec1_slice_bases`) as byte addresses."""
+    parts = _vec1_slice_parts(k, t, r, sliceRows)
+    if parts is None:
+        return None
+    key, at, _, window, pse = parts
+    addresses = (_byte(k.mm1Res[t % 2], at), _byte(k.stage1Res[t % 2], at))
+    if window is not None:
+        addresses += (_byte(k.maskGm, window),)
+    if pse is not None:
+        addresses += (_byte(k.pseGm, pse[0]),)
+    return key, addresses
+
+
+def _vec1_slice_bases(k: KernelFlashAttentionVarLenScore, t: int, r: int, sliceRows: int) -> tuple:
+    """The regions of the score and P slots the slice reads and writes, the mask window, the pse rows."""
+    _, at, cnt, window, pse = _vec1_slice_parts(k, t, r, sliceRows)
+    bases = ((k.mm1Res[t % 2][at], cnt * 4), (k.stage1Res[t % 2][at], cnt * k.isz))
     if window is not None:
         bases += (k.maskGm[window],)
-    pse = k._pse_window(b, n, r0, col0, cols, sliceRows) if a.pseForm != "none" else None
     if pse is not None:
         bases += (k.pseGm[pse[0]],)
-    return (first, cnt, cols, pitch, window is not None, pse and pse[1:]), bases
+    return bases
 
 
 def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
@@ -737,36 +777,59 @@ def _vec2_key(k: KernelFlashAttentionVarLenScore, t: int):
 
 def _mm1_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int):
     """ComputeMm1Chunk: worker, rows, the chunk's columns, the slot's pitch and the resident Q block fix it
-    (a tile's chunks repeat it); it writes its columns of the score slot; K moves with the chunk."""
-    b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
+    (a tile's chunks repeat it); it writes its columns of the score slot; K moves with the chunk. The bases
+    (:func:`_mm1_chunk_bases`) as byte addresses."""
+    b, n, _, rows, col0, cols, pitch, _, _ = _task_of(k, t, w)
     ti = k.t
     n2d = ti.n2Size * k.D
     return (w, rows, min(ti.nChunk, cols - nc), pitch, k.qL1[w].addr), \
-        ((k.ws[w][0][t % 2][nc], _slot_bytes(k)[0] - nc * 4),
-         k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d])
+        (_byte(k.ws[w][0][t % 2], nc), _byte(k.kGm, k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d))
+
+
+def _mm1_chunk_bases(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int) -> tuple:
+    """The chunk's columns of the score slot (to the slot's end) and K at the chunk."""
+    b, n, _, _, col0, _, _, _, _ = _task_of(k, t, w)
+    ti = k.t
+    n2d = ti.n2Size * k.D
+    return ((k.ws[w][0][t % 2][nc], _slot_bytes(k)[0] - nc * 4),
+            k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d])
+
+
+def _mm2_chunk_v(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int):
+    """(GlobalTensor, element index, region bytes or None) of the chunk's V: V at the chunk, or for fp32 the
+    region of V^T (workspace) it reads."""
+    b, n, _, _, col0, cols, _, _, _ = _task_of(k, t, w)
+    ti, D = k.t, k.D
+    n2 = n // ti.gSize
+    if k.isz == 4:
+        kcols, dcols = min(ti.kChunk, cols - kc), min(CUBE_M, D - dn)
+        return k.vTGm, (n2 * D + dn) * ti.vTransPitch + k.a.cuKv[b] + col0 + kc, \
+            ((dcols - 1) * ti.vTransPitch + kcols) * 4
+    return k.vGm, (k.a.cuKv[b] + col0 + kc) * ti.n2Size * D + n2 * D + dn, None
 
 
 def _mm2_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int, accs: list):
     """ComputeMm2Chunk: worker, rows, the chunk's sizes and whether it initialises the accumulators fix it
     (a tile's chunks repeat it); it reads its columns of the P slot; V (fp32: V^T, a workspace region the
-    pre-pass wrote) moves with the chunk."""
-    b, n, _, rows, col0, cols, pitch, _, _ = k._task(t, w)
-    ti, D = k.t, k.D
-    kcols, dcols = min(ti.kChunk, cols - kc), min(CUBE_M, D - dn)
-    n2 = n // ti.gSize
-    if k.isz == 4:
-        v = (k.vTGm[(n2 * D + dn) * ti.vTransPitch + k.a.cuKv[b] + col0 + kc],
-             ((dcols - 1) * ti.vTransPitch + kcols) * 4)
-    else:
-        v = k.vGm[(k.a.cuKv[b] + col0 + kc) * ti.n2Size * D + n2 * D + dn]
-    return (w, rows, kcols, dcols, pitch, kc == 0), ((k.ws[w][1][t % 2][kc], _slot_bytes(k)[1] - kc * k.isz), v)
+    pre-pass wrote) moves with the chunk. The bases (:func:`_mm2_chunk_bases`) as byte addresses."""
+    _, _, _, rows, _, cols, pitch, _, _ = _task_of(k, t, w)
+    ti = k.t
+    v, at, _ = _mm2_chunk_v(k, t, w, dn, kc)
+    return (w, rows, min(ti.kChunk, cols - kc), min(CUBE_M, k.D - dn), pitch, kc == 0), \
+        (_byte(k.ws[w][1][t % 2], kc), _byte(v, at))
 
 
-KernelFlashAttentionVarLenScore.ProcessVec1Slice = replayable(_vec1_slice_key, shared=True)(
+def _mm2_chunk_bases(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int, accs: list) -> tuple:
+    """The chunk's columns of the P slot (to the slot's end) and V at the chunk (fp32: V^T's region)."""
+    v, at, size = _mm2_chunk_v(k, t, w, dn, kc)
+    return (k.ws[w][1][t % 2][kc], _slot_bytes(k)[1] - kc * k.isz), (v[at] if size is None else (v[at], size))
+
+
+KernelFlashAttentionVarLenScore.ProcessVec1Slice = replayable(_vec1_slice_key, shared=True, bases=_vec1_slice_bases)(
     KernelFlashAttentionVarLenScore.ProcessVec1Slice)
 KernelFlashAttentionVarLenScore.ProcessVec2 = replayable(_vec2_key, shared=True)(
     KernelFlashAttentionVarLenScore.ProcessVec2)
-KernelFlashAttentionVarLenScore.ComputeMm1Chunk = replayable(_mm1_chunk_key, shared=True)(
+KernelFlashAttentionVarLenScore.ComputeMm1Chunk = replayable(_mm1_chunk_key, shared=True, bases=_mm1_chunk_bases)(
     KernelFlashAttentionVarLenScore.ComputeMm1Chunk)
-KernelFlashAttentionVarLenScore.ComputeMm2Chunk = replayable(_mm2_chunk_key, shared=True)(
+KernelFlashAttentionVarLenScore.ComputeMm2Chunk = replayable(_mm2_chunk_key, shared=True, bases=_mm2_chunk_bases)(
     KernelFlashAttentionVarLenScore.ComputeMm2Chunk)
