@@ -541,6 +541,39 @@ def _fractal_rows(data: np.ndarray, start: int, limit: int, n: int, stride: int)
     return _strided(data[start:], (n, FRACTAL_BYTES), (pitch, 1))
 
 
+#: LoadData's (destination, source) views by geometry: the cube's inner loops load the same few L1 -> L0 slots
+#: over and over (NOTE: built once per geometry, not per instruction, for performance reasons: benchmarks/pfa.py
+#: issues 132,512 LoadData). The views keep their buffers' arrays alive (also listed in _LOAD_BASES), so an ``id``
+#: in a key cannot be reused by another array while the entry exists; both tables are emptied when the arrays
+#: they hold exceed _LOAD_BASES_MAX_BYTES (one PFA launch: 24 AICs' L1 + L0A + L0B, about 15 MB) or the entries
+#: _LOAD_VIEWS_MAX.
+_LOAD_VIEWS: dict = {}
+_LOAD_BASES: dict = {}
+_LOAD_VIEWS_MAX = 1 << 14
+_LOAD_BASES_MAX_BYTES = 64 << 20
+
+
+def _load_views(src_data: np.ndarray, dst_data: np.ndarray, key: tuple) -> tuple:
+    """(destination view, source view) of a LoadData (not the b8 transposing form) for _LOAD_VIEWS[*key*]:
+    fractals as strided views of the two buffers' bytes (no byte index arrays, no as_strided where a reshape of
+    the allocation gives the same view); __init__ checked the bounds."""
+    _, start, limit, n, stride, _, dst_addr, dst_limit, gap, transpose = key
+    data = _fractal_rows(src_data, start, limit, n, stride)
+    out = _fractal_rows(dst_data, dst_addr, dst_limit, n, gap + 1)
+    if transpose:  # 16 x 16 b16 fractals: swap row and column. NOTE: as uint16 elements, not byte pairs (a
+        # 4-axis byte copy costs about 6 us a call, 3 axes of uint16 1 us), for performance reasons (benchmarks/pfa.py)
+        out = out.view(np.uint16).reshape(n, 16, 16)
+        data = data.view(np.uint16).reshape(n, 16, 16).transpose(0, 2, 1)
+    new = [a for a in (src_data, dst_data) if id(a) not in _LOAD_BASES]
+    if len(_LOAD_VIEWS) >= _LOAD_VIEWS_MAX or \
+            sum(a.nbytes for a in _LOAD_BASES.values()) + sum(a.nbytes for a in new) > _LOAD_BASES_MAX_BYTES:
+        _LOAD_VIEWS.clear()
+        _LOAD_BASES.clear()
+    _LOAD_BASES[id(src_data)], _LOAD_BASES[id(dst_data)] = src_data, dst_data
+    views = _LOAD_VIEWS[key] = (out, data)
+    return views
+
+
 class LoadData:
     """Ascend C ``LoadData(dst L0A/L0B, src L1, LoadData2DParams)`` on MTE1.
 
@@ -601,17 +634,13 @@ class LoadData:
             _data(self.dst).view(np.uint8)[_byte_index(p.repeatTimes, block,
                                                        (p.dstGap + 2) * FRACTAL_BYTES)] = data
             return
-        # NOTE: fractals as strided views of the two buffers' bytes (no byte index arrays, no as_strided where a
-        # reshape of the allocation gives the same view), for performance reasons: the cube's inner loops load
-        # every tile this way (benchmarks/pfa.py, benchmarks/sfag.py); __init__ checked the bounds
-        n = p.repeatTimes
         src, dst = self.src, self.dst
-        data = _fractal_rows(src.buffer.data, src.addr + p.startIndex * FRACTAL_BYTES, src.limit, n, p.srcStride)
-        out = _fractal_rows(dst.buffer.data, dst.addr, dst.limit, n, p.dstGap + 1)
-        if p.ifTranspose:  # 16 x 16 b16 fractals: swap row and column, keep each element's 2 bytes
-            out.reshape(n, 16, 16, 2)[...] = data.reshape(n, 16, 16, 2).transpose(0, 2, 1, 3)
-        else:
-            out[...] = data
+        key = (id(src.buffer.data), src.addr + p.startIndex * FRACTAL_BYTES, src.limit, p.repeatTimes, p.srcStride,
+               id(dst.buffer.data), dst.addr, dst.limit, p.dstGap, bool(p.ifTranspose))
+        views = _LOAD_VIEWS.get(key)
+        if views is None:
+            views = _load_views(src.buffer.data, dst.buffer.data, key)
+        np.copyto(views[0], views[1])
 
     def reads(self):
         p = self.params
