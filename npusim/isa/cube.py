@@ -210,24 +210,27 @@ USE_TREE_KERNEL = importlib.util.find_spec("numba") is not None
 def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, init: bool) -> bool:
     """C (+)= A @ B by the compiled tree, into L0C *c*; False (nothing written) if an operand or the accumulator
     holds a NaN (the numpy form then decides the payloads, npusim/isa/mmad_tree.py). *a*, *b*: L0A's (m1, k1, 16,
-    k0) and L0B's (k1, n1, 16, k0) fractals, widened to fp32 (exact) with B's turned to (k1, k0, cols)."""
+    k0) and L0B's (k1, n1, 16, k0) fractals; fp16/bf16 ones are widened to fp32 (exact) in the kernel, fp32 ones
+    are passed with B's turned to (k1, k0, cols)."""
+    from npusim.isa import mmad_tree  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
+    table = _WIDE16.get(a.dtype)
+    if table is not None:
+        return mmad_tree.run16(a.view(np.uint16), b.view(np.uint16), table, k, c, rows, init)
     k1, n1, _, k0 = b.shape
-    if a.dtype in _B16:
-        aw, bw = widen16(a), widen16(b.transpose(0, 3, 1, 2))
-    else:  # fp32: a copy only where the padding must be zeroed
-        aw, bw = a, np.ascontiguousarray(b.transpose(0, 3, 1, 2))
+    aw, bw = a, np.ascontiguousarray(b.transpose(0, 3, 1, 2))  # fp32: A copied only where padding is zeroed
     valid = k - (k1 - 1) * k0
     if valid < k0:  # elements past k are read as +0
-        aw = aw if aw is not a else a.copy()
+        aw = a.copy()
         aw[:, -1, :, valid:] = 0
         bw[-1, valid:] = 0
-    from npusim.isa import mmad_tree  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
     return mmad_tree.run(aw, bw.reshape(k1, k0, n1 * N0), c, rows, init)
 
 
 #: Bytes of level-1 planes computed per matmul call of _pairs_by_matmul (bounds its temporary memory).
 _PAIR_PLANE_BYTES = 1024 * 1024
 _B16 = (np_dtype("fp16"), np_dtype("bf16"))
+#: float32 value of every fp16 / bf16 bit pattern (exact), the compiled tree's widening table.
+_WIDE16 = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in _B16}
 _BF16 = np_dtype("bf16")
 _F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 _NEG_ZERO32 = np.uint32(0x80000000)  # the bits of float32 -0
