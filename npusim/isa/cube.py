@@ -415,6 +415,13 @@ _FIX_MODES = {(np_dtype(s), np_dtype(d)): modes for s, d, modes in (
 )}
 
 
+#: Fixpipe's plain read-outs by the compiled loop (npusim/isa/readout.py: 0 copies fp32, 1 rounds to fp16, 2 to
+#: bf16) when numba is installed; False (or no numba) runs the numpy form (Fixpipe._placement), which
+#: tests/npusim/test_readout.py takes as the reference.
+USE_READOUT_KERNEL = USE_TREE_KERNEL
+_READOUT_KINDS = {_Q.NoQuant: 0, _Q.F322F16: 1, _Q.F322BF16: 2}
+
+
 class Fixpipe:
     """Ascend C ``Fixpipe(dst, src, [cbufWorkspace,] FixpipeParamsV220, config=CFG_ROW_MAJOR)`` on PIPE_FIX.
 
@@ -515,8 +522,30 @@ class Fixpipe:
                                       "no ReLU is modelled")
 
     def execute(self) -> None:
+        if USE_READOUT_KERNEL and self._by_kernel():
+            return
         index, values, target = self._placement()
         target[index] = values
+
+    def _by_kernel(self) -> bool:
+        """The plain read-out (one row-major ND matrix whose rows do not overlap, fp32 L0C kept or rounded to
+        fp16/bf16, no ReLU) by the compiled loop, npusim/isa/readout.py; False (nothing written) for any other
+        form, which the numpy form below runs. NOTE: for performance reasons: the attention kernels read every
+        score and output tile out this way in full mode (benchmarks/pfa.py)."""
+        p = self.params
+        kind = _READOUT_KINDS.get(self.mode)
+        if kind is None or self.src.dtype != np.float32 or p.reluEn or p.ndNum != 1 or self.config is not CFG_ROW_MAJOR \
+                or p.dstStride < p.nSize or not (p.mSize and p.nSize):
+            return False
+        from npusim.isa import readout  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
+        dst = _data(self.dst)
+        if dst.size >= p.mSize * p.dstStride:
+            view = dst[:p.mSize * p.dstStride].reshape(p.mSize, p.dstStride)[:, :p.nSize]
+        else:
+            view = np.lib.stride_tricks.as_strided(dst, (p.mSize, p.nSize), (p.dstStride * dst.itemsize, dst.itemsize))
+        readout.nz_to_nd(_data(self.src).view(np.uint32), p.srcStride * L0C_C0,
+                         view.view(np.uint32 if kind == 0 else np.uint16), kind)
+        return True
 
     def _placement(self) -> tuple:
         """(destination, converted values) of the read-out (docs/numerics_cube.md): ``(flat array of dst,
