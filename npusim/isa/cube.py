@@ -415,7 +415,7 @@ _FIX_MODES = {(np_dtype(s), np_dtype(d)): modes for s, d, modes in (
 )}
 
 
-#: Fixpipe's plain read-outs by the compiled loop (npusim/isa/readout.py: 0 copies fp32, 1 rounds to fp16, 2 to
+#: Fixpipe's plain read-outs by the compiled loop (npusim/isa/round16.py: 0 copies fp32, 1 rounds to fp16, 2 to
 #: bf16) when numba is installed; False (or no numba) runs the numpy form (Fixpipe._placement), which
 #: tests/npusim/test_readout.py takes as the reference.
 USE_READOUT_KERNEL = USE_TREE_KERNEL
@@ -529,7 +529,7 @@ class Fixpipe:
 
     def _by_kernel(self) -> bool:
         """The plain read-out (one row-major ND matrix whose rows do not overlap, fp32 L0C kept or rounded to
-        fp16/bf16, no ReLU) by the compiled loop, npusim/isa/readout.py; False (nothing written) for any other
+        fp16/bf16, no ReLU) by the compiled loop, npusim/isa/round16.py; False (nothing written) for any other
         form, which the numpy form below runs. NOTE: for performance reasons: the attention kernels read every
         score and output tile out this way in full mode (benchmarks/pfa.py)."""
         p = self.params
@@ -537,14 +537,9 @@ class Fixpipe:
         if kind is None or self.src.dtype != np.float32 or p.reluEn or p.ndNum != 1 or self.config is not CFG_ROW_MAJOR \
                 or p.dstStride < p.nSize or not (p.mSize and p.nSize):
             return False
-        from npusim.isa import readout  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
-        dst = _data(self.dst)
-        if dst.size >= p.mSize * p.dstStride:
-            view = dst[:p.mSize * p.dstStride].reshape(p.mSize, p.dstStride)[:, :p.nSize]
-        else:
-            view = np.lib.stride_tricks.as_strided(dst, (p.mSize, p.nSize), (p.dstStride * dst.itemsize, dst.itemsize))
-        readout.nz_to_nd(_data(self.src).view(np.uint32), p.srcStride * L0C_C0,
-                         view.view(np.uint32 if kind == 0 else np.uint16), kind)
+        from npusim.isa import round16  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
+        round16.nz_to_nd(_data(self.src).view(np.uint32), p.srcStride * L0C_C0,
+                         _data(self.dst).view(np.uint32 if kind == 0 else np.uint16), p.dstStride, p.mSize, p.nSize, kind)
         return True
 
     def _placement(self) -> tuple:

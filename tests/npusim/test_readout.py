@@ -1,4 +1,4 @@
-"""Fixpipe's compiled read-out (npusim/isa/readout.py) against npusim.dtypes.cast and the numpy form it replaces
+"""Fixpipe's compiled read-out (npusim/isa/round16.py) against npusim.dtypes.cast and the numpy form it replaces
 (Fixpipe._placement), bit for bit: fp32 -> fp16 / bf16 round-to-nearest-even at every exponent and at the rounding
 boundaries (ties both ways, overflow to Inf, subnormals, zeros), NaN payloads and signs, Inf; and whole Fixpipes
 (odd sizes, row pitch > nSize, srcStride > mSize, a destination ending at GM's end) with and without the kernel.
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.dtypes import cast
-from npusim.isa import cube, readout
+from npusim.isa import cube
+from npusim.isa import round16 as readout
 from npusim.kernel import CFG_ROW_MAJOR, FixpipeParamsV220, QuantMode_t
 from npusim.launch import GmArg
 from tests.npusim.test_cube import fixpipe_kernel, nd_to_l0c, run
@@ -39,9 +40,9 @@ def convert(bits: np.ndarray, kind: int) -> np.ndarray:
     n = -(-bits.size // 16) * 16
     src = np.zeros(n, np.uint32)
     src[:bits.size] = bits
-    out = np.zeros((n // 16, 16), np.uint16 if kind else np.uint32)
-    readout.nz_to_nd(src, n, out, kind)
-    return out.reshape(-1)[:bits.size]
+    out = np.zeros(n, np.uint16 if kind else np.uint32)
+    readout.nz_to_nd(src, n, out, 16, n // 16, 16, kind)
+    return out[:bits.size]
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
