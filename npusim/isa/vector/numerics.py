@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib.util
 
 import numpy as np
 
@@ -87,6 +88,14 @@ def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
     """:func:`ieee` with the floating-point errors already ignored."""
     if dt is BF16:
         return canonical_nan(ufunc(*(a.astype(np.float32) for a in args)).astype(BF16))
+    if dt is F16 and _HALF_KERNEL and len(args) == 2:
+        op = _HALF_OPS.get(ufunc)
+        a, b = args
+        if op is not None and max(a.size, b.size) >= _HALF_MIN and a.ndim <= 3 and b.ndim <= 3:
+            # NOTE: compiled (npusim/isa/round16.py: the same bits), for performance reasons: numpy's fp16
+            # arithmetic converts element by element (benchmarks/pfa.py's softmax tiles)
+            from npusim.isa import round16
+            return round16.binary(op, a, b)
     r = ufunc(*args)
     return canonical_nan(r) if dt in FLOATS else r
 
@@ -95,6 +104,13 @@ def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
 #: NOTE: Max/Min compare 16-bit floats as these (numpy compares fp16 element by element through a
 #: conversion), for performance reasons (benchmarks/pfa.py: the softmax's row max).
 _WIDE = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in (F16, BF16)}
+
+
+#: fp16 Add / Sub / Mul (and Adds / Muls) of at least _HALF_MIN elements run the compiled loop of
+#: npusim/isa/round16.py when numba is installed (below that numpy's call costs less than the kernel's).
+_HALF_KERNEL = importlib.util.find_spec("numba") is not None
+_HALF_OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
+_HALF_MIN = 256
 
 
 def widen16(a: np.ndarray) -> np.ndarray:
