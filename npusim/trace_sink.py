@@ -74,6 +74,8 @@ def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
     """A stream's flat record list, with the rows of replayed steps in *blocks* placed among them (see
     :class:`TraceSink`) -> trace input columns (cycles rounded to integers)."""
     n = len(records) // 7
+    if not n and blocks and all([b[1] is blocks[0][1] for b in blocks]):
+        return _block_columns(core, sub, blocks)
     rec = np.fromiter(records, np.float64, 7 * n).reshape(n, 7)
     if blocks:
         rec = _with_blocks(rec, blocks)
@@ -83,6 +85,20 @@ def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
             "start": np.rint(rec[:, 2]).astype(np.int64), "end": np.rint(rec[:, 3]).astype(np.int64),
             "bytes": rec[:, 4].astype(np.int64), "flops": rec[:, 5].astype(np.int64),
             "src_id": rec[:, 6].astype(np.int32)}
+
+
+def _block_columns(core: int, sub: int, blocks: list) -> dict:
+    """:func:`record_columns` of a chunk of blocks of one recording only (a loop of one replayed step): its
+    constant columns converted once and tiled, its cycles rounded from the packed bytes (the same values and
+    conversions as through a tiled float table)."""
+    table, k = blocks[0][1], len(blocks)
+    cycles = np.frombuffer(b"".join([b[2] for b in blocks]), np.float64).reshape(-1, 2)
+    n = len(cycles)
+    return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
+            "pipe": np.tile(table[:, 0].astype(np.int8), k), "name_id": np.tile(table[:, 1].astype(np.int32), k),
+            "start": np.rint(cycles[:, 0]).astype(np.int64), "end": np.rint(cycles[:, 1]).astype(np.int64),
+            "bytes": np.tile(table[:, 4].astype(np.int64), k), "flops": np.tile(table[:, 5].astype(np.int64), k),
+            "src_id": np.tile(table[:, 6].astype(np.int32), k)}
 
 
 def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:

@@ -251,6 +251,13 @@ def test_packed_blocks_placed_among_records():
     want = ts.record_columns(0, 1, flat_rows)
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
+    # a chunk of one recording's blocks only (converted by tiling its table's columns)
+    only = [b for b in blocks if b[1] is table]
+    got = ts.record_columns(0, 1, [], [(0,) + b[1:] for b in only])
+    want = ts.record_columns(0, 1, [v for _, t, packed in only for r, se in zip(
+        t.tolist(), np.frombuffer(packed).reshape(-1, 2).tolist()) for v in r[:2] + se + r[4:]])
+    for k in want:
+        assert got[k].tobytes() == want[k].tobytes(), k
     got = ts.flow_columns(0, 1, ts.flow_values(flows, flow_blocks))
     want = ts.flow_columns(0, 1, flat_flows)
     for k in want:
