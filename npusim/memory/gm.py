@@ -76,7 +76,7 @@ def _pattern(first: int, n: int, fraction: float) -> np.ndarray:
 class GmBuffer:
     """One global-memory allocation shared by all cores of a launch."""
 
-    __slots__ = ("name", "data", "dtype", "size", "npages", "_resident", "_chunks", "_fill", "_l2")
+    __slots__ = ("name", "data", "dtype", "size", "npages", "_resident", "_pages", "_chunks", "_fill", "_l2")
 
     def __init__(self, name: str, array, l2_model: "L2Model"):
         self.name = name
@@ -92,6 +92,9 @@ class GmBuffer:
         self._fill = 0.0  # resident fraction of chunks not made yet
         self._chunks = {} if self.npages > DENSE_PAGES else None
         self._resident = np.zeros(self.npages, bool) if self._chunks is None else None
+        # NOTE: the dense pages also as a memoryview, whose items are Python bools: touch() tests and sets one
+        # page several times cheaper than by indexing the array, for performance reasons (benchmarks/sim_speed.py)
+        self._pages = memoryview(self._resident) if self._resident is not None else None
         self._l2 = l2_model
 
     @property
@@ -101,7 +104,7 @@ class GmBuffer:
             dense = _pattern(0, self.npages, self._fill)
             for c, chunk in self._chunks.items():
                 dense[c * CHUNK_PAGES:c * CHUNK_PAGES + chunk.size] = chunk
-            self._resident, self._chunks = dense, None
+            self._resident, self._pages, self._chunks = dense, memoryview(dense), None
         return self._resident
 
     def warm(self, fraction: float = 1.0) -> None:
@@ -121,12 +124,12 @@ class GmBuffer:
         if self._chunks is None and n == 1:
             # NOTE: one page (most transfers: pages are 32 KiB) tested and set without a slice, for
             # performance reasons (benchmarks/sim_speed.py)
-            resident = self._resident
-            if resident[p0]:
+            pages = self._pages
+            if pages[p0]:
                 hit = 1
             else:
                 hit = 0
-                resident[p0] = True
+                pages[p0] = True
         elif self._chunks is None:
             pages = self._resident[p0:p1]
             # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
