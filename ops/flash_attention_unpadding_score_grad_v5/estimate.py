@@ -58,8 +58,9 @@ from ops.flash_attention_unpadding_score_grad_v5.work import count_work
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
 #: AI Cores simulated side by side when the sections are sampled. Each stands for busy / SAMPLE_CORES cores at that
 #: share of the chip's bandwidth, so their bursts meet as often as a group's would; the launch's cores spread theirs
-#: (with all 24 cores sampled, the tuning set's SameAB S 3311 N 16/8 causal came out +0.4%, with 8 +4.2%, with 12
-#: +2.2%). 12 rather than 8 costs no more CPU since one sample run does where two did (_steady_cost)
+#: (timing before 7137ec1: with all 24 cores sampled the tuning set's SameAB S 3311 N 16/8 causal came out +0.4%,
+#: with 8 +4.2%, with 12 +2.2%). 12 rather than 8, with one sample run where two ran (_steady_cost), cost +6..13%
+#: estimate CPU on five sampled tuning calls (alternating runs at load ~10)
 SAMPLE_CORES = 12
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
@@ -390,7 +391,7 @@ def _steady_cost(marks: list, span: np.ndarray) -> float | None:
     last but MARK_TAIL, read off one sample run (_step_marks). None where a core's marks are missing. The ring's
     start (the first CV blocks, dearer, and the cube's wait for the AIVs' first pass) and its end (the last
     Cube23 runs with no Cube1 beside it) stay out of the cost, where the difference of two runs carried the
-    difference of their ends into it (SameAB S 2416/3936/5951 band: +4.9%, now +2.2%; basic S 8192 N 2
+    difference of their ends into it (SameAB S 2416/3936/5951 band, 8 sampled cores, timing before 7137ec1: +4.9%, now +2.2%; basic S 8192 N 2
     causal +1.6%, now +0.6%)."""
     if not marks or any(m is None for m in marks):
         return None
