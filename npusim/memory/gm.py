@@ -120,16 +120,18 @@ class GmBuffer:
         """Mark [byte_start, +nbytes) resident in L2; return the fraction that was already resident."""
         p0 = byte_start // L2_PAGE_BYTES
         p1 = (byte_start + nbytes - 1) // L2_PAGE_BYTES + 1
+        pages = self._pages
+        if pages is not None and p1 - p0 == 1 and pages[p0]:
+            # NOTE: one resident page (most transfers: pages are 32 KiB) returns at once: hit / n is 1.0, and
+            # 1.0 times the capacity scale below is the scale itself, for performance reasons (benchmarks/sim_speed.py)
+            l2 = self._l2
+            if l2.touched_bytes <= l2.l2_bytes:
+                return 1.0
+            return l2.l2_bytes / l2.touched_bytes
         n = p1 - p0
-        if self._chunks is None and n == 1:
-            # NOTE: one page (most transfers: pages are 32 KiB) tested and set without a slice, for
-            # performance reasons (benchmarks/sim_speed.py)
-            pages = self._pages
-            if pages[p0]:
-                hit = 1
-            else:
-                hit = 0
-                pages[p0] = True
+        if pages is not None and n == 1:  # one page not resident yet: set without a slice, as above
+            hit = 0
+            pages[p0] = True
         elif self._chunks is None:
             pages = self._resident[p0:p1]
             # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
