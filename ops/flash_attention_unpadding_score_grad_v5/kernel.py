@@ -260,7 +260,7 @@ def fag_pre(workspace, tiling: FagTilingData):
 def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData, args: FagKernelArgs):
     """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
     With a sink, AIV 0 also
-    sums the dsink partials of each head in block order and writes dsink = -sum."""
+    sums the dsink partials of each head in slot order (sink_slots) and writes dsink = -sum."""
     if args.sink and GetBlockIdx() == 0:
         PostDsink(workspace, dsink, tiling)
     dt = np.dtype(args.inDtype)
@@ -305,9 +305,9 @@ def PostChunk(queues, src, dst, n: int, scale, dt):
 
 
 def sink_slots(tiling: FagTilingData):
-    """(slot, head) of every dsink partial, in the order the post kernel adds them. SameAB / generic: one per CV
-    block and AIV (dsinkSumLocal; both AIVs write one), in section order; the basic templates: one per block and
-    AIV half, in block order (sub 1 exists when the block has >= 2 rows)."""
+    """(slot, head) of every dsink partial, in the order the post kernel adds them. SameAB: one per CV block and AIV
+    (dsinkSumLocal; both AIVs write one), in section order (no sink reaches the generic template: fag_tiling); the
+    basic templates: one per block and AIV half, in block order (sub 1 exists when the block has >= 2 rows)."""
     t = tiling
     if t.vecBaseMN:
         return [(s * 2 + sub, t.blkN[t.secStart[s]]) for s in range(t.sections) for sub in (0, 1)]
@@ -1466,8 +1466,9 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
 # What each repeated step's instruction stream depends on (npusim/replay.py): a step called again with the same
 # key and stream state is replayed from its recording instead of interpreted. The block's mm1/mm2 slots of the
 # core's section buffers are one base (mm1 lies a fixed distance before mm2), and the inputs a step reads move
-# with the block, so the key is the block's shape. With pse, dropout, a sink or the prefix mask the vector steps'
-# streams depend on more than the block's shape: their keys add it (_suba_feature_key, _subb_feature_key). Declared
+# with the block, so a cube step's key is the block's shape; a vector pass's (VecPass: VecBlock's half block or
+# VecTile's CANN tile) is its view's shape and pieces. With pse, dropout, a sink or the prefix mask the vector steps'
+# streams depend on more: their keys add it (_suba_feature_key, _subb_feature_key). Declared
 # below the kernel, so that the kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
 from npusim.replay import replayable  # noqa: E402
 

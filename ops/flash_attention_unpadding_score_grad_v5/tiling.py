@@ -565,6 +565,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
+    # CANN's registry gives a sink call no generic template (templates.py), and kernel.sink_slots counts a partial
+    # for both AIVs of every CV block, which only SameAB writes: a generic sink call would need its own slots
+    assert not (problem.sink and template == "generic"), "a sink call never runs the generic template"
     sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)
