@@ -1,5 +1,6 @@
 """fp32 -> fp16 / bf16 rounding on the bits, compiled (numba), and the two full-mode data paths that round with it:
-Fixpipe's plain read-out (:func:`nz_to_nd`) and the vector unit's fp16 Add / Sub / Mul (:func:`binary`).
+Fixpipe's plain read-out (:func:`nz_to_nd`) and the vector unit's fp16 Add / Sub / Mul (:func:`binary`); also
+its fp16 Max / Min (:func:`binary`'s MAX / MIN: a compare-select on the same widening table, no rounding).
 
 Why one module: numba's on-disk cache (``cache=True``) is invalidated by a change of the source file of the
 compiled function only, not of a file whose functions it inlines; so the rounding and its callers live together,
@@ -21,7 +22,7 @@ innocuous), which is what numpy's fp16 loops compute too.
 
 Tests: tests/npusim/test_readout.py (the rounding against npusim.dtypes.cast at every exponent and rounding
 boundary and on random bits; whole Fixpipes with and without the kernel), tests/npusim/test_half_arith.py (binary
-against numpy's fp16 ufuncs and canonical_nan). Callers import this module on first use (numba's import is not
+against numpy's fp16 ufuncs and canonical_nan; MAX / MIN against numerics.vmax / vmin's numpy form). Callers import this module on first use (numba's import is not
 paid by timing mode) and keep their numpy forms where numba is not installed.
 """
 from __future__ import annotations
@@ -113,13 +114,15 @@ def _to_bf16(src, step, dst, pitch, rows, cols):
                 d[lane] = bf16_bits(s[lane])
 
 
-ADD, SUB, MUL = 0, 1, 2
+ADD, SUB, MUL, MAX, MIN = 0, 1, 2, 3, 4
 #: float32 value of every fp16 bit pattern (exact).
 _WIDE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """fp16 *a* (op) *b*, broadcast together (at most 3 axes), as a new fp16 array."""
+    """fp16 *a* (op) *b*, broadcast together (at most 3 axes), as a new fp16 array. MAX / MIN are the vector
+    unit's compare-select (numerics.vmax / vmin): a if a >= b (a <= b) else b on the exact values, so the
+    operands' own bits (max(-0, +0) = -0), and 0x7E00 where either is NaN."""
     shape = a.shape
     if b.shape != shape:  # NOTE: broadcast_to (read-only views), not broadcast_arrays, whose views warn in numba
         shape = np.broadcast_shapes(shape, b.shape)
@@ -135,6 +138,9 @@ def binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _binary(op, a, b, table, out):
     """out = RNE16(table[a] (op) table[b]) element by element, NaN -> 0x7E00."""
     n0, n1, n2 = out.shape
+    if op == MAX or op == MIN:
+        _select(op == MAX, a, b, table, out)
+        return
     row = np.empty(n2, np.float32)
     bits = row.view(np.uint32)
     for i in range(n0):
@@ -151,3 +157,20 @@ def _binary(op, a, b, table, out):
             for k in range(n2):
                 f = bits[k]
                 out[i, j, k] = 0x7E00 if (f & 0x7FFFFFFF) > 0x7F800000 else f16_bits(f)
+
+
+
+@njit(cache=True, inline="always")
+def _select(greater, a, b, table, out):
+    """out = a if table[a] >= table[b] (*greater*; else <=) else b, 0x7E00 where either value is NaN."""
+    n0, n1, n2 = out.shape
+    for i in range(n0):
+        for j in range(n1):
+            if greater:
+                for k in range(n2):
+                    x, y = table[a[i, j, k]], table[b[i, j, k]]
+                    out[i, j, k] = 0x7E00 if x != x or y != y else (a[i, j, k] if x >= y else b[i, j, k])
+            else:
+                for k in range(n2):
+                    x, y = table[a[i, j, k]], table[b[i, j, k]]
+                    out[i, j, k] = 0x7E00 if x != x or y != y else (a[i, j, k] if x <= y else b[i, j, k])

@@ -91,7 +91,7 @@ def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
     if dt is F16 and _HALF_KERNEL and len(args) == 2:
         op = _HALF_OPS.get(ufunc)
         a, b = args
-        if op is not None and max(a.size, b.size) >= _HALF_MIN and a.ndim <= 3 and b.ndim <= 3:
+        if op is not None and _compiled16(a, b):
             # NOTE: compiled (npusim/isa/round16.py: the same bits), for performance reasons: numpy's fp16
             # arithmetic converts element by element (benchmarks/pfa.py's softmax tiles)
             from npusim.isa import round16
@@ -106,8 +106,8 @@ def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
 _WIDE = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in (F16, BF16)}
 
 
-#: fp16 Add / Sub / Mul (and Adds / Muls) of at least _HALF_MIN elements run the compiled loop of
-#: npusim/isa/round16.py when numba is installed (below that numpy's call costs less than the kernel's).
+#: fp16 Add / Sub / Mul / Max / Min (and Adds / Muls / Maxs / Mins) of at least _HALF_MIN elements run the compiled
+#: loop of npusim/isa/round16.py when numba is installed (below that numpy's call costs less than the kernel's).
 _HALF_KERNEL = importlib.util.find_spec("numba") is not None
 _HALF_OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
 _HALF_MIN = 256
@@ -133,9 +133,20 @@ def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     NOTE: not np.maximum, whose choice between -0 and +0 depends on the SIMD path.
     """
     if a.dtype in _WIDE:  # compared as float32 (exact), the 16-bit values selected as they are
+        if _compiled16(a, b):
+            from npusim.isa import round16
+            return round16.binary(round16.MAX, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa >= wb, a, b), wa, wb)
     return _nan_wins(np.where(a >= b, a, b), a, b)
+
+
+def _compiled16(a: np.ndarray, b: np.ndarray) -> bool:
+    """True where an fp16 operation on *a* and *b* runs npusim/isa/round16.py's loop (the same bits). NOTE: for
+    performance reasons (benchmarks/pfa.py: softmax tiles, the row-max folds): numpy's fp16 paths convert
+    element by element."""
+    return (a.dtype is F16 and b.dtype is F16 and _HALF_KERNEL and max(a.size, b.size) >= _HALF_MIN
+            and a.ndim <= 3 and b.ndim <= 3)
 
 
 def _nan_wins(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -150,6 +161,9 @@ def _nan_wins(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Min: a if a <= b else b; NaN wins."""
     if a.dtype in _WIDE:
+        if _compiled16(a, b):
+            from npusim.isa import round16
+            return round16.binary(round16.MIN, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa <= wb, a, b), wa, wb)
     return _nan_wins(np.where(a <= b, a, b), a, b)
