@@ -1,6 +1,6 @@
 """fp32 -> fp16 / bf16 rounding on the bits, compiled (numba), and the two full-mode data paths that round with it:
 Fixpipe's plain read-out (:func:`nz_to_nd`) and the vector unit's fp16 Add / Sub / Mul (:func:`binary`); also
-its fp16 Max / Min (:func:`binary`'s MAX / MIN: a compare-select on the same widening table, no rounding).
+its fp16 Max / Min (:func:`select`: a compare-select, no rounding).
 
 Why one module: numba's on-disk cache (``cache=True``) is invalidated by a change of the source file of the
 compiled function only, not of a file whose functions it inlines; so the rounding and its callers live together,
@@ -22,8 +22,9 @@ innocuous), which is what numpy's fp16 loops compute too.
 
 Tests: tests/npusim/test_readout.py (the rounding against npusim.dtypes.cast at every exponent and rounding
 boundary and on random bits; whole Fixpipes with and without the kernel), tests/npusim/test_half_arith.py (binary
-against numpy's fp16 ufuncs and canonical_nan; MAX / MIN against numerics.vmax / vmin's numpy form). Callers import this module on first use (numba's import is not
-paid by timing mode) and keep their numpy forms where numba is not installed.
+against numpy's fp16 ufuncs and canonical_nan; select against numerics.vmax / vmin's numpy form). Callers import
+this module on first use (numba's import is not paid by timing mode) and keep their numpy forms where numba is not
+installed.
 """
 from __future__ import annotations
 
@@ -114,15 +115,13 @@ def _to_bf16(src, step, dst, pitch, rows, cols):
                 d[lane] = bf16_bits(s[lane])
 
 
-ADD, SUB, MUL, MAX, MIN = 0, 1, 2, 3, 4
+ADD, SUB, MUL = 0, 1, 2
 #: float32 value of every fp16 bit pattern (exact).
 _WIDE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """fp16 *a* (op) *b*, broadcast together (at most 3 axes), as a new fp16 array. MAX / MIN are the vector
-    unit's compare-select (numerics.vmax / vmin): a if a >= b (a <= b) else b on the exact values, so the
-    operands' own bits (max(-0, +0) = -0), and 0x7E00 where either is NaN."""
+    """fp16 *a* (op) *b*, broadcast together (at most 3 axes), as a new fp16 array."""
     shape = a.shape
     if b.shape != shape:  # NOTE: broadcast_to (read-only views), not broadcast_arrays, whose views warn in numba
         shape = np.broadcast_shapes(shape, b.shape)
@@ -138,9 +137,6 @@ def binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _binary(op, a, b, table, out):
     """out = RNE16(table[a] (op) table[b]) element by element, NaN -> 0x7E00."""
     n0, n1, n2 = out.shape
-    if op == MAX or op == MIN:
-        _select(op == MAX, a, b, table, out)
-        return
     row = np.empty(n2, np.float32)
     bits = row.view(np.uint32)
     for i in range(n0):
@@ -159,18 +155,68 @@ def _binary(op, a, b, table, out):
                 out[i, j, k] = 0x7E00 if (f & 0x7FFFFFFF) > 0x7F800000 else f16_bits(f)
 
 
+def select(greater: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The vector unit's fp16 compare-select (numerics.vmax / vmin): a if a >= b (*greater*; else a <= b) else b,
+    compared as values (-0 == +0, so max(-0, +0) = -0: the operands' own bits), 0x7E00 where either is NaN; *a*
+    and *b* broadcast together (at most 3 axes); a new fp16 array. No rounding: the result is one operand's bits.
+
+    Compared on the bits: a non-NaN fp16 orders as its magnitude bits (exponent above mantissa) with the sign of
+    the value, both zeros as 0; NaN is a magnitude above Inf's 0x7C00."""
+    if a.ndim == 2 and b.shape == a.shape:  # the softmax's row-max folds: no reshaping
+        out = np.empty(a.shape, np.float16)
+        _select2(greater, a.view(np.uint16), b.view(np.uint16), out.view(np.uint16))
+        return out
+    shape = a.shape
+    if b.shape != shape:  # as binary's
+        shape = np.broadcast_shapes(shape, b.shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    lead = (1,) * (3 - a.ndim)
+    out = np.empty(shape, np.float16)
+    _select3(greater, a.view(np.uint16).reshape(lead + shape), b.view(np.uint16).reshape(lead + shape),
+             out.view(np.uint16).reshape(lead + shape))
+    return out
+
 
 @njit(cache=True, inline="always")
-def _select(greater, a, b, table, out):
-    """out = a if table[a] >= table[b] (*greater*; else <=) else b, 0x7E00 where either value is NaN."""
-    n0, n1, n2 = out.shape
-    for i in range(n0):
-        for j in range(n1):
-            if greater:
-                for k in range(n2):
-                    x, y = table[a[i, j, k]], table[b[i, j, k]]
-                    out[i, j, k] = 0x7E00 if x != x or y != y else (a[i, j, k] if x >= y else b[i, j, k])
-            else:
-                for k in range(n2):
-                    x, y = table[a[i, j, k]], table[b[i, j, k]]
-                    out[i, j, k] = 0x7E00 if x != x or y != y else (a[i, j, k] if x <= y else b[i, j, k])
+def _select_row(greater, a, b, out):
+    """:func:`select` on one row (1-D slices: see _copy's NOTE); the test of *greater* outside the loops."""
+    if greater:
+        for k in range(out.shape[0]):
+            x, y = np.int32(a[k]), np.int32(b[k])
+            mx, my = x & 0x7FFF, y & 0x7FFF
+            vx = -mx if x & 0x8000 else mx
+            vy = -my if y & 0x8000 else my
+            out[k] = 0x7E00 if (mx > 0x7C00) | (my > 0x7C00) else (a[k] if vx >= vy else b[k])
+    else:
+        for k in range(out.shape[0]):
+            x, y = np.int32(a[k]), np.int32(b[k])
+            mx, my = x & 0x7FFF, y & 0x7FFF
+            vx = -mx if x & 0x8000 else mx
+            vy = -my if y & 0x8000 else my
+            out[k] = 0x7E00 if (mx > 0x7C00) | (my > 0x7C00) else (a[k] if vx <= vy else b[k])
+
+
+@njit(cache=True, inline="always")
+def _select_copied(greater, a, b, out, ra, rb):
+    """:func:`_select_row` on copies of the two rows in *ra*, *rb* (contiguous). NOTE: copied, for performance
+    reasons: a row of a strided operand (the row-max folds read a 16 x 128 block of a wider tile) has a layout
+    unknown to LLVM, which then does not vectorise the select (2.3 us instead of 1.1 us, 16 x 128)."""
+    for k in range(out.shape[0]):
+        ra[k] = a[k]
+        rb[k] = b[k]
+    _select_row(greater, ra, rb, out)
+
+
+@njit(cache=True)
+def _select2(greater, a, b, out):
+    ra, rb = np.empty(out.shape[1], np.uint16), np.empty(out.shape[1], np.uint16)
+    for i in range(out.shape[0]):
+        _select_copied(greater, a[i], b[i], out[i], ra, rb)
+
+
+@njit(cache=True)
+def _select3(greater, a, b, out):
+    ra, rb = np.empty(out.shape[2], np.uint16), np.empty(out.shape[2], np.uint16)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            _select_copied(greater, a[i, j], b[i, j], out[i, j], ra, rb)

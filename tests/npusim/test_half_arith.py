@@ -1,7 +1,7 @@
 """The vector unit's compiled fp16 Add / Sub / Mul (npusim/isa/round16.py) against numpy's fp16 ufuncs followed by
 canonical_nan (the path it replaces in npusim/isa/vector/numerics.py), bit for bit: random bit patterns (NaN
 payloads of both signs, Inf, subnormals, signed zeros, overflow), strided and broadcast operands (a 0-d scalar,
-a block read with stride 0), 1 to 3 axes. Its fp16 Max / Min (MAX / MIN) against numerics.vmax / vmin's numpy form
+a block read with stride 0), 1 to 3 axes. Its fp16 Max / Min (select) against numerics.vmax / vmin's numpy form
 and a restatement of the compare-select: every fp16 pattern against the edge values (signed zeros, NaNs of both
 signs and several payloads, Inf, subnormals, equal values), random bits, strided and broadcast operands."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from npusim.isa import round16 as half_arith
 from npusim.isa.vector.numerics import canonical_nan
 
 OPS = {half_arith.ADD: np.add, half_arith.SUB: np.subtract, half_arith.MUL: np.multiply}
-SELECTS = {half_arith.MAX: np.greater_equal, half_arith.MIN: np.less_equal}
+SELECTS = {True: np.greater_equal, False: np.less_equal}  # select's *greater*: Max, Min
 
 
 def reference(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -56,8 +56,8 @@ def test_strided_and_broadcast_operands(op):
         assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-def select_reference(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The compare-select restated (docs/numerics.md): a where a >= b (a <= b for MIN) on the exact values, else b,
+def select_reference(op: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The compare-select restated (docs/numerics.md): a where a >= b (a <= b for Min) on the exact values, else b,
     so -0 and +0 keep the chosen operand's sign; 0x7E00 where either is NaN. As uint16 bits."""
     a, b = np.broadcast_arrays(a, b)
     wa, wb = a.astype(np.float32), b.astype(np.float32)
@@ -67,9 +67,9 @@ def select_reference(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def numpy_form(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def numpy_form(op: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numerics.vmax / vmin with the compiled loop switched off (the numpy path it replaces), as uint16 bits."""
-    fn = numerics.vmax if op == half_arith.MAX else numerics.vmin
+    fn = numerics.vmax if op else numerics.vmin
     kernel = numerics._HALF_KERNEL
     numerics._HALF_KERNEL = False
     try:
@@ -78,13 +78,13 @@ def numpy_form(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         numerics._HALF_KERNEL = kernel
 
 
-def check_select(op: int, a: np.ndarray, b: np.ndarray) -> None:
+def check_select(op: bool, a: np.ndarray, b: np.ndarray) -> None:
     """The compiled select, by itself and through numerics (which must take it), against both references."""
     assert numerics._compiled16(a, b)
     want = select_reference(op, a, b)
     assert np.array_equal(numpy_form(op, a, b), want)
-    fn = numerics.vmax if op == half_arith.MAX else numerics.vmin
-    for got in (half_arith.binary(op, a, b), fn(a, b)):
+    fn = numerics.vmax if op else numerics.vmin
+    for got in (half_arith.select(op, a, b), fn(a, b)):
         assert got.dtype == np.float16 and got.shape == want.shape
         assert np.array_equal(got.view(np.uint16), want)
 

@@ -134,8 +134,7 @@ def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if a.dtype in _WIDE:  # compared as float32 (exact), the 16-bit values selected as they are
         if _compiled16(a, b):
-            from npusim.isa import round16
-            return round16.binary(round16.MAX, a, b)
+            return _select16(True, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa >= wb, a, b), wa, wb)
     return _nan_wins(np.where(a >= b, a, b), a, b)
@@ -147,6 +146,17 @@ def _compiled16(a: np.ndarray, b: np.ndarray) -> bool:
     element by element."""
     return (a.dtype is F16 and b.dtype is F16 and _HALF_KERNEL and max(a.size, b.size) >= _HALF_MIN
             and a.ndim <= 3 and b.ndim <= 3)
+
+
+def _select16(greater: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """npusim/isa/round16.py's compiled compare-select (the same bits as vmax / vmin's numpy form). The first call
+    imports it (numba's import is not paid by timing mode) and puts it in this name's place. NOTE: rebound, not
+    imported per call, for performance reasons (a function-level import costs about 0.5 us a call; the PFA
+    softmax's row-max folds make about 5,000 calls a head)."""
+    global _select16
+    from npusim.isa.round16 import select
+    _select16 = select
+    return select(greater, a, b)
 
 
 def _nan_wins(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -162,8 +172,7 @@ def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Min: a if a <= b else b; NaN wins."""
     if a.dtype in _WIDE:
         if _compiled16(a, b):
-            from npusim.isa import round16
-            return round16.binary(round16.MIN, a, b)
+            return _select16(False, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa <= wb, a, b), wa, wb)
     return _nan_wins(np.where(a <= b, a, b), a, b)
