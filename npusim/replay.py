@@ -411,8 +411,13 @@ def _atomic_state(unit) -> tuple:
 # into a local copy or a GM booking) is resolved here once.
 _LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
 #: replays of a recording (in one form: full rows or spans) by the loop before it gets a function of its own
-#: (npusim/replay_code.py): generating and compiling one costs about what a few hundred replayed rows do
+#: (npusim/replay_code.py) when that function's source was compiled before in this process (an earlier launch,
+#: another stream): generating the source costs about what a few replayed rows do. A source not compiled before
+#: waits for COMPILE_NEW_AFTER replays: compiling costs some 100 us a call of the recording, about what 50
+#: replays of the call by the loop save, and most recordings replayed fewer times than that are the long steps
+#: of a FAG launch (docs/performance.md, "Compile threshold")
 COMPILE_AFTER = 4
+COMPILE_NEW_AFTER = 16
 
 
 def _compile(unit, calls: list, bases: tuple) -> tuple | None:
@@ -488,21 +493,25 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
 class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
-    COMPILE_AFTER times in a row form (counted over the copies of a shared recording in every stream), its
-    own function for that form (``code``: full rows, spans; a copy binds its stream's constants to it)."""
+    COMPILE_AFTER times in a row form (COMPILE_NEW_AFTER if its source is new; counted over the copies of a shared
+    recording in every stream), its own function for that form (``code``: full rows, spans; a copy binds its
+    stream's constants to it)."""
 
-    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None):
+    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None,
+                flag_keys: list | None = None):
         self = super().__new__(cls, ops)
         self.tally = tally
         self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by the copies
         self.code = [None, None]
         self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by the copies
+        # the flag keys of its SetFlags and WaitFlags in order (replay_code.compiled's signature), shared
+        self.flag_keys = [op[2] for op in ops if op[0] in (_C_SET, _C_WAIT)] if flag_keys is None else flag_keys
         return self
 
     def copy(self) -> _Recording:
-        """The same calls for another stream: its own ``code`` (its stream's constants), the loop count and the
-        generated functions shared."""
-        return _Recording(self, self.tally, self.generated, self.runs)
+        """The same calls for another stream: its own ``code`` (its stream's constants), the loop count, the
+        flag keys and the generated functions shared."""
+        return _Recording(self, self.tally, self.generated, self.runs, self.flag_keys)
 
 
 # -- replay ----------------------------------------------------------------------------------------
@@ -515,8 +524,9 @@ def _replay(unit, ops: _Recording, gm_bases: list) -> None:
     if code is None:
         runs = ops.runs
         runs[summary] += 1
-        if runs[summary] > COMPILE_AFTER:
-            code = ops.code[summary] = compiled(ops, summary, _S, unit)
+        n = runs[summary]
+        if n > COMPILE_AFTER:
+            code = ops.code[summary] = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER)
     if code is None:
         _replay_calls(unit, ops, gm_bases)
     else:

@@ -317,6 +317,7 @@ def compiled_at_once(monkeypatch):
     made = []
     real = replay_code.compiled
     monkeypatch.setattr(replay, "COMPILE_AFTER", 0)
+    monkeypatch.setattr(replay, "COMPILE_NEW_AFTER", 0)
     monkeypatch.setattr(replay, "compiled", lambda *a: made.append(a[1]) or real(*a))
     return made
 
