@@ -486,3 +486,30 @@ def test_fag_post_chunks_replay_to_the_interpreted_trace(counted, booked, dtype,
     assert counted["steps"] > 100
     assert_same_trace(on, off)
     assert booked_on == booked_off
+
+
+def test_new_sources_compile_after_more_replays_than_known_ones(monkeypatch):
+    """A recording whose generated source is new in the process is compiled only after COMPILE_NEW_AFTER replays;
+    once its source has been compiled (an earlier launch), a later launch's recording runs it after
+    COMPILE_AFTER replays by the loop (replay.py, docs/performance.md "Compile threshold")."""
+    from npusim.examples.vector_add import add_custom, add_tiling
+    import npusim.replay_code as replay_code
+    loop = []
+    real = replay._replay_calls
+    monkeypatch.setattr(replay, "_replay_calls", lambda *a: loop.append(1) or real(*a))
+
+    def run(tiles: int):
+        n = 1024 * tiles
+        x = TensorSpec((n,), np.float16)
+        loop.clear()
+        launch(add_custom, (GmArg("x", x), GmArg("y", x), GmArg("z", x), add_tiling(n, 1, 1024, 2)),
+               block_dim=1, chip="Ascend910B2", mode="timing", kernel_type="vector", progress=False, trace="full")
+        return len(loop)
+    few = replay.COMPILE_AFTER + replay.COMPILE_NEW_AFTER  # tiles: each recording replayed between the two counts
+    replay_code._CODE.clear()
+    new = run(few)
+    assert not replay_code._CODE  # past COMPILE_AFTER replays, but the source is new: not compiled
+    run(2 * replay.COMPILE_NEW_AFTER + 20)
+    assert replay_code._CODE  # compiled once past COMPILE_NEW_AFTER
+    known = run(few)
+    assert known < new  # the compiled source is taken up after COMPILE_AFTER replays
