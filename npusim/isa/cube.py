@@ -36,7 +36,7 @@ from npusim.dtypes import cast, decode_deq_scale_u64, np_dtype
 from npusim.errors import NpusimError
 from npusim.isa.base import Instruction
 from npusim.isa.dma import BLOCK, _ceil, _check, _data, _nonneg, _send
-from npusim.isa.vector.numerics import widen16
+from npusim.isa.vector.numerics import _WIDE as _WIDE16, widen16  # _WIDE16: the compiled tree's widening table
 from npusim.memory.gm import GlobalTensor
 from npusim.memory.local import LocalTensor
 from npusim.types import BufferKind, Pipe
@@ -229,8 +229,6 @@ def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: i
 #: Bytes of level-1 planes computed per matmul call of _pairs_by_matmul (bounds its temporary memory).
 _PAIR_PLANE_BYTES = 1024 * 1024
 _B16 = (np_dtype("fp16"), np_dtype("bf16"))
-#: float32 value of every fp16 / bf16 bit pattern (exact), the compiled tree's widening table.
-_WIDE16 = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in _B16}
 _BF16 = np_dtype("bf16")
 _F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 _NEG_ZERO32 = np.uint32(0x80000000)  # the bits of float32 -0

@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from npusim.isa.vector.numerics import _WIDE as _WIDE16
+
 
 @njit(cache=True, inline="always")
 def f16_bits(f):
@@ -116,8 +118,8 @@ def _to_bf16(src, step, dst, pitch, rows, cols):
 
 
 ADD, SUB, MUL = 0, 1, 2
-#: float32 value of every fp16 bit pattern (exact).
-_WIDE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+#: float32 value of every fp16 bit pattern (exact): numerics' widening table
+_WIDE = _WIDE16[np.dtype(np.float16)]
 
 
 def binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -64,7 +64,7 @@ COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (e
 SAMPLE_CORES = 12
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
-SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger of the two sample runs)
+SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger run where two run)
 #: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
 #: larger run's first half (PREFIX_TEMPLATES). Two start effects made its sample runs' difference a poor cost per
 #: block: the ring's start (the cube waits for the AIVs' first pass unless the second CV block's Cube1 covers it, so
@@ -160,12 +160,17 @@ def _core_positions(work, core: int, count: int | None, fine: bool = False) -> l
     n = runs[-1][1]
     if count is None or count >= n:
         return [[core + j * work.block_dim for j in range(lo, hi)] for lo, hi in runs]
-    lengths = np.array([hi - lo for lo, hi in runs], float)
-    share = lengths * count / max(n, 1)
-    takes = np.floor(share).astype(int)
-    for r in np.argsort(-(share - takes), kind="stable")[: count - int(takes.sum())]:
-        takes[r] += 1
+    takes = _apportion(np.array([hi - lo for lo, hi in runs], float) * count / max(n, 1), count)
     return [_run_positions(work, core, lo, hi, int(m), fine) for (lo, hi), m in zip(runs, takes)]
+
+
+def _apportion(share: np.ndarray, count: int) -> np.ndarray:
+    """Whole numbers summing to *count* from the shares *share* (which sum to it): floors, then one more for the
+    largest remainders (ties to the first)."""
+    take = np.floor(share).astype(int)
+    for r in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
+        take[r] += 1
+    return take
 
 
 def _run_positions(work, core: int, lo: int, hi: int, count: int, fine: bool) -> list[int]:
@@ -175,10 +180,7 @@ def _run_positions(work, core: int, lo: int, hi: int, count: int, fine: bool) ->
     if count >= hi - lo:
         return [core + j * work.block_dim for j in range(lo, hi)]
     probes, label, classes = _core_classes(work, core, lo, hi, fine)
-    share = np.bincount(label, minlength=len(classes)) * count / len(probes)
-    take = np.floor(share).astype(int)
-    for c in np.argsort(-(share - take), kind="stable")[: count - int(take.sum())]:
-        take[c] += 1  # largest remainders
+    take = _apportion(np.bincount(label, minlength=len(classes)) * count / len(probes), count)
     js = []
     for c in range(len(classes)):
         members = probes[label == c]
@@ -313,11 +315,12 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
     rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
-    marks = []  # the ring-step marks of the latest sample run (_step_marks)
+    marks = []  # the ring-step marks of the larger sample run (_step_marks)
 
-    def run(positions: dict, prologue=1.0, ring=False):
+    def run(positions: dict, prologue=1.0, ring=False, steps=False):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
-        sample whose core i runs the sections of the i-th entry of *positions*; *ring*: also read its ring costs."""
+        sample whose core i runs the sections of the i-th entry of *positions*; *ring*: also read its ring costs;
+        *steps*: also its ring-step marks (into ``marks``)."""
         cores = list(positions)
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         res = launch_main(problem, sample, contention_chip(spec, busy / len(cores)), "timing", inputs, _ws(til),
@@ -325,7 +328,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         ends, prologue_end = _trace_ends(res.trace, len(cores))
         if ring:
             rings.append(_ring_costs(res.trace, sample, len(cores)))
-        marks[:] = _step_marks(res.trace, sample, len(cores))
+        if steps:
+            marks[:] = _step_marks(res.trace, sample, len(cores))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
@@ -346,10 +350,10 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # +4.0% -> +1.6%, S 1349/4788 N 4/1 causal +4.5% -> +2.4%, basic_bn2 S 667/1475 N 16/8 fp32 +2.2% -> +0.7%)
     most = max(int(work.core_sections[c]) for c in cores)
     counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
-    big_runs = {c: _core_positions(work, c, counts[c], til.template in RING_TEMPLATES) for c in cores}
-    big_pos = {c: sum(v, []) for c, v in big_runs.items()}
     ring = til.template in RING_TEMPLATES
-    e_big, w_big, p_big, overhead = run(big_pos, f, ring)
+    big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}
+    big_pos = {c: sum(v, []) for c, v in big_runs.items()}
+    e_big, w_big, p_big, overhead = run(big_pos, f, ring, steps=True)
     w_big = np.array(w_big, float)
     # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
@@ -370,9 +374,11 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         e_small, w_small, p_small, _ = run({c: sum((half(r) for r in v), []) for c, v in big_runs.items()}, f / 2)
         # the prologue (before SyncAll) is on its own line over the fraction of it simulated
         prologue = _line(f / 2, p_small, f, p_big, 1.0)
-        grown = float(span @ (w_big - np.array(w_small, float)))
-        spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
-        per_block = steady if steady is not None else (spent / grown if grown else 0.0)
+        per_block = steady
+        if steady is None:
+            grown = float(span @ (w_big - np.array(w_small, float)))
+            spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
+            per_block = spent / grown if grown else 0.0
     k = len(cores)
     i = max(range(k), key=lambda j: (work.core_blocks[cores[j]], -cores[j]))
     if ring:
@@ -523,7 +529,7 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
         return None
     core, n = cores[i], int(work.core_sections[cores[i]])
     split = getattr(work, "core_aiv_split", None)
-    runs = [(0, int(split[core])), (int(split[core]), n)] if split is not None else [(0, n)]
+    runs = _aiv_runs(work, core)
     scale = min(1.0, RING_SECTIONS / max(n, 1))
     picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
               if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]

@@ -42,12 +42,18 @@ def test_same_bits_as_numpy_fp16(seed, op, shape):
     assert np.array_equal(half_arith.binary(op, a, b).view(np.uint16), reference(op, a, b).view(np.uint16))
 
 
+def strided_operands(rng, n: int):
+    """(tile, blocks, rows): every other column of an (n, 96) tile (a strided view), one 16-element block per row
+    (read for every block of the row), and the tile as (n, 3, 16) rows of blocks."""
+    tile = bits16(rng, (n, 96))[:, ::2]
+    blocks = bits16(rng, (n, 1, 16))
+    return tile, blocks, tile.reshape(n, 3, 16)
+
+
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_strided_and_broadcast_operands(op):
     rng = np.random.default_rng(op)
-    tile = bits16(rng, (16, 96))[:, ::2]  # every other column: a strided view
-    blocks = bits16(rng, (16, 1, 16))  # one 16-element block per row, read for every block of the row
-    rows = tile.reshape(16, 3, 16)
+    tile, blocks, rows = strided_operands(rng, 16)
     for a, b in ((tile, tile[::-1]), (rows, np.broadcast_to(blocks, rows.shape)), (tile, np.asarray(np.float16(-3.5))),
                  (np.asarray(np.float16(65504.0)), tile)):
         got = half_arith.binary(op, a, b)
@@ -122,9 +128,7 @@ def test_max_min_random_bits(seed, op, shape):
 @pytest.mark.parametrize("op", sorted(SELECTS))
 def test_max_min_strided_and_broadcast_operands(op):
     rng = np.random.default_rng(op)
-    tile = bits16(rng, (32, 96))[:, ::2]  # every other column: a strided view
-    blocks = bits16(rng, (32, 1, 16))  # one 16-element block per row, read for every block of the row
-    rows = tile.reshape(32, 3, 16)
+    tile, blocks, rows = strided_operands(rng, 32)
     wide = bits16(rng, (4, 8, 256))
     for a, b in ((tile, tile[::-1]), (rows, np.broadcast_to(blocks, rows.shape)), (blocks, rows),
                  (wide[..., 0::2], wide[..., 1::2]), (tile, np.asarray(np.float16(-0.0)))):
