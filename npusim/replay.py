@@ -263,20 +263,27 @@ class _Shared:
 
 
 def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
-    """Replay *entry* (:func:`_replay`) and leave the stream (queues, kernel attributes) as its recorded call
-    did."""
+    """Replay *entry*'s compiled calls, scheduled into the stream with transfers moved to this call's bases: by
+    the loop (:func:`_replay_calls`), or by the recording's own function once it has been replayed often; then
+    leave the stream (queues, kernel attributes) as its recorded call did."""
     ops = entry.ops
     summary = unit.spans is not None
     code = ops.code[summary]
-    if code is not None:  # NOTE: _replay's path of a generated recording inlined, for performance reasons
+    if code is None:
+        runs = ops.runs
+        runs[summary] += 1
+        n = runs[summary]
+        if n > COMPILE_AFTER:
+            code = ops.code[summary] = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER)
+    if code is None:
+        _replay_calls(unit, ops, gm_bases)
+    else:
         code[0](unit, gm_bases, code[1])
         # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
         if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
             unit.flush()
-        if summary:
-            _tally(unit, ops)
-    else:
-        _replay(unit, ops, gm_bases)
+    if summary:
+        _tally(unit, ops)
     if entry.slots_after:
         for slot, st, freed in entry.slots_after:
             slot.state, slot.freed = st, freed
@@ -406,7 +413,7 @@ def _atomic_state(unit) -> tuple:
 
 
 # -- compiling a recording ---------------------------------------------------------------------------
-# A recorded call becomes one flat tuple whose first item says what _replay does with it; everything a call
+# A recorded call becomes one flat tuple whose first item says what _run does with it; everything a call
 # looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
 # into a local copy or a GM booking) is resolved here once.
 _LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
@@ -421,7 +428,7 @@ COMPILE_NEW_AFTER = 16
 
 
 def _compile(unit, calls: list, bases: tuple) -> tuple | None:
-    """The recorded calls of one step as flat tuples for :func:`_replay` (None: a GM transfer the bases
+    """The recorded calls of one step as flat tuples for :func:`_run` (None: a GM transfer the bases
     cannot place).
 
     A transfer that books no GM bandwidth is scheduled by CoreUnit.transfer exactly as an issue of
@@ -515,29 +522,6 @@ class _Recording(tuple):
 
 
 # -- replay ----------------------------------------------------------------------------------------
-def _replay(unit, ops: _Recording, gm_bases: list) -> None:
-    """The compiled calls, scheduled into the stream with transfers moved to this call's bases: by the loop
-    (:func:`_replay_calls`), or by the recording's own function once it has been replayed often."""
-    spans = unit.spans
-    summary = spans is not None
-    code = ops.code[summary]
-    if code is None:
-        runs = ops.runs
-        runs[summary] += 1
-        n = runs[summary]
-        if n > COMPILE_AFTER:
-            code = ops.code[summary] = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER)
-    if code is None:
-        _replay_calls(unit, ops, gm_bases)
-    else:
-        code[0](unit, gm_bases, code[1])
-        # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
-        if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
-            unit.flush()
-    if summary:
-        _tally(unit, ops)
-
-
 def _tally(unit, ops: _Recording) -> None:
     """The replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)."""
     tally = unit.tally
@@ -548,7 +532,7 @@ def _tally(unit, ops: _Recording) -> None:
 
 
 def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
-    """:func:`_replay`'s loop over the compiled calls.
+    """:func:`_run`'s loop over the compiled calls.
 
     NOTE: CoreUnit.issue / transfer / set_flag / wait_flag / barrier's bookkeeping inlined over local copies
     of the stream's clocks, for performance reasons (docs/performance.md, fourth round): the same

@@ -1,6 +1,6 @@
 """A compiled kernel-step recording turned into straight-line Python: the replay of a step that repeats often.
 
-Why: :func:`npusim.replay._replay` schedules a recording's calls in one loop, which per row unpacks the
+Why: :func:`npusim.replay._run` schedules a recording's calls in one loop, which per row unpacks the
 call's tuple, dispatches on its kind and indexes the stream's pipe lists (about 2 us a row with the row's
 record). A recording replayed many times (the vector-add sample's tile: 20,000 times) is worth a function of
 its own in which every call is its schedule's expressions with the recording's constants written in, the

@@ -779,20 +779,21 @@ def _mm1_chunk_key(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int):
     """ComputeMm1Chunk: worker, rows, the chunk's columns, the slot's pitch and the resident Q block fix it
     (a tile's chunks repeat it); it writes its columns of the score slot; K moves with the chunk. The bases
     (:func:`_mm1_chunk_bases`) as byte addresses."""
-    b, n, _, rows, col0, cols, pitch, _, _ = _task_of(k, t, w)
-    ti = k.t
-    n2d = ti.n2Size * k.D
-    return (w, rows, min(ti.nChunk, cols - nc), pitch, k.qL1[w].addr), \
-        (_byte(k.ws[w][0][t % 2], nc), _byte(k.kGm, k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d))
+    _, _, _, rows, _, cols, pitch, _, _ = _task_of(k, t, w)
+    return (w, rows, min(k.t.nChunk, cols - nc), pitch, k.qL1[w].addr), \
+        (_byte(k.ws[w][0][t % 2], nc), _byte(k.kGm, _mm1_chunk_k(k, t, w, nc)))
 
 
 def _mm1_chunk_bases(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int) -> tuple:
     """The chunk's columns of the score slot (to the slot's end) and K at the chunk."""
+    return ((k.ws[w][0][t % 2][nc], _slot_bytes(k)[0] - nc * 4), k.kGm[_mm1_chunk_k(k, t, w, nc)])
+
+
+def _mm1_chunk_k(k: KernelFlashAttentionVarLenScore, t: int, w: int, nc: int) -> int:
+    """Element index of K at the chunk (the key's base and the recording's must agree)."""
     b, n, _, _, col0, _, _, _, _ = _task_of(k, t, w)
-    ti = k.t
-    n2d = ti.n2Size * k.D
-    return ((k.ws[w][0][t % 2][nc], _slot_bytes(k)[0] - nc * 4),
-            k.kGm[k.a.cuKv[b] * n2d + (n // ti.gSize) * k.D + (col0 + nc) * n2d])
+    n2d = k.t.n2Size * k.D
+    return k.a.cuKv[b] * n2d + (n // k.t.gSize) * k.D + (col0 + nc) * n2d
 
 
 def _mm2_chunk_v(k: KernelFlashAttentionVarLenScore, t: int, w: int, dn: int, kc: int):
