@@ -322,21 +322,49 @@ def _align(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
-def _tile_plan(problem, sec, trim: int):
-    """The vector tiles of a SameAB (*trim* 8) or generic (*trim* 64) CV block, per AIV: [(first row, rows, first
-    column, columns) relative to the rectangle's corner]; None for the other templates. Tiles hold at most baseMN
-    elements (SameAB 128 x 64; generic min(128, s1) x min(64, s2), s1, s2 the longest sequences aligned to 16):
-    min(width, 256) columns by baseMN // (that aligned to 32 with a mask or dropout, else 16) rows, at most 128.
-    SameAB's first AIV takes the first half of the rows of tiles (rounded down), the second the rest; a generic AIV
-    takes them all (one list)."""
+def _bn2_tile(p) -> tuple[int, int]:
+    """The deterministic S1s2Bn2 kernel's vector tile (rows, columns) (docs/fag.md "Pipeline"): 64 x 128 of 8192
+    elements; s2 < 128 and s1 > 64: s2 aligned to 16 columns by 8192 / those (down to 16; 224 above 255) rows;
+    s2 > 128 and s1 < 64: s1 rows by 8192 / s1 (down to 16) columns; rows <= 128, columns <= 512; a mask or dropout
+    aligns the columns up to 32 and makes the rows 8192 / those; 32 x 256 when D <= 64 and s2 >= 256 (the aclnn
+    layer's D padding to 16 keeps D <= 64 as it is)."""
+    s1, s2 = int(p.max_sq), int(p.max_skv)
+    m, n = 64, 128
+    if s2 < 128 and s1 > 64:
+        n = _align(s2, 16)
+        m = 8192 // n // 16 * 16
+        m = 224 if m > 255 else m
+    elif s2 > 128 and s1 < 64:
+        m, n = s1, 8192 // s1 // 16 * 16
+    m, n = min(m, 128), min(n, 512)
+    if p.mask_form != "none" or p.dropout:
+        m, n = min(8192 // _align(n, 32), 128), min(_align(n, 32), 512)
+    return (32, 256) if p.D <= 64 and s2 >= 256 else (m, n)
+
+
+def _tile_plan(problem, sec, trim: int, cv=None):
+    """The vector tiles of a SameAB (*trim* 8), generic (*trim* 64) or deterministic S1s2Bn2 (*trim* >= 128) CV
+    block, per AIV: [(first row, rows, first column, columns) relative to the rectangle's corner]; None for the
+    other templates. SameAB and generic tiles hold at most baseMN elements (SameAB 128 x 64; generic min(128, s1) x
+    min(64, s2), s1, s2 the longest sequences aligned to 16): min(width, 256) columns by baseMN // (that aligned to
+    32 with a mask or dropout, else 16) rows, at most 128. SameAB's first AIV takes the first half of the rows of
+    tiles (rounded down), the second the rest; a generic AIV takes them all (one list). S1s2Bn2 (one AIV, one
+    list): per chunk of min(256, *cv*[0]) rows from the first, _bn2_tile's tiles (at most 256 columns) from the
+    chunk's first row, rows of tiles outer."""
     p = problem
-    if trim not in (8, 64):
+    if trim < 8:
         return None
     rows = {blk[2]: blk[4] for blk in sec}
     cols = {blk[3]: blk[5] for blk in sec}
     R = (len(rows) - 1) * _BASE + rows[max(rows)]
     W = (len(cols) - 1) * _BASE + cols[max(cols)]
     f = 32 if p.mask_form != "none" or p.dropout else 16
+    if trim >= _BASE:
+        m, n = _bn2_tile(p)
+        n, chunk = min(n, 256), min(256, cv[0])
+        return {"f": f, "aivs": [[(k + a, min(m, min(chunk, R - k) - a), c, min(n, W - c))
+                                  for k in range(0, R, chunk) for a in range(0, min(chunk, R - k), m)
+                                  for c in range(0, W, n)]]}
     base = 128 * 64 if trim == 8 else min(128, _align(p.max_sq, 16)) * min(64, _align(p.max_skv, 16))
     s2 = min(W, 256)
     s1 = min(base // _align(s2, f), R, 128)
@@ -526,10 +554,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         if cv is None and not regions:
             adds.append([c + (False,) for blk in sec for c in _block(p, ctx, blk)])  # every chunk added
         elif dtm:
-            strips.append(_cv_block(p, ctx, sec, None if regions else _tile_plan(p, sec, trim)))
+            strips.append(_cv_block(p, ctx, sec, None if regions else _tile_plan(p, sec, trim, cv)))
         else:
             plain = _first_kinds(p, sec, cv) if first_writes else ()
-            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec, _tile_plan(p, sec, trim))
+            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec, _tile_plan(p, sec, trim, cv))
                          for c in _chunks(kind, r0, h, val)])
     for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
         fifo[owner(k)].extend(adds[k])

@@ -47,7 +47,8 @@ from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOu
 from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
-from ops.flash_attention_unpadding_score_grad_v5.vectiles import VEC_ROWS_MAX, block_view, section_views, tile_align
+from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
+                                                                  section_views, tile_align)
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
@@ -838,7 +839,8 @@ class KernelFagBasic:
 
     def ProcessVector(self):
         half = -(-BASE // 2)
-        rmax = VEC_ROWS_MAX if self.t.vecBaseMN else half  # a pass's rows at most (vector tiles: up to 128)
+        self.tiled = bool(self.t.vecBaseMN or self.t.vecBaseM)  # CANN's vector tiles (else half blocks)
+        rmax = VEC_ROWS_MAX if self.tiled else half  # a pass's rows at most (vector tiles: up to 128)
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
@@ -939,9 +941,18 @@ class KernelFagBasic:
 
     def VectorByCS1(self, task: int, s: int, off: int):
         """Deterministic S1s2Bn2, one CV block of this AIV's own run: per chunk of bn2_sft_rows rows, the chunk's
-        softmax-grad rows (SoftmaxGradCv), then the vector work of the chunk's blocks (every row, by halves)."""
+        softmax-grad rows (SoftmaxGradCv), then the vector work of the chunk's tiles (vectiles.bn2_tiles; the
+        estimate's stand-in sections: the chunk's blocks, every row, by halves)."""
         t = self.t
         chunk = bn2_sft_rows(t)
+        chunks = self._bn2_views(s, off)
+        if chunks is not None:  # CANN's tiles, per chunk (VectorByS1S2)
+            b, n = t.blkB[t.secStart[s]], t.blkN[t.secStart[s]]
+            for self.sftRow0, rows, views in chunks:
+                self.SoftmaxGradCv(b, n, self.sftRow0, rows)
+                for v in views:
+                    self.VecTile(task, v)
+            return
         blocks = list(enumerate(range(t.secStart[s], t.secStart[s + 1])))
         first = min(t.blkS1o[i] for _, i in blocks) * BASE
         for c0 in sorted({(t.blkS1o[i] * BASE - first) // chunk for _, i in blocks}):
@@ -1068,6 +1079,14 @@ class KernelFagBasic:
                                             align)
         return self.views[key]
 
+    def _bn2_views(self, s: int, off: int):
+        """Deterministic S1s2Bn2: the tiles of section s per softmax-grad chunk (vectiles.bn2_section_views), once."""
+        key = (s, off, "bn2")
+        if key not in self.views:
+            align = tile_align(self.a.maskForm != "none" or self.a.dropout)
+            self.views[key] = bn2_section_views(self.t, s, off, bn2_sft_rows(self.t), align)
+        return self.views[key]
+
     def VecBlock(self, task: int, j: int, i: int):
         """This AIV's rows of block j of the task (the basic templates' half blocks): one vector pass."""
         lo, mine = self._my_rows(self.t.blkRows[i])
@@ -1075,7 +1094,7 @@ class KernelFagBasic:
             self.VecPass(task, block_view(self.t, i, j, lo, mine))
 
     def VecTile(self, task: int, v):
-        """One vector tile of a SameAB / generic CV block (vectiles.py): one vector pass."""
+        """One vector tile of a SameAB / generic / S1s2Bn2 CV block (vectiles.py): one vector pass."""
         self.VecPass(task, v)
 
     def VecPass(self, task: int, v):
@@ -1197,7 +1216,7 @@ class KernelFagBasic:
         columns lo..lo+rows: Gather 64 columns at a time into *dst* (cols rows of R = rows rounded up to 8)."""
         R = -(-rows // 8) * 8
         o = self.ub["acc"].Get(np.int32)
-        if self.t.vecBaseMN:  # a tile may end at its buffer's end: the rows past it read its last row instead
+        if self.tiled:  # a tile may end at its buffer's end: the rows past it read its last row instead
             ClampedTransposeOffsets(o, rows, R, min(cols, 64), pitch)
         else:
             TransposeOffsets(o, R, min(cols, 64), pitch)

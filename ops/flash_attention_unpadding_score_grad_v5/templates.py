@@ -240,21 +240,33 @@ def bn2_cv_inner(view, l2_bytes: int) -> tuple[int, int]:
     return -(-base_m * s1r // 128) * 128, -(-base_n * s2r // 128) * 128
 
 
-def bn2_vec_base_n(view) -> int:
-    """The S1s2Bn2 vector tile's width (VectorBaseMNSplit, ..._tiling_s1s2_bn2.cpp:957-984, and the D <= 64 case at
-    :1049-1055): 128; the whole s2 aligned to 16 when s2 < 128 and s1 > 64; 8192 / s1 (aligned down to 16, at most
-    512) when s2 > 128 and s1 < 64; aligned up to 32 with a mask or dropout; 256 when D <= 64 and s2 >= 256. The
-    kernel computes a CV block's columns in pieces of this width (AssureUsefulDataBySingleN); npusim returns at least
-    128 (a narrower piece covers the whole sequence)."""
+def bn2_vec_tile(view) -> tuple[int, int]:
+    """(baseM, baseN): the S1s2Bn2 vector tile's rows and columns (VectorBaseMNSplit, ..._tiling_s1s2_bn2.cpp:957-984,
+    and the D <= 64 case at :1049-1055). From 64 x 128 (tensorSize 8192 elements): when s2 < 128 and s1 > 64, the
+    whole s2 aligned to 16 by 8192 / that (aligned down to 16; 224 above VEC_REPEAT_LIMIT 255); when s2 > 128 and
+    s1 < 64, s1 rows by 8192 / s1 (aligned down to 16); rows at most 128, columns at most 512; with a mask or
+    dropout the columns align up to 32 and the rows are 8192 / those; 32 x 256 when D <= 64 and s2 >= 256.
+    *view*: the call as the tiling sees it (tiling_view; s1, s2 the longest sequences)."""
     s1, s2 = int(view.max_sq), int(view.max_skv)
     base_m, base_n = 64, 128
     if s2 < base_n and s1 > base_m:
         base_n = -(-s2 // 16) * 16
+        base_m = BN2_VEC_MN // base_n // 16 * 16
+        base_m = 256 - 2 * 16 if base_m > 255 else base_m
     elif s2 > base_n and s1 < base_m:
+        base_m = s1
         base_n = BN2_VEC_MN // s1 // 16 * 16
-    base_n = min(base_n, 512)
+    base_m, base_n = min(base_m, 128), min(base_n, 512)
     if view.dropout or view.mask_form != "none":
-        base_n = min(-(-base_n // 32) * 32, 512)
+        base_m = BN2_VEC_MN // (-(-base_n // 32) * 32)
+        base_n = -(-base_n // 32) * 32
+        base_m, base_n = min(base_m, 128), min(base_n, 512)
     if view.D <= 64 and s2 >= 256:
-        base_n = 256
-    return max(128, base_n)
+        base_m, base_n = 32, 256
+    return base_m, base_n
+
+
+def bn2_vec_base_n(view) -> int:
+    """The width of the pieces the S1s2Bn2 kernel computes a CV block's columns in (AssureUsefulDataBySingleN): its
+    vector tile's width (bn2_vec_tile), at least 128 (a narrower tile covers the whole sequence)."""
+    return max(128, bn2_vec_tile(view)[1])

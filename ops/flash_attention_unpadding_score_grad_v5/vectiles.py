@@ -72,10 +72,23 @@ def block_view(t, i: int, j: int, lo: int, rows: int) -> VecView:
                    align_up(cols, 64), bool(t.blkMasked[i]), ((j, lo, rows, 0, cols, 0),), i)
 
 
-def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int) -> list[VecView] | None:
-    """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
-    blocks (slot off + k for its k-th block, row-major); None when the section's blocks are not a full row-major
-    grid (the estimate's stand-in sections of the basic grouping), which then run by half blocks."""
+def bn2_tiles(rows: int, cols: int, base_m: int, base_n: int, chunk: int) -> list[list[tuple[int, int, int, int]]]:
+    """The deterministic S1s2Bn2 kernel's tiles of a rows x cols rectangle, per softmax-grad chunk of *chunk* rows
+    (VectorByCS1: SFTS1Times chunks; VectorByS1S2, ..._s1s2_bn2.h:3939-3962: loop l of a chunk is row tile
+    l // vS2Times, column tile l % vS2Times): base_m x base_n tiles (the columns at most VEC_S2_LEN) from each chunk's
+    first row, rows of tiles outer. One list per chunk, (first row, rows, first column, columns)."""
+    s2 = min(base_n, VEC_S2_LEN)
+    out = []
+    for k in range(0, rows, chunk):
+        nr = min(chunk, rows - k)
+        out.append([(k + a, min(base_m, nr - a), c, min(s2, cols - c)) for a in range(0, nr, base_m)
+                    for c in range(0, cols, s2)])
+    return out
+
+
+def _grid(t, s: int):
+    """(first block, block rows per s1 block, block columns per s2 block) of section s when its blocks are a full
+    row-major grid of adjacent blocks; None otherwise."""
     blocks = range(t.secStart[s], t.secStart[s + 1])
     s1s = sorted({t.blkS1o[i] for i in blocks})
     s2s = sorted({t.blkS2o[i] for i in blocks})
@@ -85,11 +98,20 @@ def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: i
             or s2s[-1] - s2s[0] + 1 != nc:
         return None
     first = blocks[0]
-    h = [t.blkRows[first + a * nc] for a in range(len(s1s))]
-    w = [t.blkCols[first + c] for c in range(nc)]
-    R, W = (len(h) - 1) * BASE + h[-1], (nc - 1) * BASE + w[-1]
+    return first, [t.blkRows[first + a * nc] for a in range(len(s1s))], [t.blkCols[first + c] for c in range(nc)]
+
+
+def _rect_size(h: list, w: list) -> tuple[int, int]:
+    return (len(h) - 1) * BASE + h[-1], (len(w) - 1) * BASE + w[-1]
+
+
+def _views(t, off: int, grid, tiles, align: int) -> list[VecView]:
+    """*tiles* (first row, rows, first column, columns of the rectangle) as passes over the grid's slot blocks."""
+    first, h, w = grid
+    nc = len(w)
+    row_base, col_base = t.blkS1o[first] * BASE, t.blkS2o[first] * BASE
     out = []
-    for r0, nr, c0, ncols in vec_tiles(R, W, base_mn, align, share):
+    for r0, nr, c0, ncols in tiles:
         pitch = align_up(ncols, align)
         pieces, masked = [], False
         for a in range(r0 // BASE, (r0 + nr - 1) // BASE + 1):
@@ -100,6 +122,28 @@ def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: i
                 masked = masked or bool(t.blkMasked[first + k])
                 pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
                                (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
-        out.append(VecView(t.blkB[first], t.blkN[first], s1s[0] * BASE + r0, s2s[0] * BASE + c0, nr, ncols, pitch,
+        out.append(VecView(t.blkB[first], t.blkN[first], row_base + r0, col_base + c0, nr, ncols, pitch,
                            masked, tuple(pieces)))
     return out
+
+
+def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int) -> list[VecView] | None:
+    """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
+    blocks (slot off + k for its k-th block, row-major); None when the section's blocks are not a full row-major
+    grid (the estimate's stand-in sections of the basic grouping), which then run by half blocks."""
+    grid = _grid(t, s)
+    if grid is None:
+        return None
+    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align)
+
+
+def bn2_section_views(t, s: int, off: int, chunk: int, align: int) -> list[tuple[int, int, list[VecView]]] | None:
+    """The deterministic S1s2Bn2 tiles (bn2_tiles) of section s as passes, per softmax-grad chunk: (the chunk's first
+    batch row, its rows, its passes); None when the section is not a full grid (as section_views)."""
+    grid = _grid(t, s)
+    if grid is None:
+        return None
+    R, W = _rect_size(grid[1], grid[2])
+    row_base = t.blkS1o[grid[0]] * BASE
+    return [(row_base + k, min(chunk, R - k), _views(t, off, grid, tiles, align))
+            for k, tiles in zip(range(0, R, chunk), bn2_tiles(R, W, t.vecBaseM, t.cvTrim, chunk))]

@@ -26,7 +26,7 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                       {"blockDim": 2}, "sameab_det"),
     # the deterministic S1s2Bn2 template: sfmg rows per CV block in UB (their place in the keys), per-strip atomics
     "bn2_gqa_256_rows": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout=""), True,
-                         {"blockDim": 2}, "basic_bn2"),  # 256 x 512 CV blocks: four sfmg row offsets
+                         {"blockDim": 2}, "basic_bn2"),  # 256 x 512 CV blocks, 32 x 256 tiles: eight sfmg row offsets
     # fp32: P^T and dS^T written by the AIVs, ComputeMMDqkvT's products (_mm_abt) with overlapping B^T rows
     "generic_fp32_causal": (dict(seq_q=[700, 300], seq_kv=[700, 300], n1=2, d=64, sparse_mode=3, causal=True,
                                  dtype="fp32"), False, {"blockDim": 2}, "generic"),
@@ -58,7 +58,7 @@ RECORDED = {
     "basic_causal": {"Cube1Block", "VecBlock", "Cube23Block"},
     "basic_det_full_mask": {"Cube1Block", "VecBlock", "ReduceRows"},
     "sameab_causal": {"Cube1Block", "VecTile", "_mm_ab_strip"},
-    "bn2_gqa_256_rows": {"Cube1Block", "VecBlock"},
+    "bn2_gqa_256_rows": {"Cube1Block", "VecTile"},
     "generic_fp32_causal": {"_mm_abt"},
     "generic_fp32_gqa": {"_mm_abt"},
     "bn2_fp32": {"_mm_abt"},
