@@ -515,18 +515,21 @@ def _ring_end(steps: list, costs: np.ndarray, vec_start: float, latency: float) 
 def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, latency: float) -> float | None:
     """Core *i*'s main-launch cycles from its ring: each of its sections costs the mean (Cube1, vector pass,
     Cube23) of the sampled sections of its class (_keys: blocks, masked, area): the core's own samples, else every sampled
-    core's, else their mean cost per block times its blocks; the ring (_ring_end) run over the core's own steps
+    core's, else the line over size and masked blocks fitted to every sampled section (_class_fit); the ring
+    (_ring_end) run over the core's own steps
     (per-AIV runs paired as tiling.core_steps pairs them; beyond RING_SECTIONS, over RING_SECTIONS evenly spaced
     sections of each run, scaled to the core's count)."""
-    per_class, per_block = {}, []
+    per_class, seen_keys, seen_costs = {}, [], []
     for j, c in enumerate(cores):
         if costs[j] is None:
             continue
         for t, key in enumerate(map(tuple, _keys(work, positions[c], True).tolist())):
             per_class.setdefault(key, {}).setdefault(j == i, []).append(costs[j][t])
-            per_block.append(costs[j][t] / max(1, key[0]))
-    if costs[i] is None or not per_block:
+            seen_keys.append(key)
+            seen_costs.append(costs[j][t])
+    if costs[i] is None or not seen_costs:
         return None
+    fit = _class_fit(np.array(seen_keys, float), np.array(seen_costs, float))
     core, n = cores[i], int(work.core_sections[cores[i]])
     split = getattr(work, "core_aiv_split", None)
     runs = _aiv_runs(work, core)
@@ -534,13 +537,12 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
     picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
               if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]
     local = np.concatenate(picked)
-    mean_block = np.mean(per_block, axis=0)
     table, rows = {}, np.zeros((len(local), 3))
     for t, key in enumerate(map(tuple, _keys(work, core + local * work.block_dim, True).tolist())):
         if key not in table:
             seen = per_class.get(key, {})
             got = seen.get(True) or seen.get(False)
-            table[key] = np.mean(got, axis=0) if got else mean_block * key[0]
+            table[key] = np.mean(got, axis=0) if got else fit(key)
         rows[t] = table[key]
     if split is None:
         steps = [[(t, None)] for t in range(len(local))]
@@ -550,6 +552,25 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
                   if r is not None] for t in range(max(first, len(local) - first))]
     end = _ring_end(steps, rows, prologue, latency)
     return prologue + (end - prologue) / scale if scale < 1.0 else end
+
+
+def _class_fit(keys: np.ndarray, costs: np.ndarray):
+    """key -> (Cube1, vector pass, Cube23) cycles of a section class no sample holds: least squares of the sampled
+    sections' costs on 1, their size (area in 16 x 16 fractals where listed, else 64 per block) and masked blocks,
+    dropping masked and then the intercept where the sampled classes cannot tell them apart. A sample of a few
+    sections per core misses the rarer classes of a long core (basic_bn2 S 165/3448 N 8/4 D 64 fp32 causal: 9
+    sampled sections of 240 held 3 of its 10 classes); pricing those at the mean cost per block of every sampled
+    section, short-row CV blocks of the short batch's cores among them (few rows, full blocks, far cheaper per
+    block), priced them 8-14% under the launch's and the core -4.3%; the cost is affine in the area: the vector
+    pass of that core's 2-, 4-, 6- and 8-block classes is 4.5k + 225 per fractal within 1.5%."""
+    def features(key) -> np.ndarray:  # (1, size, masked), the design's columns of one class
+        return np.array([1.0, key[2] if key[2] > 0 else 64.0 * key[0], key[1]])
+    full = np.array([features(k) for k in keys])
+    for cols in ([0, 1, 2], [0, 1], [1]):  # the first design whose columns the samples tell apart
+        if np.linalg.matrix_rank(full[:, cols]) == len(cols):
+            break
+    coef = np.linalg.lstsq(full[:, cols], costs, rcond=None)[0]
+    return lambda key: np.maximum(features(key)[cols] @ coef, 0.0)
 
 
 def _round_positions(work, k: int, rounds) -> dict:

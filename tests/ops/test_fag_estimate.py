@@ -220,3 +220,16 @@ def test_steady_cost_leaves_out_the_rings_start_and_end():
     assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 0.0])) == pytest.approx(100.0)
     assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 1.0])) == pytest.approx(125.0)
     assert estimate_module._steady_cost([(t, w), None], np.array([1.0, 1.0])) is None
+
+
+def test_class_fit_prices_unsampled_classes_by_size_and_mask():
+    """A section class no sample holds is priced on the line over size and masked blocks fitted to the sampled ones
+    (estimate._class_fit): affine costs are recovered exactly; with one sampled class, in proportion to size."""
+    def cost(key):  # (Cube1, vector pass, Cube23) affine in the area (fractals) and the masked blocks
+        return np.array([1000 + 30 * key[2], 4500 + 225 * key[2] + 1400 * key[1], 2000 + 80 * key[2]], float)
+    seen = [(2, 1, 128), (2, 2, 128), (8, 0, 512), (8, 0, 512)]
+    fit = estimate_module._class_fit(np.array(seen, float), np.array([cost(k) for k in seen]))
+    for unseen in [(4, 1, 256), (6, 2, 384), (4, 0, 52)]:
+        np.testing.assert_allclose(fit(unseen), cost(unseen), rtol=1e-9)
+    one = estimate_module._class_fit(np.array([(8, 0, 0)], float), np.array([[800.0, 1600.0, 3200.0]]))
+    np.testing.assert_allclose(one((4, 0, 0)), [400.0, 800.0, 1600.0])  # listed area 0: 64 fractals per block
