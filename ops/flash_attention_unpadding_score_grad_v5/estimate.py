@@ -106,6 +106,12 @@ GENERIC_SAMPLE_SECTIONS = 16
 #: (cost per block: within 4.0%), on its one sampled generic call +2.7% (-0.4%): there the cube's costs follow the
 #: launch's changing contention, which a class mean of the sample's costs averages away
 RING_TEMPLATES = ("basic_bn2",)
+#: a ring template's sampled core takes one section of every class of its sections at least, up to RING_COVER times
+#: its share: the ring prices each class at its sampled mean, and a class no sample holds only by the line of
+#: _class_fit (on the tuning set's eight sampled basic_bn2 calls, timing of 83287ef: within -2.89 .. +0.29% with the
+#: share alone, -1.41 .. +1.00% with every class; S 667/1475 N 16/8 D 64 fp32: 8 sampled sections of 64 held 3 of 12
+#: classes, its estimate CPU went 0.34 -> 0.85 s, the others' by 0.0-0.1 s, at load ~4)
+RING_COVER = 2
 RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 #: ring steps left out of the steady-state cost at a sampled core's start and end (_steady_cost)
@@ -152,7 +158,8 @@ def _core_positions(work, core: int, count: int | None, fine: bool = False) -> l
     """Global section indices of *core*, per AIV run (_aiv_runs): all of them, or *count* of them shared over
     the runs in proportion to their lengths, each run's with its mix of section classes ((blocks, masked)
     pairs: full, diagonal, edge sections cost differently per block), each class evenly spaced over the run,
-    in run order. The mix is read off at most CLASS_PROBES evenly spaced sections of the run. Per run because
+    in run order (for the ring, *fine*: the middle member of each of equal strata, and every class once at least,
+    RING_COVER). The mix is read off at most CLASS_PROBES evenly spaced sections of the run. Per run because
     a generic core's AIVs each work their own run in step: a sample whose runs differ in length or mix has
     one AIV idle while the other is the bottleneck (S 259/3288 N 16/8 D 128 fp32, blockDim 15: the sampled
     cores' busier AIV had 30% more vector cycles per block than in the launch, the estimate +8.3%)."""
@@ -181,10 +188,17 @@ def _run_positions(work, core: int, lo: int, hi: int, count: int, fine: bool) ->
         return [core + j * work.block_dim for j in range(lo, hi)]
     probes, label, classes = _core_classes(work, core, lo, hi, fine)
     take = _apportion(np.bincount(label, minlength=len(classes)) * count / len(probes), count)
+    if fine and len(classes) <= RING_COVER * count:  # every class sampled once at least (_ring_estimate)
+        take = np.maximum(take, 1)
     js = []
     for c in range(len(classes)):
         members = probes[label == c]
-        if take[c]:
+        if take[c] and fine:  # the middle of each of take[c] equal strata: _ring_estimate prices a class by its mean,
+            # and a class's first and last members sit at class changes, where a section's cost differs (basic_bn2
+            # S 165/3448 N 8/4 D 64 fp32: the full section before a run of diagonal ones 6% cheaper; the evenly
+            # spaced picks from first to last took 3 of them among 5, the class's mean 2.9% under the launch's)
+            js += [int(members[int((i + 0.5) * len(members) / take[c])]) for i in range(take[c])]
+        elif take[c]:
             js += [int(members[int(round(i))]) for i in np.linspace(0, len(members) - 1, take[c])]
     return [core + j * work.block_dim for j in sorted(set(js))]
 
@@ -561,8 +575,10 @@ def _class_fit(keys: np.ndarray, costs: np.ndarray):
     sections per core misses the rarer classes of a long core (basic_bn2 S 165/3448 N 8/4 D 64 fp32 causal: 9
     sampled sections of 240 held 3 of its 10 classes); pricing those at the mean cost per block of every sampled
     section, short-row CV blocks of the short batch's cores among them (few rows, full blocks, far cheaper per
-    block), priced them 8-14% under the launch's and the core -4.3%; the cost is affine in the area: the vector
-    pass of that core's 2-, 4-, 6- and 8-block classes is 4.5k + 225 per fractal within 1.5%."""
+    block), priced them 8-14% under the launch's and the core -4.3% (timing before 83287ef; -5.4% on its timing,
+    +0.3% with this line, RING_COVER and the strata's middles); the cost is affine in the area: the vector pass of
+    that core's 2-, 4-, 6- and 8-block classes is 4.5k + 225 per fractal within 1.5%. Since RING_COVER, the line
+    prices only the classes of a core with more than RING_COVER times its share of classes."""
     def features(key) -> np.ndarray:  # (1, size, masked), the design's columns of one class
         return np.array([1.0, key[2] if key[2] > 0 else 64.0 * key[0], key[1]])
     full = np.array([features(k) for k in keys])

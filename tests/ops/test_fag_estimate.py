@@ -233,3 +233,18 @@ def test_class_fit_prices_unsampled_classes_by_size_and_mask():
         np.testing.assert_allclose(fit(unseen), cost(unseen), rtol=1e-9)
     one = estimate_module._class_fit(np.array([(8, 0, 0)], float), np.array([[800.0, 1600.0, 3200.0]]))
     np.testing.assert_allclose(one((4, 0, 0)), [400.0, 800.0, 1600.0])  # listed area 0: 64 fractals per block
+
+
+def test_ring_sample_holds_every_class_at_its_strata_middles():
+    """A ring template's sampled core (fine) takes every class of its sections once at least (RING_COVER) and each
+    class's members at the middles of equal strata, not at the class's first and last members (class changes,
+    where a section's cost differs); the other templates keep the evenly spaced picks from first to last."""
+    blocks = np.array([8] * 10 + [4] * 2 + [8] * 10 + [4] * 2 + [8] * 10 + [4] * 2 + [8] * 4)
+    work = SimpleNamespace(block_dim=1, counts_many=lambda gs: (blocks[gs], np.zeros(len(gs), np.int64)))
+    fine = estimate_module._run_positions(work, 0, 0, len(blocks), 2, True)
+    assert any(blocks[g] == 4 for g in fine)  # the rare class, 6 of 40 sections: 0.3 of a share of 2
+    full = [g for g in fine if blocks[g] == 8]
+    members = np.flatnonzero(blocks == 8)
+    assert members[0] not in full and members[-1] not in full
+    coarse = estimate_module._run_positions(work, 0, 0, len(blocks), 2, False)
+    assert members[0] in coarse and members[-1] in coarse
