@@ -61,7 +61,8 @@ NEG = float(np.finfo(np.float32).min)  # -FLT_MAX (0xFF7FFFFF), the masked score
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
 N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
-CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step
+CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step (basic_bn2's tiles: half, to leave UB for ping-pong)
+UB_BYTES = 192 * 1024  # the AIV's Unified Buffer (Atlas A2)
 SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
 SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
 SFT_ROWS = 128  # S1s2Bn2 softmax-grad rows per step at most (CANN: SFTBaseM = 8192 / D rows; npusim: one S buffer)
@@ -841,62 +842,69 @@ class KernelFagBasic:
         half = -(-BASE // 2)
         self.tiled = bool(self.t.vecBaseMN or self.t.vecBaseM)  # CANN's vector tiles (else half blocks)
         rmax = VEC_ROWS_MAX if self.tiled else half  # a pass's rows at most (vector tiles: up to 128)
+        bn2_tiles = self.t.template == "basic_bn2" and self.tiled
+        if bn2_tiles:  # its tiles' rows (the estimate's stand-in sections still run 64-row half blocks)
+            rmax = max(half, self.t.vecBaseM)
+        self.cmpChunk = CMP_CHUNK // 2 if bn2_tiles else CMP_CHUNK
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
+        self.side = 0  # basic_bn2's ping-pong: the UB buffers of the ping (0) or the pong (1) tile
         self.ub = {}
+        self.ubBytes = 0
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
         self.views = {}
         sfmg8 = (("sfmg8", rmax * 32),) if self.t.template != "basic_bn2" else ()  # basic_bn2: its rows in sfmgcv
         for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
                              ("max8", rmax * 32), ("sum8", rmax * 32), *sfmg8):
-            self.ub[name] = TBuf()
-            self.vpipe.InitBuffer(self.ub[name], nbytes)
+            self._ub_buf(name, nbytes)
         a = self.a
         if a.sink or a.pseForm != "none" or a.dropout:  # fp32 scratch: pse slice, dropped P, dP * P
-            self.ub["tmp"] = TBuf()
-            self.vpipe.InitBuffer(self.ub["tmp"], half * BASE * 4)
+            self._ub_buf("tmp", half * BASE * 4)
         if a.sink or self.b32:  # acc: the sink's row folds, and (fp32) the transposes' Gather offsets
-            self.ub["acc"] = TBuf()
             # fp32: the transposes' Gather offsets (rows x 64); the half blocks' sink row folds; a tile's ReduceSum
-            self.vpipe.InitBuffer(self.ub["acc"], half * 64 * 4 if self.b32 or not self.t.vecBaseMN else 1024)
+            self._ub_buf("acc", half * 64 * 4 if self.b32 or not self.t.vecBaseMN else 1024)
         if a.sink:
             n1 = self.t.n1Size
             rows_f32 = (("psr", half * 4 + 32), ("rowv", half * 4 + 32)) if not self.t.vecBaseMN else \
                 (("rowv", 32),)  # half blocks: the rows' sink probabilities and sums; tiles: dsinkSumLocal
             for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", rmax * 32), *rows_f32, ("one", 32),
                                  ("one8", 256)):
-                self.ub[name] = TBuf()
-                self.vpipe.InitBuffer(self.ub[name], nbytes)
+                self._ub_buf(name, nbytes)
             CopyRowsIn(self.ub["sink"].Get(F32), self.sinkGm, 1, n1, n1, -(-n1 // 8) * 8)
             SetFlag(HardEvent.MTE2_S, 3)
             WaitFlag(HardEvent.MTE2_S, 3)
         if a.pseForm != "none":  # the pse slice in its GM dtype (alibi: input dtype; slope: the fp16 j - i table)
             self.pseQ = TQue(TPosition.VECIN, 1)
-            self.vpipe.InitBuffer(self.pseQ, 1, half * BASE * (2 if a.pseForm == "slope" else self.inDt.itemsize))
+            nbytes = half * BASE * (2 if a.pseForm == "slope" else self.inDt.itemsize)
+            self.vpipe.InitBuffer(self.pseQ, 1, nbytes)
+            self.ubBytes += nbytes
         if a.pseForm == "slope":
             ns = a.pseB * self.t.n1Size
-            self.ub["slopes"] = TBuf()
-            self.vpipe.InitBuffer(self.ub["slopes"], -(-ns // 8) * 32)
+            self._ub_buf("slopes", -(-ns // 8) * 32)
             CopyRowsIn(self.ub["slopes"].Get(F32), self.pseGm, 1, ns, ns, -(-ns // 8) * 8)
             SetFlag(HardEvent.MTE2_S, 4)
             WaitFlag(HardEvent.MTE2_S, 4)
         if a.dropout:  # bit mode: one 32-byte slot per row; byte mode: one byte per element
             self.dropQ = TQue(TPosition.VECIN, 1)
-            self.vpipe.InitBuffer(self.dropQ, 1, rmax * 32 if self.t.dropMaskBitMode else half * BASE)
+            nbytes = rmax * 32 if self.t.dropMaskBitMode else half * BASE
+            self.vpipe.InitBuffer(self.dropQ, 1, nbytes)
+            self.ubBytes += nbytes
         if self.a.masked or a.dropout:
             for name, nbytes in (("mask", half * BASE * (2 if a.maskForm == "prefix_3072" else 1)),
-                                 ("bits", half * BASE // 8), ("half", CMP_CHUNK * 2), ("zeros", CMP_CHUNK * 2)):
-                self.ub[name] = TBuf()
-                self.vpipe.InitBuffer(self.ub[name], nbytes)
-            Duplicate(self.ub["zeros"].Get(F16), 0.0, CMP_CHUNK)
+                                 ("bits", half * BASE // 8), ("half", self.cmpChunk * 2),
+                                 ("zeros", self.cmpChunk * 2)):
+                self._ub_buf(name, nbytes)
+            Duplicate(self.ub["zeros"].Get(F16), 0.0, self.cmpChunk)
             PipeBarrier(Pipe.V)
         t = self.t
         if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result, row sums, attention_in rows (b16)
             for name, nbytes in (("sfmgcv", bn2_sft_rows(t) * 32), ("sfrow", SFT_ROWS * 4),
                                  *((("o16", half * BASE * 2),) if not self.b32 else ())):
-                self.ub[name] = TBuf()
-                self.vpipe.InitBuffer(self.ub[name], nbytes)
+                self._ub_buf(name, nbytes)
+        self.ubs = [self.ub]
+        if bn2_tiles:
+            self._pong_buffers(half * BASE * 4, rmax * 32)
         if not t.sabDtm:
             for task in range(len(self.steps)):
                 self.ComputeVec(task)
@@ -916,6 +924,35 @@ class KernelFagBasic:
                 SyncAll()
                 if t.dtmBasic and r < n:  # basic_det: the cube may overwrite its partial slot with task r's
                     CrossCoreSetFlag(DET2CUBE, Pipe.MTE2)
+
+    def _ub_buf(self, name: str, nbytes: int):
+        """A TBuf of *nbytes* in the vector pipe as self.ub[name], counted against UB_BYTES."""
+        self.ub[name] = TBuf()
+        self.vpipe.InitBuffer(self.ub[name], nbytes)
+        self.ubBytes += -(-nbytes // 32) * 32
+
+    def _pong_buffers(self, tile_bytes: int, stat_bytes: int):
+        """basic_bn2: the pong tile's UB (self.ubs[1]) when it fits beside the ping's: its own S and dP (dP in the
+        fp32 scratch when there is one, free once SubGrapA's are done), softmax statistics, and the b16 casts in
+        o16 (SoftmaxGradCv's, free between chunks). CANN's kernel always pairs its tiles (VectorByS1S2); its UB
+        plan reuses the mask, pse and statistics nodes for dP, which npusim's buffers do not."""
+        alias = "tmp" in self.ub and not self.b32  # fp32: SubGrapA gathers P^T from the scratch into dP's buffer
+        extra = tile_bytes + 2 * stat_bytes + (0 if alias else tile_bytes)
+        if self.ubBytes + extra > UB_BYTES:
+            return
+        pong = dict(self.ub)
+        for name, nbytes in (("s", tile_bytes), ("max8", stat_bytes), ("sum8", stat_bytes)):
+            pong[name] = TBuf()
+            self.vpipe.InitBuffer(pong[name], nbytes)
+        if alias:
+            pong["dp"] = self.ub["tmp"]
+        else:
+            pong["dp"] = TBuf()
+            self.vpipe.InitBuffer(pong["dp"], tile_bytes)
+        if not self.b32:
+            pong["out"] = self.ub["o16"]
+        self.ubBytes += extra
+        self.ubs.append(pong)
 
     def ComputeVec(self, task: int):
         t = self.t
@@ -950,8 +987,12 @@ class KernelFagBasic:
             b, n = t.blkB[t.secStart[s]], t.blkN[t.secStart[s]]
             for self.sftRow0, rows, views in chunks:
                 self.SoftmaxGradCv(b, n, self.sftRow0, rows)
-                for v in views:
-                    self.VecTile(task, v)
+                if len(self.ubs) == 2:  # ping-pong: two tiles at a time
+                    for k in range(0, len(views), 2):
+                        self.VecPair(task, views[k:k + 2])
+                else:
+                    for v in views:
+                        self.VecTile(task, v)
             return
         blocks = list(enumerate(range(t.secStart[s], t.secStart[s + 1])))
         first = min(t.blkS1o[i] for _, i in blocks) * BASE
@@ -1110,6 +1151,39 @@ class KernelFagBasic:
             DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
                      DataCopyParams(v.rows, 1, t.n1Size - 1, 0))
         self.SubGrapB(task, v)
+        self._pass_done()
+
+    def _pass_done(self):
+        """The next pass's copies in wait for this one's copies out (MTE3_MTE2), its vector work too (MTE3_V)."""
+        SetFlag(HardEvent.MTE3_MTE2, 1)
+        WaitFlag(HardEvent.MTE3_MTE2, 1)
+        SetFlag(HardEvent.MTE3_V, 1)
+        WaitFlag(HardEvent.MTE3_V, 1)
+
+    def VecPair(self, task: int, views: list):
+        """basic_bn2's ping-pong (VectorByS1S2 / InnerT2Process, ..._s1s2_bn2.h:3201-3684): SubGrapA of the ping and
+        the pong tile in their own UB (self.ubs), then SubGrapB of both; each SubGrapB's copy in waits for its own
+        SubGrapA's copies out (MTE3_MTE2 per tile), the pong's dP, where it reuses the fp32 scratch, for the pong's
+        SubGrapA vector work (V_MTE2). One tile (an odd count's last) runs as a pass of its own."""
+        if len(views) == 1:
+            self.VecTile(task, views[0])
+            return
+        for self.side, v in enumerate(views):
+            self.ub = self.ubs[self.side]
+            self.SubGrapA(task, v)
+            SetFlag(HardEvent.MTE3_MTE2, 6 + self.side)
+        alias = self.ubs[1]["dp"] is self.ubs[0].get("tmp")
+        if alias:
+            SetFlag(HardEvent.V_MTE2, 7)
+        for self.side, v in enumerate(views):
+            self.ub = self.ubs[self.side]
+            WaitFlag(HardEvent.MTE3_MTE2, 6 + self.side)
+            if alias and self.side == 1:
+                WaitFlag(HardEvent.V_MTE2, 7)
+            self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
+            self.SubGrapB(task, v)
+        self.side, self.ub = 0, self.ubs[0]
+        self._pass_done()
 
     def _pieces_in(self, dst, region: list, task: int, v):
         """S or dP of view *v* from its slot blocks (fp32, pitch BASE) into UB at the view's pitch."""
@@ -1206,10 +1280,6 @@ class KernelFagBasic:
             SetFlag(HardEvent.V_MTE3, 1)
             WaitFlag(HardEvent.V_MTE3, 1)
             self._pieces_out(out, self.mm1, task, v, dt)
-        SetFlag(HardEvent.MTE3_MTE2, 1)
-        WaitFlag(HardEvent.MTE3_MTE2, 1)
-        SetFlag(HardEvent.MTE3_V, 1)
-        WaitFlag(HardEvent.MTE3_V, 1)
 
     def CopyOutT(self, src, dst, gm, lo: int, rows: int, cols: int, pitch: int):
         """fp32: the transpose of src (rows x cols, UB pitch *pitch*) -> gm (a section block, [cols, BASE] fp32)
@@ -1330,7 +1400,7 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE2_V, 2)
         WaitFlag(HardEvent.MTE2_V, 2)
         bits, h1, zeros = self.ub["bits"].Get(U8), self.ub["half"].Get(F16), self.ub["zeros"].Get(F16)
-        step = CMP_CHUNK // 2  # the two windows' fp16 halves share the CMP_CHUNK buffer
+        step = self.cmpChunk // 2  # the two windows' fp16 halves share the compare chunk's buffer
         h2 = h1[step:]
         for k in range(0, n, step):
             c = min(step, n - k)
@@ -1393,7 +1463,7 @@ class KernelFagBasic:
         bit0 = keep_bit_offset(t.n1Size, a.cuSS[b], n, a.seqQ[b], a.seqKv[b], row0, col0)
         ApplyDropout(X, self.dropQ, self.dropGm, self.dropBytesGm, bit0, rows, cols, a.seqKv[b], pitch,
                      t.keepProbRecip, t.dropMaskBitMode, ub["bits"].Get(U8), ub["half"].Get(F16), ub["zeros"].Get(F16),
-                     CMP_CHUNK)
+                     self.cmpChunk)
 
     def _select(self, S, off: int, gm_pitch: int, rows: int, cols: int, pitch: int, keep):
         """Keep scores where the mask byte compares *keep* 0 (EQ: keep where 0), else NEG."""
@@ -1402,7 +1472,7 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE2_V, 2)
         WaitFlag(HardEvent.MTE2_V, 2)
         bits = self.ub["bits"].Get(U8)
-        BytesToBits(bits, m, self.ub["half"].Get(F16), self.ub["zeros"].Get(F16), rows * pitch, keep, CMP_CHUNK)
+        BytesToBits(bits, m, self.ub["half"].Get(F16), self.ub["zeros"].Get(F16), rows * pitch, keep, self.cmpChunk)
         Select(S, bits, S, NEG, SELMODE.VSEL_TENSOR_SCALAR_MODE, rows * pitch)
         PipeBarrier(Pipe.V)
         SetFlag(HardEvent.V_MTE2, 2)
@@ -1537,7 +1607,7 @@ def _suba_key(k: KernelFagBasic, task: int, v):
         dpre = v.row0 - v.col0 - k.a.preLU[v.b] - 1
         mask = (causal_tile_offset(delta, BASE, s2b) if delta < v.cols else None,
                 causal_tile_offset(dpre, BASE, s2b) if dpre + v.rows >= 0 else None)
-    return (v.rows, v.cols, v.pitch, _piece_shape(v), mask), bases
+    return (v.rows, v.cols, v.pitch, _piece_shape(v), mask, k.side), bases
 
 
 def _subb_key(k: KernelFagBasic, task: int, v):
@@ -1545,7 +1615,7 @@ def _subb_key(k: KernelFagBasic, task: int, v):
     the CV block's sfmgcv); the dP slots move."""
     if not _plain(k):
         return _subb_feature_key(k, task, v)
-    return (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr), tuple(k._slot(k.mm1, task, j, F32)
+    return (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr, k.side), tuple(k._slot(k.mm1, task, j, F32)
                                                                           for j, *_ in v.pieces)
 
 
@@ -1621,7 +1691,7 @@ def _suba_feature_key(k: KernelFagBasic, task: int, v):
         dpre = row0 - col0 - a.preLU[b] - 1
         mask = (causal_tile_offset(delta, BASE, s2b) if delta < cols else None,
                 causal_tile_offset(dpre, BASE, s2b) if dpre + rows >= 0 else None)
-    key = (rows, cols, v.pitch, _piece_shape(v), mask)
+    key = (rows, cols, v.pitch, _piece_shape(v), mask, k.side)
     for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)):
         if on:
             extra, more = make(k, b, n, row0, col0, rows, cols)
@@ -1638,7 +1708,7 @@ def _subb_feature_key(k: KernelFagBasic, task: int, v):
     a = k.a
     regions = [_ws_slot(k, region, task, j) for region in ((k.mm1, k.mmT[1]) if k.b32 else (k.mm1,))
                for j, *_ in v.pieces]
-    bases, key = [], (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr)
+    bases, key = [], (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr, k.side)
     if a.dropout:
         extra, more = _drop_key(k, v.b, v.n, v.row0, v.col0, v.rows, v.cols)
         key += extra
