@@ -39,7 +39,6 @@ from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL 
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
 from npusim.replay_code import compiled
 from npusim.trace import LANE_RANK_OF_PIPE
-from npusim.trace_sink import CHUNK_ROWS
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
@@ -48,7 +47,6 @@ _INF = float("inf")
 _NEVER = object()  # cache entry of a key whose step cannot be replayed
 _SEEN = object()  # cache entry of a key seen once: the second call records, the third replays
 _RECORDING = object()  # launch-wide entry of a shared key being recorded by some stream
-_CHUNK_VALUES = 7 * CHUNK_ROWS  # record values of a chunk the stream hands to its sink (CoreUnit.chunk_full)
 
 
 @contextmanager
@@ -111,7 +109,11 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
                 if nxt is None and prev.shared is not None:  # followed by a shared step in another stream
                     nxt = _shared_successor(unit, prev, (fn, user_key, frozen))
                 if nxt is not None:
-                    _run(unit, nxt, self, state, gm_bases)
+                    fast = nxt.fast
+                    if fast is None:
+                        _run(unit, nxt, self, state, gm_bases)
+                    else:  # the generated function does all of the replay (replay_code.compiled)
+                        fast(unit, gm_bases)
                     return None
             else:
                 prev = None
@@ -259,6 +261,7 @@ class _Shared:
         e.queued_after = [(queues[qi], tuple([queues[qi].slots[si] for si in queued]))
                           for qi, queued in self.queued_after]
         e.state_after, e.n_queues, e.pure, e.next, e.shared = self.state_after, self.n_queues, self.pure, {}, self
+        e.code = e.fast = None
         return e
 
 
@@ -266,39 +269,40 @@ def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
     """Replay *entry*'s compiled calls, scheduled into the stream with transfers moved to this call's bases: by
     the loop (:func:`_replay_calls`), or by the recording's own function once it has been replayed often; then
     leave the stream (queues, kernel attributes) as its recorded call did."""
-    ops = entry.ops
-    summary = unit.spans is not None
-    code = ops.code[summary]
+    code = entry.code
     if code is None:
+        ops = entry.ops
+        summary = unit.spans is not None
         runs = ops.runs
         runs[summary] += 1
         n = runs[summary]
         if n > COMPILE_AFTER:
-            code = ops.code[summary] = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER)
+            code = entry.code = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER, entry)
+            if not state:  # the function does all of a replay: the step wrapper calls it directly
+                entry.fast = code
     if code is None:
         _replay_calls(unit, ops, gm_bases)
-    else:
-        code[0](unit, gm_bases, code[1])
-        # the step's time slices left the rows to its end (CoreUnit.chunk_full, inlined)
-        if not summary and len(unit.records) + 7 * unit.block_rows >= _CHUNK_VALUES:
-            unit.flush()
-    if summary:
-        _tally(unit, ops)
-    if entry.slots_after:
-        for slot, st, freed in entry.slots_after:
-            slot.state, slot.freed = st, freed
-    for q, nxt in entry.next_after:
-        q._next = nxt
-    if entry.queued_after:
-        for q, queued in entry.queued_after:
-            q._queued = deque(queued)
+        if summary:
+            _tally(unit, ops)
+        _restore_queues(entry)
+        records = unit.records
+        unit.replayed = (entry, records, len(records))
+    else:  # the function also restores the queues and marks the step (replay_code.after_step)
+        code(unit, gm_bases)
     if state:
         for name, value in zip(state, entry.state_after):
             setattr(kernel, name, _thaw(value))
-    # nothing is run in the stream between this step and the next while its records are these (a flush
-    # replaces the list, interpreted rows lengthen it): the next step's shortcut in replayable()
-    records = unit.records
-    unit.replayed = (entry, records, len(records))
+
+
+def _restore_queues(entry) -> None:
+    """The stream's queues as the recorded call left them (replay_code.after_step writes the same in a
+    generated step)."""
+    for slot, st, freed in entry.slots_after:
+        slot.state, slot.freed = st, freed
+    for q, nxt in entry.next_after:
+        q._next = nxt
+    for q, queued in entry.queued_after:
+        q._queued = deque(queued)
 
 
 def _base_byte(base) -> int:
@@ -360,7 +364,7 @@ class _Entry:
     and the entries of the steps seen to follow it directly (:func:`replayable`'s shortcut)."""
 
     __slots__ = ("ops", "slots_after", "next_after", "queued_after", "state_after", "n_queues", "pure", "next",
-                 "shared")
+                 "shared", "code", "fast")
 
 
 def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
@@ -396,6 +400,9 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
     e.pure = all(s.freed or s.state != "free" for q in unit.queues for s in q.slots)
     e.next = {}
     e.shared = None  # the launch's _Shared, once published
+    # its generated function once replayed often (replay_code.compiled), and the same when it does all of a
+    # replay (no kernel attributes to set after it): replayable()'s step calls it directly
+    e.code = e.fast = None
     records = unit.records
     unit.replayed = (e, records, len(records))
     return e
@@ -501,23 +508,20 @@ class _Recording(tuple):
     """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
     summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
     COMPILE_AFTER times in a row form (COMPILE_NEW_AFTER if its source is new; counted over the copies of a shared
-    recording in every stream), its own function for that form (``code``: full rows, spans; a copy binds its
-    stream's constants to it)."""
+    recording in every stream), its entry gets its own function (``_Entry.code``, with its stream's constants)."""
 
     def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None,
                 flag_keys: list | None = None):
         self = super().__new__(cls, ops)
         self.tally = tally
         self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by the copies
-        self.code = [None, None]
         self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by the copies
         # the flag keys of its SetFlags and WaitFlags in order (replay_code.compiled's signature), shared
         self.flag_keys = [op[2] for op in ops if op[0] in (_C_SET, _C_WAIT)] if flag_keys is None else flag_keys
         return self
 
     def copy(self) -> _Recording:
-        """The same calls for another stream: its own ``code`` (its stream's constants), the loop count, the
-        flag keys and the generated functions shared."""
+        """The same calls for another stream: the loop count, the flag keys and the generated sources shared."""
         return _Recording(self, self.tally, self.generated, self.runs, self.flag_keys)
 
 

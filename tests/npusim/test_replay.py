@@ -22,15 +22,26 @@ from npusim.memory.gm import TensorSpec
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts of replayed steps and replayed calls."""
+    """Counts of replayed steps and replayed calls: a replay runs its recording's calls once, by the loop
+    (replay._replay_calls) or by the recording's generated function (replay_code.compiled's)."""
     counts = {"steps": 0, "calls": 0}
-    real = replay._run
+    loop, real = replay._replay_calls, replay.compiled
 
-    def counting(unit, entry, kernel, state, bases):
+    def looped(unit, ops, gm_bases):
         counts["steps"] += 1
-        counts["calls"] += len(entry.ops)
-        return real(unit, entry, kernel, state, bases)
-    monkeypatch.setattr(replay, "_run", counting)
+        counts["calls"] += len(ops)
+        return loop(unit, ops, gm_bases)
+
+    def compiled(ops, *args):
+        fn = real(ops, *args)
+
+        def counting(unit, gm_bases):
+            counts["steps"] += 1
+            counts["calls"] += len(ops)
+            return fn(unit, gm_bases)
+        return None if fn is None else counting
+    monkeypatch.setattr(replay, "_replay_calls", looped)
+    monkeypatch.setattr(replay, "compiled", compiled)
     return counts
 
 
