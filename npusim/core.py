@@ -63,8 +63,8 @@ class CoreUnit:
         # garbage collector to scan (benchmarks/sim_speed.py).
         self.records: list = []
         # rows of replayed steps in the full form (npusim/replay_code.py): (records made before them, their
-        # constant columns as a (rows, 7) float array, their start and end cycles packed as float64 bytes), and
-        # how many rows
+        # layout (trace_sink.StepLayout: what is the same at every replay), their other start and end cycles packed
+        # as float64 bytes), and how many rows
         self.blocks: list = []
         self.block_rows = 0
         self.flushed_rows = 0  # records already handed to the trace sink
@@ -74,8 +74,8 @@ class CoreUnit:
         self.tally = [0] * 24
         # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
         self.flows: list = []
-        # arrows of replayed steps (npusim/replay_code.py): (values in `flows` made before them, their values
-        # packed as float64 bytes)
+        # arrows of replayed steps (npusim/replay_code.py): (values in `flows` made before them, their layout,
+        # the values it does not hold packed as float64 bytes)
         self.flow_blocks: list = []
         self.horizon = QUANTUM_CYCLES
         self.greenlet = None
@@ -313,7 +313,8 @@ class CoreUnit:
             self.flushed_rows += len(self.records) // 7 + self.block_rows  # for the launch's instruction budget
             self.records, self.blocks, self.block_rows = [], [], 0
         if self.flow_blocks:  # arrows of replayed steps among the others
-            sink.flows(self.block_idx, self.sub_index, flow_values(self.flows, self.flow_blocks))
+            sink.flows(self.block_idx, self.sub_index,
+                       flow_values(self.flows, self.flow_blocks, self.block_idx, self.sub_index))
             self.flows, self.flow_blocks = [], []
         elif self.flows:
             sink.flows(self.block_idx, self.sub_index, self.flows)

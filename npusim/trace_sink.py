@@ -70,6 +70,61 @@ def make_sink(trace):
     return FileSink(Path(trace[5:]).expanduser())
 
 
+class StepLayout:
+    """What the rows and flag arrows of a generated replay step (npusim/replay_code.py) hold that is the same at
+    every replay; the step packs the rest, with zero bytes in the places this holds (struct pad bytes, which cost
+    the step nothing), and the flush adds the two.
+
+    Why: a value packed per replay costs the step's Python about as much as a cycle's arithmetic; of a vector-add
+    tile's 16 rows and 6 arrows, 5 set rows' starts (their end less the flag cost) and 27 arrow values (pipes,
+    labels, the stream's core) are the same at every replay (docs/performance.md).
+
+    *table*: the rows' columns (n x 7 floats): 0 in the packed start and end cycles, NaN in the start of a row
+    whose start is its end less *flag_cycles* (a SetFlag's row: the flush does CoreUnit.set_flag's float
+    subtraction); *arrows*: the arrows' values (m x 7 floats), 0 where packed and in the source core and sub-core
+    (the stream's, filled in by the flush).
+    """
+
+    __slots__ = ("table", "flag_cycles", "arrows")
+
+    def __init__(self, table, flag_cycles: float, arrows):
+        self.table, self.flag_cycles, self.arrows = table, flag_cycles, arrows
+
+
+def _stacked(layouts: list, attr: str) -> tuple:
+    """(the arrays *attr* of *layouts*, one per block, one after another; each block's count of their rows).
+
+    NOTE: tiled when every block has one layout (a loop of one step), else gathered from the few distinct
+    layouts' arrays by one index array, for performance reasons: not one numpy call per block."""
+    first, k = layouts[0], len(layouts)
+    if all([t is first for t in layouts]):
+        one = getattr(first, attr)
+        return np.tile(one, (k, 1)), np.full(k, len(one), np.int64)
+    distinct: dict = {}
+    which = np.fromiter([distinct.setdefault(t, len(distinct)) for t in layouts], np.int64, k)
+    arrays = [getattr(t, attr) for t in distinct]
+    own = np.fromiter([len(a) for a in arrays], np.int64, len(arrays))
+    sizes = own[which]
+    # row r of the result is row r - (the rows of the blocks before its block) of its block's layout
+    first_rows = np.cumsum(sizes) - sizes
+    at = np.repeat((np.cumsum(own) - own)[which] - first_rows, sizes) + np.arange(first_rows[-1] + sizes[-1])
+    return np.concatenate(arrays)[at], sizes
+
+
+def _packed(blocks: list) -> np.ndarray:
+    """The blocks' packed values, one after another, as float64s (zero where their layouts hold the value)."""
+    return np.frombuffer(b"".join([b[2] for b in blocks]), np.float64)
+
+
+def _fill_cycles(cycles: np.ndarray, blocks: list, flag_cycles: float) -> None:
+    """The blocks' start and end cycles into *cycles* (n x 2, their layouts' tables' cycle columns one after
+    another): the packed ones, and the starts the layouts leave to the flush (NaN there) worked out."""
+    packed = _packed(blocks).reshape(-1, 2)
+    derived = np.isnan(cycles[:, 0])
+    cycles[:, 1] = packed[:, 1]
+    cycles[:, 0] = np.where(derived, packed[:, 1] - flag_cycles, packed[:, 0]) if derived.any() else packed[:, 0]
+
+
 def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
     """A stream's flat record list, with the rows of replayed steps in *blocks* placed among them (see
     :class:`TraceSink`) -> trace input columns (cycles rounded to integers)."""
@@ -91,8 +146,10 @@ def _block_columns(core: int, sub: int, blocks: list) -> dict:
     """:func:`record_columns` of a chunk of blocks of one recording only (a loop of one replayed step): its
     constant columns converted once and tiled, its cycles rounded from the packed bytes (the same values and
     conversions as through a tiled float table)."""
-    table, k = blocks[0][1], len(blocks)
-    cycles = np.frombuffer(b"".join([b[2] for b in blocks]), np.float64).reshape(-1, 2)
+    layout, k = blocks[0][1], len(blocks)
+    table = layout.table
+    cycles = np.tile(table[:, 2:4], (k, 1))
+    _fill_cycles(cycles, blocks, layout.flag_cycles)
     n = len(cycles)
     return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
             "pipe": np.tile(table[:, 0].astype(np.int8), k), "name_id": np.tile(table[:, 1].astype(np.int32), k),
@@ -104,18 +161,12 @@ def _block_columns(core: int, sub: int, blocks: list) -> dict:
 def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     """The records *rec* (n x 7) with each block's rows inserted before the record its position names: the
     block's constant columns, its start and end cycles filled in (the same floats as a record's)."""
-    tables = [b[1] for b in blocks]
-    first = tables[0]
-    # NOTE: the blocks of one recording share its table (a chunk of a loop of one step: one table), for
-    # performance reasons tiled rather than concatenated block by block
-    same = all([t is first for t in tables])
-    rows = np.tile(first, (len(tables), 1)) if same else np.concatenate(tables)
-    rows[:, 2:4] = np.frombuffer(b"".join([b[2] for b in blocks]), np.float64).reshape(-1, 2)
+    layouts = [b[1] for b in blocks]
+    rows, sizes = _stacked(layouts, "table")
+    _fill_cycles(rows[:, 2:4], blocks, layouts[0].flag_cycles)
     if not len(rec):  # only blocks: nothing to place among them
         return rows
     at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
-    sizes = np.full(len(tables), len(first), np.int64) if same else \
-        np.fromiter([len(t) for t in tables], np.int64, len(tables))
     out = np.empty((len(rec) + len(rows), 7))
     # a block's row r (counted over all blocks) follows r block rows and the records made before its block
     out[np.repeat(at, sizes) + np.arange(len(rows))] = rows
@@ -125,18 +176,24 @@ def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     return out
 
 
-def flow_values(flows: list, blocks: list) -> np.ndarray:
+def flow_values(flows: list, blocks: list, core: int, sub: int) -> np.ndarray:
     """A stream's flat flow records with the arrows of replayed steps (*blocks*: (values in *flows* made before
-    them, their values packed as float64 bytes)) placed among them, as one flat float64 array."""
+    them, their layout, their packed values)) placed among them, as one flat float64 array; *core*, *sub*: the
+    stream's (the source of its replayed arrows)."""
+    arrows, sizes = _stacked([b[1] for b in blocks], "arrows")
+    arrows += _packed(blocks).reshape(-1, 7)  # each value is in one of the two, the other holds 0
+    arrows[:, 5] = core
+    arrows[:, 6] = sub
     if not flows:
-        return np.frombuffer(b"".join([b[1] for b in blocks]), np.float64)
+        return arrows.reshape(-1)
     values = np.fromiter(flows, np.float64, len(flows))
-    parts, done = [], 0
-    for at, packed in blocks:
-        parts += [values[done:at].tobytes(), packed]
-        done = at
-    parts.append(values[done:].tobytes())
-    return np.frombuffer(b"".join(parts), np.float64)
+    replayed = arrows.reshape(-1)
+    parts, done, made = [], 0, 0
+    for (at, _, _), size in zip(blocks, (7 * sizes).tolist()):
+        parts += [values[done:at], replayed[made:made + size]]
+        done, made = at, made + size
+    parts.append(values[done:])
+    return np.concatenate(parts)
 
 
 def flow_columns(core: int, sub: int, flows) -> dict:

@@ -227,11 +227,18 @@ def test_cli_run_trace_levels(tmp_path, capsys):
 
 
 def test_packed_blocks_placed_among_records():
-    """Replayed steps hand rows and flag arrows as packed float64 blocks (npusim/replay_code.py): the sink
-    places them where the stream made them, the same values as flat records would give."""
+    """Replayed steps hand rows and flag arrows as packed float64 blocks with a layout of what stays put
+    (npusim/replay_code.py, trace_sink.StepLayout): the sink places them where the stream made them, the same
+    values as flat records would give: a SetFlag row's start is its end less the flag cost, an arrow's constants
+    and its source core and sub-core come from the layout and the stream; two layouts interleave."""
     rng = np.random.default_rng(5)
+    fc = 3.0
     records, flows, blocks, flow_blocks, flat_rows, flat_flows = [], [], [], [], [], []
-    table = np.array([[7, 1, 0, 0, 0, 0, 13], [4, 2, 0, 0, 2048, 0, 1]], np.float64)
+    # a wait row and a set row (start left to the flush); arrows: (src, fire) packed, dst pipe and label constant
+    table = np.array([[7, 1, 0, 0, 0, 0, 13], [7, 2, np.nan, 0, 0, 0, 1]], np.float64)
+    arrows = np.array([[0, 0, 1, 0, 3, 0, 0]], np.float64)
+    layouts = [ts.StepLayout(table, fc, arrows),
+               ts.StepLayout(np.array([[4, 5, 0, 0, 2048, 0, 9]], np.float64), fc, np.zeros((0, 7)))]
     for step in range(30):
         if rng.random() < 0.4:  # an interpreted row and arrow (floats and ints, as the engine appends them)
             row = (7, 3, float(rng.uniform(0, 1e6)), float(rng.uniform(0, 1e6)), 0, 0, 9)
@@ -241,24 +248,37 @@ def test_packed_blocks_placed_among_records():
             flows.extend(arrow)
             flat_flows += arrow
         cycles = rng.uniform(0, 1e6, 4).tolist()
-        blocks.append((len(records), table, struct.pack("4d", *cycles)))
-        for r, (s, e) in zip(table.tolist(), zip(cycles[::2], cycles[1::2])):
-            flat_rows += r[:2] + [s, e] + r[4:]
-        arrow = [5.0, cycles[0], 1.0, cycles[1], 3.0, 0.0, 1.0]
-        flow_blocks.append((len(flows), struct.pack("7d", *arrow)))
-        flat_flows += arrow
+        layout = layouts[int(rng.random() < 0.3)]
+        if layout is layouts[0]:
+            blocks.append((len(records), layout, struct.pack("dd8xd", cycles[0], cycles[1], cycles[3])))
+            flat_rows += [7, 1, cycles[0], cycles[1], 0, 0, 13, 7, 2, cycles[3] - fc, cycles[3], 0, 0, 1]
+            flow_blocks.append((len(flows), layout, struct.pack("dd8xd24x", 5.0, cycles[2], cycles[1])))
+            flat_flows += [5.0, cycles[2], 1.0, cycles[1], 3.0, 0.0, 1.0]
+        else:
+            blocks.append((len(records), layout, struct.pack("2d", cycles[0], cycles[1])))
+            flat_rows += [4, 5, cycles[0], cycles[1], 2048, 0, 9]
     got = ts.record_columns(0, 1, records, blocks)
     want = ts.record_columns(0, 1, flat_rows)
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
-    # a chunk of one recording's blocks only (converted by tiling its table's columns)
-    only = [b for b in blocks if b[1] is table]
-    got = ts.record_columns(0, 1, [], [(0,) + b[1:] for b in only])
-    want = ts.record_columns(0, 1, [v for _, t, packed in only for r, se in zip(
-        t.tolist(), np.frombuffer(packed).reshape(-1, 2).tolist()) for v in r[:2] + se + r[4:]])
+    # a chunk of blocks only, of two layouts and of one (converted by tiling its table's columns)
+    for only in ([(0,) + b[1:] for b in blocks], [(0,) + b[1:] for b in blocks if b[1] is layouts[0]]):
+        got = ts.record_columns(0, 1, [], only)
+        flat = []
+        for _, t, packed in only:
+            values = iter(np.frombuffer(packed).tolist())
+            for r in t.table.tolist():
+                start = next(values)
+                end = next(values)
+                flat += r[:2] + [end - fc if np.isnan(r[2]) else start, end] + r[4:]
+        want = ts.record_columns(0, 1, flat)
+        for k in want:
+            assert got[k].tobytes() == want[k].tobytes(), k
+    got = ts.flow_columns(0, 1, ts.flow_values(flows, flow_blocks, 0, 1))
+    want = ts.flow_columns(0, 1, flat_flows)
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
-    got = ts.flow_columns(0, 1, ts.flow_values(flows, flow_blocks))
-    want = ts.flow_columns(0, 1, flat_flows)
+    got = ts.flow_columns(0, 1, ts.flow_values([], flow_blocks, 0, 1))  # arrows of replayed steps only
+    want = ts.flow_columns(0, 1, [v for a in np.reshape(flat_flows, (-1, 7)).tolist() if a[0] == 5.0 for v in a])
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
