@@ -903,8 +903,8 @@ class KernelFagBasic:
                                  *((("o16", half * BASE * 2),) if not self.b32 else ())):
                 self._ub_buf(name, nbytes)
         self.ubs = [self.ub]
-        if bn2_tiles:
-            self._pong_buffers(half * BASE * 4, rmax * 32)
+        if bn2_tiles or t.template == "generic":
+            self._pong_buffers(half * BASE * 4, rmax * 32, out_bytes)
         if not t.sabDtm:
             for task in range(len(self.steps)):
                 self.ComputeVec(task)
@@ -931,25 +931,27 @@ class KernelFagBasic:
         self.vpipe.InitBuffer(self.ub[name], nbytes)
         self.ubBytes += -(-nbytes // 32) * 32
 
-    def _pong_buffers(self, tile_bytes: int, stat_bytes: int):
-        """basic_bn2: the pong tile's UB (self.ubs[1]) when it fits beside the ping's: its own S and dP (dP in the
-        fp32 scratch when there is one, free once SubGrapA's are done), softmax statistics, and the b16 casts in
-        o16 (SoftmaxGradCv's, free between chunks). CANN's kernel always pairs its tiles (VectorByS1S2); its UB
-        plan reuses the mask, pse and statistics nodes for dP, which npusim's buffers do not."""
+    def _pong_buffers(self, tile_bytes: int, stat_bytes: int, out_bytes: int):
+        """basic_bn2 and generic: the pong tile's UB (self.ubs[1]) when it fits beside the ping's: its own S and dP
+        (dP in the fp32 scratch when there is one, free once SubGrapA's are done), softmax statistics and sfmg rows,
+        and its b16 casts (basic_bn2: in o16, SoftmaxGradCv's, free between chunks). CANN's kernels always pair
+        their tiles (..._s1s2_bn2.h VectorByS1S2, ..._s1s2_bn2gs1s2.h ComputeVec); their UB plans reuse the mask,
+        pse and statistics buffers for dP, which npusim's do not."""
         alias = "tmp" in self.ub and not self.b32  # fp32: SubGrapA gathers P^T from the scratch into dP's buffer
-        extra = tile_bytes + 2 * stat_bytes + (0 if alias else tile_bytes)
+        own = [("s", tile_bytes), ("max8", stat_bytes), ("sum8", stat_bytes)]
+        own += [("sfmg8", stat_bytes)] if "sfmg8" in self.ub else []
+        own += [] if alias else [("dp", tile_bytes)]
+        own += [] if self.b32 or "o16" in self.ub else [("out", out_bytes)]
+        extra = sum(nbytes for _, nbytes in own)
         if self.ubBytes + extra > UB_BYTES:
             return
         pong = dict(self.ub)
-        for name, nbytes in (("s", tile_bytes), ("max8", stat_bytes), ("sum8", stat_bytes)):
+        for name, nbytes in own:
             pong[name] = TBuf()
             self.vpipe.InitBuffer(pong[name], nbytes)
         if alias:
             pong["dp"] = self.ub["tmp"]
-        else:
-            pong["dp"] = TBuf()
-            self.vpipe.InitBuffer(pong["dp"], tile_bytes)
-        if not self.b32:
+        if "o16" in self.ub:
             pong["out"] = self.ub["o16"]
         self.ubBytes += extra
         self.ubs.append(pong)
@@ -965,7 +967,10 @@ class KernelFagBasic:
                 if self.a.sink and t.vecBaseMN:  # dsinkSumLocal: this AIV's sum over the CV block's tiles
                     Duplicate(self.ub["rowv"].Get(F32), 0.0, 8)
                     PipeBarrier(Pipe.V)
-                if views is not None:
+                if views is not None and len(self.ubs) == 2:  # generic: pairs of column tiles of a tile row
+                    for pair in column_pairs(views):
+                        self.VecPair(task, pair)
+                elif views is not None:
                     for v in views:
                         self.VecTile(task, v)
                 else:
@@ -1140,18 +1145,23 @@ class KernelFagBasic:
 
     def VecPass(self, task: int, v):
         """SubGrapA (P), the sfmg rows, SubGrapB (dS) of view *v* (vectiles.VecView)."""
-        a, t = self.a, self.t
         self.SubGrapA(task, v)
         SetFlag(HardEvent.MTE3_MTE2, 0)
         WaitFlag(HardEvent.MTE3_MTE2, 0)
+        self._sfmg_rows(v)
+        self.SubGrapB(task, v)
+        self._pass_done()
+
+    def _sfmg_rows(self, v):
+        """self.sf8: the view's sfmg rows in UB (basic_bn2: a row of the CV block's sfmgcv; else copied in from the
+        prologue's workspace rows into this side's sfmg8)."""
+        a, t = self.a, self.t
         if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
             self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
         else:
             self.sf8 = self.ub["sfmg8"].Get(F32)
             DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
                      DataCopyParams(v.rows, 1, t.n1Size - 1, 0))
-        self.SubGrapB(task, v)
-        self._pass_done()
 
     def _pass_done(self):
         """The next pass's copies in wait for this one's copies out (MTE3_MTE2), its vector work too (MTE3_V)."""
@@ -1161,8 +1171,9 @@ class KernelFagBasic:
         WaitFlag(HardEvent.MTE3_V, 1)
 
     def VecPair(self, task: int, views: list):
-        """basic_bn2's ping-pong (VectorByS1S2 / InnerT2Process, ..._s1s2_bn2.h:3201-3684): SubGrapA of the ping and
-        the pong tile in their own UB (self.ubs), then SubGrapB of both; each SubGrapB's copy in waits for its own
+        """Ping-pong (basic_bn2: VectorByS1S2 / InnerT2Process, ..._s1s2_bn2.h:3201-3684; generic: ComputeVec's column
+        tile pairs, ..._s1s2_bn2gs1s2.h:2418-2440): SubGrapA of the ping and the pong tile in their own UB
+        (self.ubs), then SubGrapB of both; each SubGrapB's copy in waits for its own
         SubGrapA's copies out (MTE3_MTE2 per tile), the pong's dP, where it reuses the fp32 scratch, for the pong's
         SubGrapA vector work (V_MTE2). One tile (an odd count's last) runs as a pass of its own."""
         if len(views) == 1:
@@ -1180,7 +1191,7 @@ class KernelFagBasic:
             WaitFlag(HardEvent.MTE3_MTE2, 6 + self.side)
             if alias and self.side == 1:
                 WaitFlag(HardEvent.V_MTE2, 7)
-            self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
+            self._sfmg_rows(v)
             self.SubGrapB(task, v)
         self.side, self.ub = 0, self.ubs[0]
         self._pass_done()
@@ -1477,6 +1488,15 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
         SetFlag(HardEvent.V_MTE2, 2)
         WaitFlag(HardEvent.V_MTE2, 2)
+
+
+def column_pairs(views: list) -> list:
+    """The generic kernel's ping-pong pairs (..._s1s2_bn2gs1s2.h ComputeVec, :2418-2440): per row of tiles, column
+    tiles two at a time (a row's odd last one alone)."""
+    rows = {}
+    for v in views:
+        rows.setdefault(v.row0, []).append(v)
+    return [row[k:k + 2] for row in rows.values() for k in range(0, len(row), 2)]
 
 
 def SoftmaxGradFront(row, x, y, dyL, oL, acc, rows: int, D: int, dp: int):
