@@ -112,6 +112,10 @@ BN2 = {
     # pse (which basic_det refuses), two cores: the weighted split of the pairs over four AIVs
     "fp16_slope_two_cores": (dict(seq_q=[600, 130, 300], seq_kv=[600, 130, 300], n1=4, n2=2, d=40, layout="",
                                   slopes="B", pse_type=2), {"blockDim": 2}),
+    # D 96: softmax-grad steps of 8192 // 96 = 85 rows, so a 256-row chunk's last step writes rows up to 264 (Brcb
+    # fills whole 8-row groups); a band (sparse 4), 256 x 512 CV blocks, 64 x 128 tiles in ping-pong
+    "fp16_d96_band_sft_steps": (dict(seq_q=[400, 200], seq_kv=[500, 200], n1=2, n2=2, d=96, layout="",
+                                     sparse_mode=4, causal=True, pre=100, nxt=50), None),
 }
 
 
