@@ -16,10 +16,10 @@ stands for the whole:
   own sections with the core's mix of section classes (full, diagonal, edge: they cost differently per
   block), the same share of each core's sections (K for the most loaded one, at least BASIC_SAMPLE_SECTIONS,
   GENERIC_SAMPLE_SECTIONS or MIN_SAMPLE_SECTIONS; generic: from each AIV's run in proportion), so that the
-  lighter cores finish first as in the launch. The cost per block of the ring's steady state is read off that
-  one run, between each core's MARK_HEAD-th ring step and its last but MARK_TAIL (_step_marks, _steady_cost:
-  the cube's SetAtomicNone after each step's last Cube23), pooled over the simulated cores; every simulated
-  core's time is extended at that cost to its real block count and the latest is the estimate. (A second
+  lighter cores finish first as in the launch. The ring's steady cost, a line of cycles per step and per block, is
+  read off that one run, between each core's MARK_HEAD-th ring step and its last but MARK_TAIL (_step_marks,
+  _steady_cost: the cube's SetAtomicNone after each step's last Cube23), pooled over the simulated cores; every
+  simulated core's time is extended at that cost to its real steps and blocks and the latest is the estimate. (A second
   run of every other section, or for SameAB the first half, gives the cost per block by difference where the
   marks are missing; it also gives the prologue's line when the sample runs part of the prologue.) For
   RING_TEMPLATES (basic_bn2), the
@@ -373,8 +373,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
     span = np.maximum(work.core_blocks[cores].astype(float) - w_big, 0.0)
     steady = _steady_cost(marks, span)
+    per_step = 0.0
     if steady is not None and f >= 1.0:
-        prologue, per_block = p_big, steady
+        prologue, (per_step, per_block) = p_big, steady
     else:
         # the smaller run: every other section of the larger one (of each AIV run), so that the two differ by sections
         # of the same mix (SameAB, PREFIX_TEMPLATES: the first half of it, so that both runs start alike); where the
@@ -388,8 +389,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         e_small, w_small, p_small, _ = run({c: sum((half(r) for r in v), []) for c, v in big_runs.items()}, f / 2)
         # the prologue (before SyncAll) is on its own line over the fraction of it simulated
         prologue = _line(f / 2, p_small, f, p_big, 1.0)
-        per_block = steady
-        if steady is None:
+        if steady is not None:
+            per_step, per_block = steady
+        else:
             grown = float(span @ (w_big - np.array(w_small, float)))
             spent = float(span @ (np.array(e_big) - np.array(e_small) - (p_big - p_small)))
             per_block = spent / grown if grown else 0.0
@@ -399,30 +401,50 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         est = _ring_estimate(work, cores, big_pos, rings[-1], i, prologue, spec.cross_core_flag_latency_cycles)
         if est is not None:
             return est + overhead
-    # every simulated core's larger run extended at the pooled cost per block to its real block count; the launch
-    # ends with the latest of them, not always the most loaded by blocks (generic S 328/972/1338 kv 434/2848/385
-    # N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
-    return prologue - p_big + max(e_big[j] + per_block * span[j] for j in range(k)) + overhead
+    # every simulated core's larger run extended at the steady cost per step and per block to its real steps and
+    # blocks; the launch ends with the latest of them, not always the most loaded by blocks (generic S 328/972/1338
+    # kv 434/2848/385 N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
+    steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
+                  for j, c in enumerate(cores)]
+    return prologue - p_big + max(e_big[j] + max(0.0, per_step * steps_left[j] + per_block * span[j])
+                                  for j in range(k)) + overhead
 
 
-def _steady_cost(marks: list, span: np.ndarray) -> float | None:
-    """Cycles per block of the sampled sections in the ring's steady state, pooled over the simulated cores (each
-    weighted by the blocks it is extended over): between the end of each core's MARK_HEAD-th ring step and of its
-    last but MARK_TAIL, read off one sample run (_step_marks). None where a core's marks are missing. The ring's
-    start (the first CV blocks, dearer, and the cube's wait for the AIVs' first pass) and its end (the last
-    Cube23 runs with no Cube1 beside it) stay out of the cost, where the difference of two runs carried the
-    difference of their ends into it (SameAB S 2416/3936/5951 band, 8 sampled cores, timing before 7137ec1: +4.9%, now +2.2%; basic S 8192 N 2
-    causal +1.6%, now +0.6%)."""
+def _steady_cost(marks: list, span: np.ndarray) -> tuple[float, float] | None:
+    """(cycles per ring step, cycles per block) of the sampled sections in the ring's steady state, pooled over the
+    simulated cores (each weighted by the blocks it is extended over): between the end of each core's MARK_HEAD-th
+    ring step and of its last but MARK_TAIL, read off one sample run (_step_marks). None where a core's marks are
+    missing. The ring's start (the first CV blocks, dearer, and the cube's wait for the AIVs' first pass) and its
+    end (the last Cube23 runs with no Cube1 beside it) stay out of the cost, where the difference of two runs carried
+    the difference of their ends into it (SameAB S 2416/3936/5951 band, 8 sampled cores, timing before 7137ec1:
+    +4.9%, then +2.2%; basic S 8192 N 2 causal +1.6%, then +0.6%). The steps' cycles are a line over their blocks
+    (weighted least squares), so a step costs a fixed part besides its blocks' (flags, the ring's hand-overs, a
+    CV block's own loads): SameAB's band and edge CV blocks of 1-4 blocks cost 1.5-4 times a full one's per block,
+    and a window holding more of them than the core's mix charged every extended block that dearer rate (tuning
+    set, SameAB band S 2416/3936/5951 N 8/2 D 192 +4.1%, S 2928 kv 1100 N 16/4 +2.4%; +2.3% and +0.8% on the
+    line). Where the window's steps all hold the same blocks, the pooled cost per block alone (0 per step)."""
     if not marks or any(m is None for m in marks):
         return None
     spent = grown = 0.0
+    rows, cycles, weights = [], [], []
     for (t, w), weight in zip(marks, span):
         a, b = min(MARK_HEAD, len(t) - 1), len(t) - 1 - MARK_TAIL
         if b <= a:
             a, b = 0, len(t) - 1
         spent += weight * (t[b] - t[a])
         grown += weight * (w[b] - w[a])
-    return spent / grown if grown > 0 else None
+        if weight > 0:
+            rows += list(np.diff(w[a:b + 1]))
+            cycles += list(np.diff(t[a:b + 1]))
+            weights += [weight] * (b - a)
+    if grown <= 0:
+        return None
+    if len(set(rows)) < 2:
+        return 0.0, spent / grown
+    root = np.sqrt(weights)
+    design = np.stack([np.ones(len(rows)), np.array(rows, float)], 1) * root[:, None]
+    per_step, per_block = np.linalg.lstsq(design, np.array(cycles) * root, rcond=None)[0]
+    return (float(per_step), float(per_block)) if per_block > 0 else (0.0, spent / grown)
 
 
 def _step_marks(trace, sample, k: int) -> list:

@@ -217,9 +217,20 @@ def test_steady_cost_leaves_out_the_rings_start_and_end():
     # 100 cycles a block once the ring runs; its first two steps dearer, its last step (a Cube23 alone) cheaper
     t = 50000.0 + np.cumsum([3000.0, 2500.0] + [1600.0] * 5 + [600.0])
     u = 50000.0 + np.cumsum([3000.0, 2500.0] + [2400.0] * 5 + [600.0])  # another core at 150 a block
-    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 0.0])) == pytest.approx(100.0)
-    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 1.0])) == pytest.approx(125.0)
+    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 0.0])) == pytest.approx((0.0, 100.0))
+    assert estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 1.0])) == pytest.approx((0.0, 125.0))
     assert estimate_module._steady_cost([(t, w), None], np.array([1.0, 1.0])) is None
+
+
+def test_steady_cost_is_a_line_over_the_steps_blocks():
+    """Steps of different blocks: the steady cost is (cycles per step, cycles per block) of the line through them, so a
+    window with more small steps than the core's mix does not charge their dearer rate per block to every block."""
+    blocks = np.array([16.0, 16.0, 4.0, 16.0, 1.0, 16.0, 4.0, 16.0])
+    w = np.cumsum(blocks)
+    step = 30000.0 + 5000.0 * blocks  # 30k a step and 5k a block once the ring runs
+    t = 50000.0 + np.cumsum(np.concatenate(([90000.0, 80000.0], step[2:-1], [20000.0])))
+    per_step, per_block = estimate_module._steady_cost([(t, w)], np.array([1.0]))
+    assert per_step == pytest.approx(30000.0) and per_block == pytest.approx(5000.0)
 
 
 def test_class_fit_prices_unsampled_classes_by_size_and_mask():
