@@ -557,7 +557,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
             strips.append(_cv_block(p, ctx, sec, None if regions else _tile_plan(p, sec, trim, cv)))
         else:
             plain = _first_kinds(p, sec, cv) if first_writes else ()
-            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec, _tile_plan(p, sec, trim, cv))
+            plan = _tile_plan(p, sec, trim, cv)
+            adds.append([c + (kind in plain,) for kind, r0, h, val in _cv_block(p, ctx, sec, plan)
                          for c in _chunks(kind, r0, h, val)])
     for k in _cube_order(len(adds), contiguous, core_starts, aiv_split):
         fifo[owner(k)].extend(adds[k])

@@ -898,8 +898,8 @@ class KernelFagBasic:
             Duplicate(self.ub["zeros"].Get(F16), 0.0, self.cmpChunk)
             PipeBarrier(Pipe.V)
         t = self.t
-        if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result (a step's Brcb writes whole 8-row groups), row
-            # sums, attention_in rows (b16)
+        if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result (a step's Brcb writes whole 8-row
+            # groups), row sums, attention_in rows (b16)
             for name, nbytes in (("sfmgcv", (bn2_sft_rows(t) + 8) * 32), ("sfrow", SFT_ROWS * 4),
                                  *((("o16", half * BASE * 2),) if not self.b32 else ())):
                 self._ub_buf(name, nbytes)

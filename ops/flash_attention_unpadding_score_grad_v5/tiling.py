@@ -31,7 +31,8 @@ import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, bn2_cv_inner,
-                                                                   bn2_vec_base_n, bn2_vec_tile, cann_template, generic_cv_inner,
+                                                                   bn2_vec_base_n, bn2_vec_tile, cann_template,
+                                                                   generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
                                                                    sab_deterministic, tiling_view)
 

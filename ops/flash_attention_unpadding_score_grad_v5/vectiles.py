@@ -5,8 +5,9 @@ at most ``baseMN`` elements (``..._sab.h`` / ``..._s1s2_bn2gs1s2.h`` ComputeVec)
 columns (VEC_S2_LEN) by s1VecSize = baseMN // (s2VecSize aligned to 16, or to 32 with a mask or dropout) rows, at
 most 128 and at most the rectangle's rows. SameAB's AIV 0 takes the first s1VecLoop // 2 rows of tiles and AIV 1
 the rest (the ND output of a TND call: ``halfLoop = s1VecLoop / 2 * s2VecLoop``), each row of tiles by column tiles;
-a generic AIV takes every tile of its own CV block, rows of tiles outer. The golden re-derives the same geometry on
-its own (golden.py ``_tile_plan``).
+a generic AIV takes every tile of its own CV block, rows of tiles outer. The deterministic S1s2Bn2 kernel cuts each
+softmax-grad chunk of its CV block into baseM x baseN tiles (templates.bn2_vec_tile, ``bn2_tiles``). The golden
+re-derives the same geometry on its own (golden.py ``_tile_plan``).
 """
 from __future__ import annotations
 
