@@ -16,7 +16,8 @@ state and the kernel attributes the decorator names (*state*). The first call wi
 method as written; the second records every call it makes into its CoreUnit (issue, transfer, set_flag,
 wait_flag, barrier) with its kernel line (a key seen once costs no recording); a later call with the same
 full key replays those calls, then sets the queues and the named attributes to the state the recorded
-call left. Cross-core flags are replayed as calls into the launch, which run live (a wait still
+call left. A shared step (below) is recorded on its launch-wide first sight instead, outside simulated time
+(npusim/replay_dry.py). Cross-core flags are replayed as calls into the launch, which run live (a wait still
 suspends until its peer's set). A step that does anything else
 to the stream (SyncAll, a SetAtomic state or atomic add it does not undo, a new queue, rows written by other
 code) is never replayed: its recording is dropped and it always runs as written.
@@ -38,6 +39,7 @@ from npusim.launch import current_unit
 from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL as _C_GM_REL, C_ISSUE as _C_ISSUE
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
 from npusim.replay_code import compiled
+from npusim.replay_dry import Registering, run_dry, unregistered
 from npusim.trace import LANE_RANK_OF_PIPE
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
@@ -147,18 +149,32 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
 def _from_launch(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple):
     """A step of a shared key not recorded in this stream: the launch-wide state of its key decides.
 
-    Seen nowhere yet: _SEEN is returned (the caller runs it as written); seen once in some stream: recorded
-    here and published (None is returned: the step has run); recorded in another stream: this stream's copy of
-    that recording (_Shared.copy_for), kept as its entry; _NEVER if it cannot be.
+    Seen nowhere yet: recorded outside simulated time (npusim/replay_dry.py) and published, its entry returned
+    (the caller replays it), so that the other streams, which reach the key in the same time slices, replay it
+    too; when it cannot be recorded so (it raised, or a cross-core wait's source line is new: see
+    replay_dry.Unregistered.after_wait), _SEEN is returned (the caller runs it as written). Seen once in some
+    stream: recorded here in simulated time and published (None is returned: the step has run); recorded in
+    another stream: this stream's copy of that recording (_Shared.copy_for), kept as its entry; _NEVER if it
+    cannot be.
     """
     launch = unit.launch
     table = launch.shared_replays
     ckey = (full_key[:4], _canonical_flags(unit), full_key[5])
     found = table.get(ckey)
     if found is None:
-        table[ckey] = _SEEN
-        unit.replays[full_key] = _SEEN
-        return _SEEN
+        entry = run_dry(unit, kernel, state, lambda values: [_thaw(_freeze(v)) for v in values],
+                        lambda: _record(unit, fn, kernel, args, bases, state, full_key))
+        if entry is not None and entry is not _NEVER:  # names and lines it met first: numbered by the replays
+            unreg = entry.ops.unregistered = unregistered(entry.ops)
+            if unreg is not None and unreg.after_wait:
+                entry = None
+        if entry is None:
+            table[ckey] = _SEEN
+            unit.replays[full_key] = _SEEN
+            return _SEEN
+        unit.replays[full_key] = entry
+        table[ckey] = _NEVER if entry is _NEVER else _Shared(unit, entry)
+        return entry
     if found is _NEVER:
         unit.replays[full_key] = _NEVER
         return _NEVER
@@ -272,16 +288,24 @@ def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
     code = entry.code
     if code is None:
         ops = entry.ops
+        unreg = ops.unregistered
+        if unreg is not None:  # a dry-run recording whose names or lines are not all numbered yet (replay_dry.py)
+            resolved = unreg.settle(ops)
+            if resolved is not None:
+                ops = entry.ops = _Recording(resolved, ops.tally, ops.generated, ops.runs, ops.flag_keys)
+                if entry.shared is not None:
+                    entry.shared.ops = ops
+                unreg = None
         summary = unit.spans is not None
         runs = ops.runs
         runs[summary] += 1
         n = runs[summary]
-        if n > COMPILE_AFTER:
+        if n > COMPILE_AFTER and unreg is None:
             code = entry.code = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER, entry)
             if not state:  # the function does all of a replay: the step wrapper calls it directly
                 entry.fast = code
     if code is None:
-        _replay_calls(unit, ops, gm_bases)
+        _replay_calls(unit, ops if unreg is None else Registering(unit.launch, ops, unreg), gm_bases)
         if summary:
             _tally(unit, ops)
         _restore_queues(entry)
@@ -511,8 +535,9 @@ class _Recording(tuple):
     recording in every stream), its entry gets its own function (``_Entry.code``, with its stream's constants)."""
 
     def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None,
-                flag_keys: list | None = None):
+                flag_keys: list | None = None, unregistered=None):
         self = super().__new__(cls, ops)
+        self.unregistered = unregistered  # placeholders of names and lines a dry run met first (replay_dry.py)
         self.tally = tally
         self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by the copies
         self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by the copies
@@ -522,7 +547,7 @@ class _Recording(tuple):
 
     def copy(self) -> _Recording:
         """The same calls for another stream: the loop count, the flag keys and the generated sources shared."""
-        return _Recording(self, self.tally, self.generated, self.runs, self.flag_keys)
+        return _Recording(self, self.tally, self.generated, self.runs, self.flag_keys, self.unregistered)
 
 
 # -- replay ----------------------------------------------------------------------------------------
