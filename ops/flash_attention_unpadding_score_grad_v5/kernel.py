@@ -1238,7 +1238,7 @@ class KernelFagBasic:
         if a.sink:
             self.SinkProb(n, max8, sum8, rows)
         if v.masked:
-            self.ApplyMask(S, b, row0, col0, rows, cols, pitch)
+            self.ApplyMask(S, v)
         RowBroadcast("sub", S, S, max8, rows, cols, pitch)
         PipeBarrier(Pipe.V)
         Exp(S, S, cnt)
@@ -1378,30 +1378,45 @@ class KernelFagBasic:
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
 
-    def ApplyMask(self, S, b: int, row0: int, col0: int, rows: int, cols: int, pitch: int):
-        """Masked scores := NEG. Full masks (sparse 0/1): the [rows, cols] window of the user's mask. Compressed
-        2048 x 2048 mask (masked iff c - r > delta): the next side (j - i > nextLU), and for a band the pre
-        side (j - i < -preLU) read with delta = row0 - col0 - preLU - 1 and inverted (tiling.md §0)."""
-        a = self.a
-        if a.maskForm == "full":
-            self._select(S, row0 * a.maskCols + col0, a.maskCols, rows, cols, pitch, CMPMODE.EQ)
-            return
-        if a.maskForm == "prefix_3072":
-            kind, causal, rect = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE,
-                                                   mask_s2_base(cols), pitch)
-            if kind in ("causal", "rect"):
-                self._select(S, causal if kind == "causal" else rect, COMPRESSED_MASK_SIZE, rows, cols, pitch,
+    def ApplyMask(self, S, v):
+        """Masked scores := NEG over view *v*, from the windows _mask_windows names: full masks (sparse 0/1) the
+        [rows, cols] window of the user's mask; the compressed 2048 x 2048 mask (masked iff c - r > delta) the next
+        side (j - i > nextLU) and, for a band, the pre side (j - i < -preLU, read inverted); the prefix mask its
+        causal window, its rectangle, or both (masked where both are)."""
+        kind, *w = self._mask_windows(v)
+        rows, cols, pitch = v.rows, v.cols, v.pitch
+        if kind == "full":
+            self._select(S, w[0], self.a.maskCols, rows, cols, pitch, CMPMODE.EQ)
+        elif kind == "prefix":
+            reads, causal, rect = w
+            if reads in ("causal", "rect"):
+                self._select(S, causal if reads == "causal" else rect, COMPRESSED_MASK_SIZE, rows, cols, pitch,
                              CMPMODE.EQ)
-            elif kind == "both":
+            elif reads == "both":
                 self._select_both(S, causal, rect, rows, cols, pitch)
-            return
-        s2b = mask_s2_base(cols)
-        delta = row0 - col0 + a.nextLU[b]
-        if delta < cols:
-            self._select(S, causal_tile_offset(delta, BASE, s2b), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.EQ)
-        dpre = row0 - col0 - a.preLU[b] - 1
-        if dpre + rows >= 0:
-            self._select(S, causal_tile_offset(dpre, BASE, s2b), COMPRESSED_MASK_SIZE, rows, cols, pitch, CMPMODE.NE)
+        else:
+            for off, keep in zip(w, (CMPMODE.EQ, CMPMODE.NE)):
+                if off is not None:
+                    self._select(S, off, COMPRESSED_MASK_SIZE, rows, cols, pitch, keep)
+
+    def _mask_windows(self, v) -> tuple:
+        """The mask windows view *v* reads (ApplyMask; the replay keys hold them): ("full", element offset of the
+        user mask's window); ("prefix", ops/common/masks.py prefix_tile_reads of the tile); ("causal", offset of the
+        next side's window or None, of the pre side's (delta = row0 - col0 - preLU - 1) or None). A compressed
+        window's offset clamps (causal_tile_offset) at the tile's rows and columns on CANN's tiles (CalcAttenMaskOffset,
+        ..._sab.h:2840-2858; ..._s1s2_bn2.h:2707-2727), at 128 and the width rounded up to 128 on the half blocks and
+        for the prefix mask."""
+        a, b = self.a, v.b
+        if a.maskForm == "full":
+            return "full", v.row0 * a.maskCols + v.col0
+        if a.maskForm == "prefix_3072":
+            return ("prefix", *prefix_tile_reads(v.row0, v.col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE,
+                                                 mask_s2_base(v.cols), v.pitch))
+        s1b, s2b = (v.rows, v.cols) if self.tiled and v.block < 0 else (BASE, mask_s2_base(v.cols))
+        delta = v.row0 - v.col0 + a.nextLU[b]
+        dpre = v.row0 - v.col0 - a.preLU[b] - 1
+        return ("causal", causal_tile_offset(delta, s1b, s2b) if delta < v.cols else None,
+                causal_tile_offset(dpre, s1b, s2b) if dpre + v.rows >= 0 else None)
 
     def _select_both(self, S, off1: int, off2: int, rows: int, cols: int, pitch: int):
         """Prefix: keep scores unless both mask windows hold a nonzero byte (fp16 product != 0)."""
@@ -1618,17 +1633,20 @@ def _suba_key(k: KernelFagBasic, task: int, v):
         return _suba_feature_key(k, task, v)
     off = _stat_offset(k, v.b, v.n, v.row0)
     bases = tuple(k._slot(k.mm2, task, j, F32) for j, *_ in v.pieces) + (k.sumGm[off], k.maxGm[off])
-    mask = None
-    if v.masked and k.a.maskForm == "full":
-        bases += (k.maskGm[v.row0 * k.a.maskCols + v.col0],)
-        mask = "full"
-    elif v.masked:
-        s2b = mask_s2_base(v.cols)
-        delta = v.row0 - v.col0 + k.a.nextLU[v.b]
-        dpre = v.row0 - v.col0 - k.a.preLU[v.b] - 1
-        mask = (causal_tile_offset(delta, BASE, s2b) if delta < v.cols else None,
-                causal_tile_offset(dpre, BASE, s2b) if dpre + v.rows >= 0 else None)
+    mask, mask_bases = _mask_key(k, v)
+    bases += tuple(mask_bases)
     return (v.rows, v.cols, v.pitch, _piece_shape(v), mask, k.side), bases
+
+
+def _mask_key(k: KernelFagBasic, v) -> tuple:
+    """(key part, bases) of SubGrapA's mask reads (KernelFagBasic._mask_windows): a full mask's window moves with the
+    view (its first element a base); the compressed mask's windows are at fixed offsets (in the key)."""
+    if not v.masked:
+        return None, ()
+    kind, *w = k._mask_windows(v)
+    if kind == "full":
+        return "full", (k.maskGm[w[0]],)
+    return (kind, *w), ()
 
 
 def _subb_key(k: KernelFagBasic, task: int, v):
@@ -1699,19 +1717,8 @@ def _suba_feature_key(k: KernelFagBasic, task: int, v):
     off = _stat_offset(k, b, n, row0)
     regions = [_ws_slot(k, region, task, j) for region in ((k.mm2, k.mmT[0]) if k.b32 else (k.mm2,))
                for j, *_ in v.pieces]
-    bases = [k.sumGm[off], k.maxGm[off]]
-    mask = None
-    if v.masked and a.maskForm == "full":
-        bases.append(k.maskGm[row0 * a.maskCols + col0])
-        mask = "full"
-    elif v.masked and a.maskForm == "prefix_3072":
-        mask = prefix_tile_reads(row0, col0, a.seqQ[b], a.seqKv[b], a.prefixN[b], BASE, mask_s2_base(cols), v.pitch)
-    elif v.masked:
-        s2b = mask_s2_base(cols)
-        delta = row0 - col0 + a.nextLU[b]
-        dpre = row0 - col0 - a.preLU[b] - 1
-        mask = (causal_tile_offset(delta, BASE, s2b) if delta < cols else None,
-                causal_tile_offset(dpre, BASE, s2b) if dpre + rows >= 0 else None)
+    mask, mask_bases = _mask_key(k, v)
+    bases = [k.sumGm[off], k.maxGm[off], *mask_bases]
     key = (rows, cols, v.pitch, _piece_shape(v), mask, k.side)
     for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)):
         if on:
