@@ -1141,7 +1141,8 @@ class KernelFagBasic:
             self.VecPass(task, block_view(self.t, i, j, lo, mine))
 
     def VecTile(self, task: int, v):
-        """One vector tile of a SameAB / generic / S1s2Bn2 CV block (vectiles.py): one vector pass."""
+        """One vector tile of a SameAB / generic / S1s2Bn2 CV block (vectiles.py): one vector pass (the replayed step;
+        VecPass itself is not one, as VecBlock's key needs the block, not the view)."""
         self.VecPass(task, v)
 
     def VecPass(self, task: int, v):
@@ -1592,8 +1593,8 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
 # key and stream state is replayed from its recording instead of interpreted. The block's mm1/mm2 slots of the
 # core's section buffers are one base (mm1 lies a fixed distance before mm2), and the inputs a step reads move
 # with the block, so a cube step's key is the block's shape; a vector pass's (VecPass: VecBlock's half block or
-# VecTile's CANN tile) is its view's shape and pieces. With pse, dropout, a sink or the prefix mask the vector steps'
-# streams depend on more: their keys add it (_suba_feature_key, _subb_feature_key). Declared
+# VecTile's CANN tile) is its view's shape and pieces. With pse, dropout, a sink or the prefix mask (and in a
+# ping-pong pair) SubGrapA and SubGrapB replay alone, their keys adding those reads and writes. Declared
 # below the kernel, so that the kernel reads as Ascend C and its line numbers (the trace's sources) stay put.
 from npusim.replay import replayable  # noqa: E402
 
@@ -1625,17 +1626,21 @@ def _piece_shape(v) -> tuple:
     return tuple(piece[1:] for piece in v.pieces)
 
 
-def _suba_key(k: KernelFagBasic, task: int, v):
-    """SubGrapA: the view's rows, columns, pitch and pieces; its S slots and the statistics rows move with the view,
-    and so do a full mask's rows; the compressed mask is read at offsets fixed by the tile's diagonal (in the key).
-    With pse, dropout, a sink or the prefix mask: _suba_feature_key."""
-    if not _plain(k):
-        return _suba_feature_key(k, task, v)
-    off = _stat_offset(k, v.b, v.n, v.row0)
-    bases = tuple(k._slot(k.mm2, task, j, F32) for j, *_ in v.pieces) + (k.sumGm[off], k.maxGm[off])
-    mask, mask_bases = _mask_key(k, v)
-    bases += tuple(mask_bases)
-    return (v.rows, v.cols, v.pitch, _piece_shape(v), mask, k.side), bases
+def _view_shape(k: KernelFagBasic, v) -> tuple:
+    """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch and pieces, and the
+    UB side it runs in (ping-pong: the ping's or the pong's buffers)."""
+    return v.rows, v.cols, v.pitch, _piece_shape(v), k.side
+
+
+def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
+    """Block j's slot of a section buffer as a region of the workspace."""
+    return k._slot(region, task, j, F32), BASE * BASE * 4
+
+
+def _slot_regions(k: KernelFagBasic, task: int, v, regions: tuple) -> list:
+    """The view's slot blocks in each of *regions* (section buffers) as regions of the workspace: distinct blocks,
+    so they never overlap one another."""
+    return [_ws_slot(k, region, task, j) for region in regions for j, *_ in v.pieces]
 
 
 def _mask_key(k: KernelFagBasic, v) -> tuple:
@@ -1649,35 +1654,65 @@ def _mask_key(k: KernelFagBasic, v) -> tuple:
     return (kind, *w), ()
 
 
+def _stat_bases(k: KernelFagBasic, v) -> list:
+    """The softmax_max / softmax_sum rows a pass reads (they move with the view)."""
+    off = _stat_offset(k, v.b, v.n, v.row0)
+    return [k.sumGm[off], k.maxGm[off]]
+
+
+def _with_extras(key: tuple, slots: list, extras: list, bases: list, parts) -> tuple:
+    """The (key, bases) of a vector step from its key so far, its slot regions, and *parts*: (key part, more) pairs
+    (_pse_key, _drop_key, a sink slot), *more* holding regions ((GlobalTensor, bytes), added to *extras*) and bases.
+    Only an extra region may overlap another region; how they do is in the key (_overlaps)."""
+    for extra, more in parts:
+        key += extra
+        for base in more:
+            (extras if type(base) is tuple else bases).append(base)
+    regions = slots + extras
+    return key + (_overlaps(regions) if extras else (),), (*regions, *bases)
+
+
+def _suba_key(k: KernelFagBasic, task: int, v):
+    """SubGrapA: the view's shape (_view_shape), its mask windows (_mask_key) and, with pse or dropout, _pse_key's
+    and _drop_key's parts; its S slots (fp32: and P^T slots), the slope table and the adapter's bytes are regions of
+    the workspace, the statistics rows and the first elements of a full mask's or an alibi pse's window bases. The
+    sink adds nothing: its value is read in full mode only."""
+    a = k.a
+    mask, mask_bases = _mask_key(k, v)
+    parts = [make(k, v.b, v.n, v.row0, v.col0, v.rows, v.cols)
+             for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)) if on]
+    slots = _slot_regions(k, task, v, (k.mm2, k.mmT[0]) if k.b32 else (k.mm2,))
+    return _with_extras((*_view_shape(k, v), mask), slots, [], [*_stat_bases(k, v), *mask_bases], parts)
+
+
 def _subb_key(k: KernelFagBasic, task: int, v):
-    """SubGrapB: the view's rows, columns, pitch and pieces, and where in UB its sfmg rows are (basic_bn2: a row of
-    the CV block's sfmgcv); the dP slots move."""
-    if not _plain(k):
-        return _subb_feature_key(k, task, v)
-    return (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr, k.side), tuple(k._slot(k.mm1, task, j, F32)
-                                                                          for j, *_ in v.pieces)
+    """SubGrapB: the view's shape and where in UB its sfmg rows are (basic_bn2: a row of the CV block's sfmgcv), with
+    dropout _drop_key's part; its dP slots (fp32: and dS^T slots), the adapter's bytes and a half block's sink
+    partial slot are regions of the workspace (a tile's sink sum stays in UB until SinkOut)."""
+    a = k.a
+    parts = [_drop_key(k, v.b, v.n, v.row0, v.col0, v.rows, v.cols)] if a.dropout else []
+    if a.sink and not k.t.vecBaseMN:
+        parts.append(((), ((k.ws[k.t.dsinkOffset].ReinterpretCast(F32)[(v.block * 2 + k.half) * 8], 32),)))
+    slots = _slot_regions(k, task, v, (k.mm1, k.mmT[1]) if k.b32 else (k.mm1,))
+    return _with_extras((*_view_shape(k, v), k.sf8.addr), slots, [], [], parts)
 
 
 def _vecpass_key(k: KernelFagBasic, task: int, v):
-    """VecPass: SubGrapA's key (the view's shape, the mask tiles); the S and dP slots and the view's sfmg rows
-    (regions of the workspace), the statistics rows and a full mask's rows move with the view."""
-    if not _plain(k):  # its SubGrapA and SubGrapB replay on their own (_suba_feature_key, _subb_feature_key)
+    """VecPass as one step (VecTile; VecBlock's half block), without pse, dropout, a sink or the prefix mask (then its
+    SubGrapA and SubGrapB replay alone): the view's shape and mask windows, and basic_bn2's sfmg rows' place in UB;
+    its S, dP (fp32: P^T, dS^T) slots and its sfmg rows are regions of the workspace, the statistics rows and a full
+    mask's window bases."""
+    if not _plain(k):
         return None
-    key = _suba_key(k, task, v)
-    n1 = k.t.n1Size
-    slot = BASE * BASE * 4
-    regions = (k.mm2, k.mm1) + ((k.mmT[0], k.mmT[1]) if k.b32 else ())  # fp32: P^T and dS^T to the transposed slots
-    slots = tuple((k._slot(region, task, j, F32), slot) for region in regions for j, *_ in v.pieces)
-    rest = key[1][len(v.pieces):]
+    mask, mask_bases = _mask_key(k, v)
+    regions = _slot_regions(k, task, v, (k.mm2, k.mm1) + ((k.mmT[0], k.mmT[1]) if k.b32 else ()))
+    key = (*_view_shape(k, v), mask)
     if k.t.template == "basic_bn2":  # its sfmg rows: the row of the CV block's sfmgcv in UB (in the key)
-        return (*key[0], v.row0 - k.sftRow0), (*slots, *rest)
-    return key[0], (*slots, (k.sfmgWs[((k.a.cuQ[v.b] + v.row0) * n1 + v.n) * 8], ((v.rows - 1) * n1 * 8 + 8) * 4),
-                    *rest)
-
-
-def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
-    """Block j's slot of a section buffer as a region of the workspace."""
-    return k._slot(region, task, j, F32), BASE * BASE * 4
+        key += (v.row0 - k.sftRow0,)
+    else:
+        n1 = k.t.n1Size
+        regions.append((k.sfmgWs[((k.a.cuQ[v.b] + v.row0) * n1 + v.n) * 8], ((v.rows - 1) * n1 * 8 + 8) * 4))
+    return key, (*regions, *_stat_bases(k, v), *mask_bases)
 
 
 def _drop_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int, cols: int) -> tuple:
@@ -1707,55 +1742,10 @@ def _pse_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int,
     return ("alibi", skip, min(cols, a.pseS2 - k0)), (k.pseGm[off],)
 
 
-def _suba_feature_key(k: KernelFagBasic, task: int, v):
-    """SubGrapA with pse, dropout, a sink or the prefix mask: _suba_key's key, the prefix mask's tile reads (fixed
-    offsets of the mask), _pse_key's and _drop_key's; the workspace buffers it reads or writes (the S slots, fp32: the
-    P^T slots, the slope table, the adapter's bytes) as regions, and how those overlap. The sink adds nothing: its
-    value is read in full mode only."""
-    a = k.a
-    b, n, row0, col0, rows, cols = v.b, v.n, v.row0, v.col0, v.rows, v.cols
-    off = _stat_offset(k, b, n, row0)
-    regions = [_ws_slot(k, region, task, j) for region in ((k.mm2, k.mmT[0]) if k.b32 else (k.mm2,))
-               for j, *_ in v.pieces]
-    mask, mask_bases = _mask_key(k, v)
-    bases = [k.sumGm[off], k.maxGm[off], *mask_bases]
-    key = (rows, cols, v.pitch, _piece_shape(v), mask, k.side)
-    for on, make in ((a.pseForm != "none", _pse_key), (a.dropout, _drop_key)):
-        if on:
-            extra, more = make(k, b, n, row0, col0, rows, cols)
-            key += extra
-            for base in more:
-                (regions if type(base) is tuple else bases).append(base)
-    return key + (_overlaps(regions),), (*regions, *bases)
-
-
-def _subb_feature_key(k: KernelFagBasic, task: int, v):
-    """SubGrapB with pse, dropout, a sink or the prefix mask: _subb_key's key and _drop_key's; the dP slots (fp32:
-    the dS^T slots), the adapter's bytes and the sink's partial slot of a half block and AIV as regions of the
-    workspace, and how those overlap (a tile's sink sum stays in UB)."""
-    a = k.a
-    regions = [_ws_slot(k, region, task, j) for region in ((k.mm1, k.mmT[1]) if k.b32 else (k.mm1,))
-               for j, *_ in v.pieces]
-    bases, key = [], (v.rows, v.cols, v.pitch, _piece_shape(v), k.sf8.addr, k.side)
-    if a.dropout:
-        extra, more = _drop_key(k, v.b, v.n, v.row0, v.col0, v.rows, v.cols)
-        key += extra
-        for base in more:
-            (regions if type(base) is tuple else bases).append(base)
-    if a.sink and not k.t.vecBaseMN:
-        regions.append((k.ws[k.t.dsinkOffset].ReinterpretCast(F32)[(v.block * 2 + k.half) * 8], 32))
-    return key + (_overlaps(regions),), (*regions, *bases)
-
-
 def _vecblock_key(k: KernelFagBasic, task: int, j: int, i: int):
     """VecBlock: the key of its half block's VecPass (none for an AIV without rows there)."""
     lo, mine = k._my_rows(k.t.blkRows[i])
     return _vecpass_key(k, task, block_view(k.t, i, j, lo, mine)) if mine else None
-
-
-def _vectile_key(k: KernelFagBasic, task: int, v):
-    """VecTile: its VecPass's key."""
-    return _vecpass_key(k, task, v)
 
 
 def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, width: int):
@@ -1851,5 +1841,5 @@ KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.C
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
 KernelFagBasic.VecBlock = replayable(_vecblock_key, shared=True)(KernelFagBasic.VecBlock)
-KernelFagBasic.VecTile = replayable(_vectile_key, shared=True)(KernelFagBasic.VecTile)
+KernelFagBasic.VecTile = replayable(_vecpass_key, shared=True)(KernelFagBasic.VecTile)
 KernelFagBasic._mm_ab_strip = replayable(_strip_key, shared=True)(KernelFagBasic._mm_ab_strip)

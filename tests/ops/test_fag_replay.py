@@ -34,7 +34,7 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                          "generic"),
     "bn2_fp32": (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=4, n2=2, d=64, layout="", dtype="fp32"), True,
                  {"blockDim": 2}, "basic_bn2"),
-    # pse, dropout, sink, prefix: SubGrapA / SubGrapB with their extra reads and writes (_suba_feature_key)
+    # pse, dropout, sink, prefix: SubGrapA / SubGrapB with their extra reads and writes (_suba_key, _subb_key)
     "slope_causal_dropbits": (dict(seq_q=[600, 264], seq_kv=[600, 264], n1=2, d=16, dtype="bf16", pse_type=3,
                                    slopes="N", causal=True, sparse_mode=2, dropout=0.8), False, {"blockDim": 2},
                               "generic"),
