@@ -45,6 +45,18 @@ from ops.flash_attention_var_len_score.golden import mmad, row_sum
 _F32 = np.dtype(np.float32)
 NEG = np.float32(-np.finfo(np.float32).max)
 _BASE = 128
+# *trim* (the tiling's cvTrim, the column granularity of a CV block's rectangle) names the template: SameAB's 8,
+# the generic template's 64, the deterministic S1s2Bn2 template's vector tile width (>= 128); 0 the basic templates
+_SAB_TRIM, _GENERIC_TRIM = 8, 64
+
+
+def _tiled_template(trim: int) -> str | None:
+    """The template a CV block of *trim* belongs to: "sameab", "generic", "bn2", or None (the basic templates)."""
+    if trim == _SAB_TRIM:
+        return "sameab"
+    if trim == _GENERIC_TRIM:
+        return "generic"
+    return "bn2" if trim >= _BASE else None
 _GROUP = 4
 _NCHUNK = 128  # output columns per Fixpipe (one atomic write)
 
@@ -109,7 +121,7 @@ def _rect(p, b: int, n: int, r: int, c: int, cv, trim: int) -> list:
     h1, w2 = cv
     d = skv - sq if p.mask_form == "prefix_3072" else int(p.next_tokens_lu[b])
     c_lo, c_hi = c * w2, min(skv, c * w2 + w2)
-    if trim >= _BASE:  # S1s2Bn2: the trim-wide pieces from the CV block's start that meet the rows' kept columns
+    if _tiled_template(trim) == "bn2":  # the trim-wide pieces from the CV block's start meeting the kept columns
         bottom = min(sq, r * h1 + h1)
         lo_keep = 0 if p.mask_form == "prefix_3072" else r * h1 - int(p.pre_tokens_lu[b])
         hi_keep = bottom + d
@@ -117,7 +129,7 @@ def _rect(p, b: int, n: int, r: int, c: int, cv, trim: int) -> list:
             hi_keep = max(hi_keep, -(-int(p.prefix_n[b]) // _BASE) * _BASE)
         pieces = [x for x in range(c_lo, c_hi, trim) if x + trim > lo_keep and x < hi_keep]
         c_lo, c_hi = (pieces[0], min(c_hi, pieces[-1] + trim)) if pieces else (c_lo, c_lo)
-    elif trim == 8:
+    elif _tiled_template(trim) == "sameab":
         edge = r * h1 + min(h1, sq - r * h1) + d
         if p.mask_form == "prefix_3072":
             edge = max(edge, int(p.prefix_n[b]))
@@ -352,25 +364,26 @@ def _tile_plan(problem, sec, trim: int, cv=None):
     list): per chunk of min(256, *cv*[0]) rows from the first, _bn2_tile's tiles (at most 256 columns) from the
     chunk's first row, rows of tiles outer."""
     p = problem
-    if trim < 8:
+    template = _tiled_template(trim)
+    if template is None:
         return None
     rows = {blk[2]: blk[4] for blk in sec}
     cols = {blk[3]: blk[5] for blk in sec}
     R = (len(rows) - 1) * _BASE + rows[max(rows)]
     W = (len(cols) - 1) * _BASE + cols[max(cols)]
     f = 32 if p.mask_form != "none" or p.dropout else 16
-    if trim >= _BASE:
+    if template == "bn2":
         m, n = _bn2_tile(p)
         n, chunk = min(n, 256), min(256, cv[0])
         return {"f": f, "aivs": [[(k + a, min(m, min(chunk, R - k) - a), c, min(n, W - c))
                                   for k in range(0, R, chunk) for a in range(0, min(chunk, R - k), m)
                                   for c in range(0, W, n)]]}
-    base = 128 * 64 if trim == 8 else min(128, _align(p.max_sq, 16)) * min(64, _align(p.max_skv, 16))
+    base = 128 * 64 if template == "sameab" else min(128, _align(p.max_sq, 16)) * min(64, _align(p.max_skv, 16))
     s2 = min(W, 256)
     s1 = min(base // _align(s2, f), R, 128)
     l1, l2 = -(-R // s1), -(-W // s2)
     tiles = lambda rs: [(a * s1, min(s1, R - a * s1), c * s2, min(s2, W - c * s2)) for a in rs for c in range(l2)]  # noqa: E731
-    if trim == 64:
+    if template == "generic":
         return {"f": f, "aivs": [tiles(range(l1))]}
     return {"f": f, "aivs": [tiles(range(l1 // 2)), tiles(range(l1 // 2, l1))]}
 

@@ -867,7 +867,7 @@ class KernelFagBasic:
         if a.sink:
             n1 = self.t.n1Size
             rows_f32 = (("psr", half * 4 + 32), ("rowv", half * 4 + 32)) if not self.t.vecBaseMN else \
-                (("rowv", 32),)  # half blocks: the rows' sink probabilities and sums; tiles: dsinkSumLocal
+                (("dsinkSum", 32),)  # half blocks: the rows' sink probabilities and sums; tiles: dsinkSumLocal
             for name, nbytes in (("sink", -(-n1 // 8) * 32), ("ps8", rmax * 32), *rows_f32, ("one", 32),
                                  ("one8", 256)):
                 self._ub_buf(name, nbytes)
@@ -966,7 +966,7 @@ class KernelFagBasic:
             elif owner is None or owner == self.sub:  # generic: the other AIV's CV block only passes its flags on
                 views = self._views(s, off, owner) if t.vecBaseMN else None  # SameAB / generic: CANN's tiles
                 if self.a.sink and t.vecBaseMN:  # dsinkSumLocal: this AIV's sum over the CV block's tiles
-                    Duplicate(self.ub["rowv"].Get(F32), 0.0, 8)
+                    Duplicate(self.ub["dsinkSum"].Get(F32), 0.0, 8)
                     PipeBarrier(Pipe.V)
                 if views is not None and len(self.ubs) == 2:  # generic: pairs of column tiles of a tile row
                     for pair in column_pairs(views):
@@ -1354,7 +1354,7 @@ class KernelFagBasic:
         """SameAB's dsink of one tile (..._sab.h SubGrapB, has_sink): dP * P, times the row's sink probability, summed
         over the tile by one ReduceSum (the padding columns zeroed first) and added to this AIV's dsinkSumLocal."""
         ub = self.ub
-        prod, acc, one, local = ub["tmp"].Get(F32), ub["acc"].Get(F32), ub["one"].Get(F32), ub["rowv"].Get(F32)
+        prod, acc, one, local = ub["tmp"].Get(F32), ub["acc"].Get(F32), ub["one"].Get(F32), ub["dsinkSum"].Get(F32)
         Mul(prod, dP, P, rows * pitch)
         PipeBarrier(Pipe.V)
         RowBroadcast("mul", prod, prod, ub["ps8"].Get(F32), rows, cols, pitch)
@@ -1372,7 +1372,7 @@ class KernelFagBasic:
     def SinkOut(self, slot: int):
         """This AIV's dsinkSumLocal of the CV block -> its partial slot (the CV block's section, the AIV)."""
         one8 = self.ub["one8"].Get(F32)
-        BroadcastRows(one8, self.ub["rowv"].Get(F32), 1)
+        BroadcastRows(one8, self.ub["dsinkSum"].Get(F32), 1)
         SetFlag(HardEvent.V_MTE3, 3)
         WaitFlag(HardEvent.V_MTE3, 3)
         DataCopy(self.ws[self.t.dsinkOffset].ReinterpretCast(F32)[slot * 8], one8, 8)

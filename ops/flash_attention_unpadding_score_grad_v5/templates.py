@@ -169,6 +169,11 @@ def sab_deterministic(problem, s1_cv: int, s2_cv: int) -> bool:
 
 GEN_S1_INNER = 128  # INITIAL_S1_SPLIT_NUM (..._s1s2_bn2gs1s2.cpp): vector tile rows
 GEN_S2_INNER = 64  # INITIAL_S2_SPLIT_NUM: vector tile columns
+SAB_BASE_MN = GEN_S1_INNER * GEN_S2_INNER  # SameAB's baseMN = s1Inner x s2Inner: a vector tile's elements at most
+
+
+def align_up(x: int, a: int) -> int:
+    return -(-x // a) * a
 TND_CV_MIN_S1_AVG = 2048  # TND_CV_MIN_S1_AVG_2K
 TND_CV_MAX_S2_AVG = 256  # TND_CV_MAX_S2_AVG_256
 

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
-from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, bn2_cv_inner,
+from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, SAB_BASE_MN,
+                                                                   align_up, bn2_cv_inner,
                                                                    bn2_vec_base_n, bn2_vec_tile, cann_template,
                                                                    generic_cv_inner,
                                                                    generic_split_balance, sab_cv_inner,
@@ -644,9 +645,11 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
 
 def vec_base_mn(template: str, problem) -> int:
     """baseMN of SameAB (128 x 64) and of the generic template (min(128, s1 aligned to 16) x min(64, s2 aligned to
-    16), s1 / s2 the longest sequences; ..._tiling_s1s2_bn2gs1s2.cpp DoSplit); 0 for the basic templates."""
+    16), s1 / s2 the longest sequences; ..._tiling_s1s2_bn2gs1s2.cpp DoSplit: FuzzyForBestSplit's legality check
+    holds there for every D and dtype, so it never shrinks them, docs/fag.md "Template selection"); 0 for the basic
+    templates."""
     if template.startswith("sameab"):
-        return GEN_S1_INNER * GEN_S2_INNER
+        return SAB_BASE_MN
     if template == "generic":
-        return min(GEN_S1_INNER, -(-problem.max_sq // 16) * 16) * min(GEN_S2_INNER, -(-problem.max_skv // 16) * 16)
+        return min(GEN_S1_INNER, align_up(problem.max_sq, 16)) * min(GEN_S2_INNER, align_up(problem.max_skv, 16))
     return 0

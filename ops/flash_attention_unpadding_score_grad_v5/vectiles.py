@@ -13,15 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ops.flash_attention_unpadding_score_grad_v5.templates import SAB_BASE_MN, align_up  # noqa: F401 (SAB_BASE_MN)
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE
 
 VEC_S2_LEN = 256  # VEC_S2_LEN: a vector tile's columns at most
 VEC_ROWS_MAX = 128  # s1VecSize's cap (a repeat's stride field)
-SAB_BASE_MN = 128 * 64  # SameAB's baseMN = s1Inner x s2Inner (INITIAL_S1_SPLIT_NUM x INITIAL_S2_SPLIT_NUM)
-
-
-def align_up(x: int, a: int) -> int:
-    return -(-x // a) * a
 
 
 def tile_align(masked_or_dropout: bool) -> int:
