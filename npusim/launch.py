@@ -217,7 +217,7 @@ class Launch:
         """
         hit = gm.touch(byte_start, nbytes)
         if write:
-            hit = self.l2.hit_scale()
+            hit = self.l2.scale
         return self.book_split(start, nbytes, rate, hit)
 
     def book_split(self, start: float, nbytes: int, rate: float, hit: float) -> float:
@@ -494,7 +494,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
         touched, names = l2_warm
-        run.l2.touched_bytes = int(touched)
+        run.l2.set_touched(int(touched))
         for a in args:
             gm = getattr(a, "gm", None)
             if gm is not None and gm.name in names:

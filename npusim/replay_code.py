@@ -115,7 +115,7 @@ _STREAM_CONSTANTS = {
     "ic": lambda u: u.issue_cycles, "fc": lambda u: u.flag_cycles, "depth": lambda u: u.depth,
     "flags": lambda u: u.flags, "book_gm": lambda u: u.launch.book_gm,
     "block": lambda u: float(u.block_idx), "sub": lambda u: float(u.sub_index),
-    "l2": lambda u: u.launch.l2, "l2b": lambda u: u.launch.l2.l2_bytes, "book_split": lambda u: u.launch.book_split,
+    "l2": lambda u: u.launch.l2, "book_split": lambda u: u.launch.book_split,
     "l2_cal": lambda u: u.launch.l2_cal, "l2_used": lambda u: u.launch.l2_cal.used,
     "l2_w": lambda u: u.launch.l2_cal.bucket_cycles, "l2_cap": lambda u: u.launch.l2_cal.capacity,
     "hbm_cal": lambda u: u.launch.hbm, "hbm_used": lambda u: u.launch.hbm.used,
@@ -246,7 +246,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict, restore: tuple,
             return
         put(f"    h = {gm}.touch({where}, {lit(nbytes)})")
         if write:  # a write's hit is L2's capacity scale (L2Model.hit_scale)
-            put("    h = 1.0 if l2.touched_bytes <= l2b else l2b / l2.touched_bytes")
+            put("    h = l2.scale")
         nb, r = lit(float(nbytes)), lit(rate)
         for test, cal in (("if h == 1.0:", "l2"), ("elif h == 0.0:", "hbm")):
             put(f"    {test}")
@@ -387,7 +387,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict, restore: tuple,
     gm = any(C_GM <= op[0] <= C_GM_REL for op in ops)
     wanted = ["ic", "fc", "depth", "flags"] + (["block", "sub"] if waits else [])
     if gm:  # book(): the bandwidth calendars and the L2 model
-        wanted += ["book_gm", "l2", "l2b", "book_split", "l2_cal", "l2_used", "l2_w", "l2_cap", "hbm_cal", "hbm_used",
+        wanted += ["book_gm", "l2", "book_split", "l2_cal", "l2_used", "l2_w", "l2_cap", "hbm_cal", "hbm_used",
                    "hbm_w", "hbm_cap"]
     for name in wanted:
         bound(name, ("unit", _STREAM_CONSTANTS[name], None))

@@ -124,10 +124,7 @@ class GmBuffer:
         if pages is not None and p1 - p0 == 1 and pages[p0]:
             # NOTE: one resident page (most transfers: pages are 32 KiB) returns at once: hit / n is 1.0, and
             # 1.0 times the capacity scale below is the scale itself, for performance reasons (benchmarks/sim_speed.py)
-            l2 = self._l2
-            if l2.touched_bytes <= l2.l2_bytes:
-                return 1.0
-            return l2.l2_bytes / l2.touched_bytes
+            return self._l2.scale
         n = p1 - p0
         if pages is not None and n == 1:  # one page not resident yet: set without a slice, as above
             hit = 0
@@ -143,11 +140,8 @@ class GmBuffer:
             hit = self._mark_chunks(p0, p1)
         l2 = self._l2
         if hit < n:
-            l2.touched_bytes += (n - hit) * L2_PAGE_BYTES
-        # NOTE: L2Model.hit_scale inlined (a scale of 1.0 leaves hit / n as it is), for performance reasons
-        if l2.touched_bytes <= l2.l2_bytes:
-            return hit / n
-        return hit / n * (l2.l2_bytes / l2.touched_bytes)
+            l2.set_touched(l2.touched_bytes + (n - hit) * L2_PAGE_BYTES)
+        return hit / n * l2.scale  # (a scale of 1.0 leaves hit / n as it is)
 
     def _mark_chunks(self, p0: int, p1: int) -> int:
         """Mark pages [p0, p1) of a chunked buffer resident; return how many already were."""
@@ -164,15 +158,25 @@ class GmBuffer:
 
 
 class L2Model:
-    """Chip-wide L2 capacity bookkeeping for the residency model above."""
+    """Chip-wide L2 capacity bookkeeping for the residency model above: the bytes of the pages touched so far
+    and, kept with them, the capacity scale of hits (:meth:`hit_scale`; read at every GM transfer, changed
+    only when new pages are touched)."""
 
-    __slots__ = ("l2_bytes", "touched_bytes")
+    __slots__ = ("l2_bytes", "touched_bytes", "scale")
 
     def __init__(self, l2_bytes: int):
         self.l2_bytes = l2_bytes
         self.touched_bytes = 0
+        self.scale = 1.0
+
+    def set_touched(self, nbytes: int) -> None:
+        """*nbytes* of pages touched chip-wide so far (their scale follows)."""
+        self.touched_bytes = nbytes
+        self.scale = self.hit_scale()
 
     def hit_scale(self) -> float:
+        """The fraction of a resident page's hits L2 keeps: 1 while the touched bytes fit in it, then its capacity
+        over the touched bytes (older pages are evicted in proportion)."""
         if self.touched_bytes <= self.l2_bytes:
             return 1.0
         return self.l2_bytes / self.touched_bytes
