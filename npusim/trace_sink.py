@@ -134,12 +134,18 @@ def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
     rec = np.fromiter(records, np.float64, 7 * n).reshape(n, 7)
     if blocks:
         rec = _with_blocks(rec, blocks)
-        n = len(rec)
+    return _columns(core, sub, rec, rec[:, 2:4])
+
+
+def _columns(core: int, sub: int, table: np.ndarray, cycles: np.ndarray, k: int = 1) -> dict:
+    """Trace input columns of rows whose record columns are *table* (n x 7 floats) repeated *k* times, with
+    start and end cycles *cycles* (k * n x 2 floats): integer columns, cycles rounded."""
+    n = len(cycles)
     return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
-            "pipe": rec[:, 0].astype(np.int8), "name_id": rec[:, 1].astype(np.int32),
-            "start": np.rint(rec[:, 2]).astype(np.int64), "end": np.rint(rec[:, 3]).astype(np.int64),
-            "bytes": rec[:, 4].astype(np.int64), "flops": rec[:, 5].astype(np.int64),
-            "src_id": rec[:, 6].astype(np.int32)}
+            "pipe": np.tile(table[:, 0].astype(np.int8), k), "name_id": np.tile(table[:, 1].astype(np.int32), k),
+            "start": np.rint(cycles[:, 0]).astype(np.int64), "end": np.rint(cycles[:, 1]).astype(np.int64),
+            "bytes": np.tile(table[:, 4].astype(np.int64), k), "flops": np.tile(table[:, 5].astype(np.int64), k),
+            "src_id": np.tile(table[:, 6].astype(np.int32), k)}
 
 
 def _block_columns(core: int, sub: int, blocks: list) -> dict:
@@ -150,12 +156,7 @@ def _block_columns(core: int, sub: int, blocks: list) -> dict:
     table = layout.table
     cycles = np.tile(table[:, 2:4], (k, 1))
     _fill_cycles(cycles, blocks, layout.flag_cycles)
-    n = len(cycles)
-    return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
-            "pipe": np.tile(table[:, 0].astype(np.int8), k), "name_id": np.tile(table[:, 1].astype(np.int32), k),
-            "start": np.rint(cycles[:, 0]).astype(np.int64), "end": np.rint(cycles[:, 1]).astype(np.int64),
-            "bytes": np.tile(table[:, 4].astype(np.int64), k), "flops": np.tile(table[:, 5].astype(np.int64), k),
-            "src_id": np.tile(table[:, 6].astype(np.int32), k)}
+    return _columns(core, sub, table, cycles, k)
 
 
 def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
