@@ -26,7 +26,6 @@ dequant (fp32 or FP19 scale), ReLU (docs/numerics_cube.md "Fixpipe").
 from __future__ import annotations
 
 import functools
-import importlib.util
 from dataclasses import dataclass
 from enum import Enum
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from npusim.dtypes import cast, decode_deq_scale_u64, np_dtype
 from npusim.errors import NpusimError
+from npusim.isa import compiled
 from npusim.isa.base import Instruction
 from npusim.isa.dma import BLOCK, _ceil, _check, _data, _nonneg, _send
 from npusim.isa.vector.numerics import _WIDE as _WIDE16, widen16  # _WIDE16: the compiled tree's widening table
@@ -204,7 +204,7 @@ def _by_numpy(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, in
 
 #: Float Mmads run the compiled tree (npusim/isa/mmad_tree.py) when numba is installed; False (or no numba)
 #: runs the numpy form above, which tests/npusim/test_mmad_tree.py takes as the reference.
-USE_TREE_KERNEL = importlib.util.find_spec("numba") is not None
+USE_TREE_KERNEL = compiled.HAVE_NUMBA
 
 
 def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: int, init: bool) -> bool:
@@ -212,7 +212,7 @@ def _by_tree_kernel(a: np.ndarray, b: np.ndarray, k: int, c: np.ndarray, rows: i
     holds a NaN (the numpy form then decides the payloads, npusim/isa/mmad_tree.py). *a*, *b*: L0A's (m1, k1, 16,
     k0) and L0B's (k1, n1, 16, k0) fractals; fp16/bf16 ones are widened to fp32 (exact) in the kernel, fp32 ones
     are passed with B's turned to (k1, k0, cols)."""
-    from npusim.isa import mmad_tree  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
+    mmad_tree = compiled.mmad_tree  # (imported on first use: numba's import costs ~0.4 s)
     table = _WIDE16.get(a.dtype)
     if table is not None:
         return mmad_tree.run16(a.view(np.uint16), b.view(np.uint16), table, k, c, rows, init)
@@ -535,8 +535,7 @@ class Fixpipe:
         if kind is None or self.src.dtype != np.float32 or p.reluEn or p.ndNum != 1 or self.config is not CFG_ROW_MAJOR \
                 or p.dstStride < p.nSize or not (p.mSize and p.nSize):
             return False
-        from npusim.isa import round16  # NOTE: on first use, for performance reasons: numba's import costs ~0.4 s
-        round16.nz_to_nd(_data(self.src).view(np.uint32), p.srcStride * L0C_C0,
+        compiled.round16.nz_to_nd(_data(self.src).view(np.uint32), p.srcStride * L0C_C0,
                          _data(self.dst).view(np.uint32 if kind == 0 else np.uint16), p.dstStride, p.mSize, p.nSize, kind)
         return True
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import importlib.util
 
 import numpy as np
 
 from npusim.dtypes import cast as _dtype_cast
 from npusim.errors import NpusimError
+from npusim.isa import compiled
 from npusim.isa.vector.common import BF16, F16, F32, FLOATS, UINT
 
 #: The NaN every arithmetic result that is NaN becomes (docs/numerics.md canonical quiet NaNs, sign +).
@@ -94,8 +94,7 @@ def _ieee(ufunc, dt: np.dtype, args: tuple) -> np.ndarray:
         if op is not None and _compiled16(a, b):
             # NOTE: compiled (npusim/isa/round16.py: the same bits), for performance reasons: numpy's fp16
             # arithmetic converts element by element (benchmarks/pfa.py's softmax tiles)
-            from npusim.isa import round16
-            return round16.binary(op, a, b)
+            return compiled.round16.binary(op, a, b)
     r = ufunc(*args)
     return canonical_nan(r) if dt in FLOATS else r
 
@@ -108,7 +107,7 @@ _WIDE = {dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for d
 
 #: fp16 Add / Sub / Mul / Max / Min (and Adds / Muls / Maxs / Mins) of at least _HALF_MIN elements run the compiled
 #: loop of npusim/isa/round16.py when numba is installed (below that numpy's call costs less than the kernel's).
-_HALF_KERNEL = importlib.util.find_spec("numba") is not None
+_HALF_KERNEL = compiled.HAVE_NUMBA
 _HALF_OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
 _HALF_MIN = 256
 
@@ -134,7 +133,7 @@ def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if a.dtype in _WIDE:  # compared as float32 (exact), the 16-bit values selected as they are
         if _compiled16(a, b):
-            return _select16(True, a, b)
+            return compiled.round16.select(True, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa >= wb, a, b), wa, wb)
     return _nan_wins(np.where(a >= b, a, b), a, b)
@@ -146,17 +145,6 @@ def _compiled16(a: np.ndarray, b: np.ndarray) -> bool:
     element by element."""
     return (a.dtype is F16 and b.dtype is F16 and _HALF_KERNEL and max(a.size, b.size) >= _HALF_MIN
             and a.ndim <= 3 and b.ndim <= 3)
-
-
-def _select16(greater: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """npusim/isa/round16.py's compiled compare-select (the same bits as vmax / vmin's numpy form). The first call
-    imports it (numba's import is not paid by timing mode) and puts it in this name's place. NOTE: rebound, not
-    imported per call, for performance reasons (a function-level import costs about 0.5 us a call; the PFA
-    softmax's row-max folds make about 5,000 calls a head)."""
-    global _select16
-    from npusim.isa.round16 import select
-    _select16 = select
-    return select(greater, a, b)
 
 
 def _nan_wins(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -172,7 +160,7 @@ def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Min: a if a <= b else b; NaN wins."""
     if a.dtype in _WIDE:
         if _compiled16(a, b):
-            return _select16(False, a, b)
+            return compiled.round16.select(False, a, b)
         wa, wb = widen16(a), widen16(b)
         return _nan_wins(np.where(wa <= wb, a, b), wa, wb)
     return _nan_wins(np.where(a <= b, a, b), a, b)
