@@ -36,6 +36,7 @@ from greenlet import getcurrent as _getcurrent
 from npusim.core import _S, FLOWCTRL, REC_BARRIER, REC_ISSUE, REC_SET, REC_TRANSFER, REC_WAIT
 from npusim.errors import NpusimError
 from npusim.launch import current_unit
+from npusim.memory.gm import byte_address
 from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL as _C_GM_REL, C_ISSUE as _C_ISSUE
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
 from npusim.replay_code import compiled
@@ -94,7 +95,7 @@ def replayable(key, state: tuple = (), shared: bool = False, bases=None):
                 return fn(self, *args)
             if base_fn is None:
                 user_key, bases = k
-                # the byte addresses of the bases (_base_byte, inlined for performance reasons)
+                # the byte addresses of the bases (_base_byte: gm.byte_address, inlined for performance reasons)
                 gm_bases = [g.offset * g.dtype.itemsize if type(g) is not tuple
                             else g[0].offset * g[0].dtype.itemsize for g in bases]
             else:  # the addresses from the key; the bases only where a recording needs them (below)
@@ -331,8 +332,7 @@ def _restore_queues(entry) -> None:
 
 def _base_byte(base) -> int:
     """The byte address of a base (a GlobalTensor, or a (GlobalTensor, region bytes) pair) in its buffer."""
-    g = base if type(base) is not tuple else base[0]
-    return g.offset * g.dtype.itemsize
+    return byte_address(base if type(base) is not tuple else base[0])
 
 
 # -- stream state ----------------------------------------------------------------------------------

@@ -185,6 +185,12 @@ class L2Model:
 _new_global = object.__new__
 
 
+def byte_address(g: "GlobalTensor", index: int = 0) -> int:
+    """Byte address in its GM buffer of element *index* of GlobalTensor *g*: ``g[index].byte_offset`` without
+    building the view (a replayed step's key gives its bases' addresses so, npusim/replay.py)."""
+    return (g.offset + index) * g.dtype.itemsize
+
+
 class GlobalTensor:
     """Ascend C ``GlobalTensor<T>``: elements [offset, offset + size) of a GM buffer."""
 
