@@ -118,8 +118,6 @@ _STREAM_CONSTANTS = {
     "l2": lambda u: u.launch.l2, "book_split": lambda u: u.launch.book_split,
     "l2_cal": lambda u: u.launch.l2_cal, "l2_used": lambda u: u.launch.l2_cal.used,
     "l2_w": lambda u: u.launch.l2_cal.bucket_cycles, "l2_cap": lambda u: u.launch.l2_cal.capacity,
-    "hbm_cal": lambda u: u.launch.hbm, "hbm_used": lambda u: u.launch.hbm.used,
-    "hbm_w": lambda u: u.launch.hbm.bucket_cycles, "hbm_cap": lambda u: u.launch.hbm.capacity,
 }
 
 
@@ -237,10 +235,10 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict, restore: tuple,
 
     def book(i: int, p: int, gm: str, where: str, nbytes, rate, write: bool) -> None:
         """Launch.book_gm of a transfer of *nbytes* at *rate* from s<i>, its end in f<p>: the buffer's touch
-        called as there (the L2 residency model, and what tests count), a transfer wholly in L2 or in HBM
-        that fits its first bucket booked here (BandwidthCalendar.book's first bucket: the same expressions
-        on the same floats, ``nbytes * hit`` and ``rate * hit`` being nbytes and rate), the rest through
-        Launch.book_split."""
+        called as there (the L2 residency model, and what tests count), a transfer wholly in L2 that fits its
+        first bucket booked here (BandwidthCalendar.book's first bucket: the same expressions on the same floats,
+        ``nbytes * hit`` and ``rate * hit`` being nbytes and rate), the rest (misses: a page's first transfer,
+        split hits) through Launch.book_split, which books them by the same expressions."""
         if nbytes <= 0:
             put(f"    f{p} = book_gm({gm}, {where}, {lit(nbytes)}, s{i}, {lit(rate)}, {lit(write)})")
             return
@@ -248,20 +246,19 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict, restore: tuple,
         if write:  # a write's hit is L2's capacity scale (L2Model.hit_scale)
             put("    h = l2.scale")
         nb, r = lit(float(nbytes)), lit(rate)
-        for test, cal in (("if h == 1.0:", "l2"), ("elif h == 0.0:", "hbm")):
-            put(f"    {test}")
-            put(f"        b = int(s{i} // {cal}_w)")
-            put(f"        u = {cal}_used.get(b, 0.0)")
-            put(f"        span = (b + 1) * {cal}_w - s{i}")
-            put(f"        can = {r} * span")
-            put(f"        room = {cal}_cap - u")
-            put("        if can > room:")
-            put("            can = room")
-            put(f"        if {nb} <= can:")
-            put(f"            {cal}_used[b] = u + {nb}")
-            put(f"            f{p} = s{i} + {nb} / (can / span if can > 0 else {r})")
-            put("        else:")
-            put(f"            f{p} = {cal}_cal.book(s{i}, {nb}, {r})")
+        put("    if h == 1.0:")
+        put(f"        b = int(s{i} // l2_w)")
+        put("        u = l2_used.get(b, 0.0)")
+        put(f"        span = (b + 1) * l2_w - s{i}")
+        put(f"        can = {r} * span")
+        put("        room = l2_cap - u")
+        put("        if can > room:")
+        put("            can = room")
+        put(f"        if {nb} <= can:")
+        put(f"            l2_used[b] = u + {nb}")
+        put(f"            f{p} = s{i} + {nb} / (can / span if can > 0 else {r})")
+        put("        else:")
+        put(f"            f{p} = l2_cal.book(s{i}, {nb}, {r})")
         put("    else:")
         put(f"        f{p} = book_split(s{i}, {lit(nbytes)}, {r}, h)")
 
@@ -387,8 +384,7 @@ def _source(ops, summary: bool, scalar_pipe: int, pending: dict, restore: tuple,
     gm = any(C_GM <= op[0] <= C_GM_REL for op in ops)
     wanted = ["ic", "fc", "depth", "flags"] + (["block", "sub"] if waits else [])
     if gm:  # book(): the bandwidth calendars and the L2 model
-        wanted += ["book_gm", "l2", "book_split", "l2_cal", "l2_used", "l2_w", "l2_cap", "hbm_cal", "hbm_used",
-                   "hbm_w", "hbm_cap"]
+        wanted += ["book_gm", "l2", "book_split", "l2_cal", "l2_used", "l2_w", "l2_cap"]
     for name in wanted:
         bound(name, ("unit", _STREAM_CONSTANTS[name], None))
     for p in pipes:
