@@ -108,7 +108,7 @@ def _stacked(layouts: list, attr: str) -> tuple:
     # row r of the result is row r - (the rows of the blocks before its block) of its block's layout
     first_rows = np.cumsum(sizes) - sizes
     at = np.repeat((np.cumsum(own) - own)[which] - first_rows, sizes) + np.arange(first_rows[-1] + sizes[-1])
-    return np.concatenate(arrays)[at], sizes
+    return np.take(np.concatenate(arrays), at, axis=0), sizes  # (take: a row copied as one piece)
 
 
 def _packed(blocks: list) -> np.ndarray:
@@ -119,10 +119,10 @@ def _packed(blocks: list) -> np.ndarray:
 def _fill_cycles(cycles: np.ndarray, blocks: list, flag_cycles: float) -> None:
     """The blocks' start and end cycles into *cycles* (n x 2, their layouts' tables' cycle columns one after
     another): the packed ones, and the starts the layouts leave to the flush (NaN there) worked out."""
-    packed = _packed(blocks).reshape(-1, 2)
-    derived = np.isnan(cycles[:, 0])
-    cycles[:, 1] = packed[:, 1]
-    cycles[:, 0] = np.where(derived, packed[:, 1] - flag_cycles, packed[:, 0]) if derived.any() else packed[:, 0]
+    derived = np.flatnonzero(np.isnan(cycles[:, 0]))
+    cycles[:] = _packed(blocks).reshape(-1, 2)
+    if len(derived):
+        cycles[derived, 0] = cycles[derived, 1] - flag_cycles
 
 
 def record_columns(core: int, sub: int, records: list, blocks=()) -> dict:
@@ -141,11 +141,12 @@ def _columns(core: int, sub: int, table: np.ndarray, cycles: np.ndarray, k: int 
     """Trace input columns of rows whose record columns are *table* (n x 7 floats) repeated *k* times, with
     start and end cycles *cycles* (k * n x 2 floats): integer columns, cycles rounded."""
     n = len(cycles)
+    tiled = (lambda a: a) if k == 1 else (lambda a: np.tile(a, k))
     return {"core": np.full(n, core, np.int32), "sub_core": np.full(n, sub, np.int8),
-            "pipe": np.tile(table[:, 0].astype(np.int8), k), "name_id": np.tile(table[:, 1].astype(np.int32), k),
+            "pipe": tiled(table[:, 0].astype(np.int8)), "name_id": tiled(table[:, 1].astype(np.int32)),
             "start": np.rint(cycles[:, 0]).astype(np.int64), "end": np.rint(cycles[:, 1]).astype(np.int64),
-            "bytes": np.tile(table[:, 4].astype(np.int64), k), "flops": np.tile(table[:, 5].astype(np.int64), k),
-            "src_id": np.tile(table[:, 6].astype(np.int32), k)}
+            "bytes": tiled(table[:, 4].astype(np.int64)), "flops": tiled(table[:, 5].astype(np.int64)),
+            "src_id": tiled(table[:, 6].astype(np.int32))}
 
 
 def _block_columns(core: int, sub: int, blocks: list) -> dict:
@@ -167,6 +168,12 @@ def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
     _fill_cycles(rows[:, 2:4], blocks, layouts[0].flag_cycles)
     if not len(rec):  # only blocks: nothing to place among them
         return rows
+    return _interleaved(rec, rows, blocks, sizes)
+
+
+def _interleaved(rec: np.ndarray, rows: np.ndarray, blocks: list, sizes: np.ndarray) -> np.ndarray:
+    """The records *rec* (n x 7) with the blocks' rows *rows* (*sizes* of them per block) inserted: a block's
+    before the record its position (``block[0]``, values made before it) names."""
     at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
     out = np.empty((len(rec) + len(rows), 7))
     # a block's row r (counted over all blocks) follows r block rows and the records made before its block
@@ -185,16 +192,9 @@ def flow_values(flows: list, blocks: list, core: int, sub: int) -> np.ndarray:
     arrows += _packed(blocks).reshape(-1, 7)  # each value is in one of the two, the other holds 0
     arrows[:, 5] = core
     arrows[:, 6] = sub
-    if not flows:
-        return arrows.reshape(-1)
-    values = np.fromiter(flows, np.float64, len(flows))
-    replayed = arrows.reshape(-1)
-    parts, done, made = [], 0, 0
-    for (at, _, _), size in zip(blocks, (7 * sizes).tolist()):
-        parts += [values[done:at], replayed[made:made + size]]
-        done, made = at, made + size
-    parts.append(values[done:])
-    return np.concatenate(parts)
+    if flows:
+        arrows = _interleaved(np.fromiter(flows, np.float64, len(flows)).reshape(-1, 7), arrows, blocks, sizes)
+    return arrows.reshape(-1)
 
 
 def flow_columns(core: int, sub: int, flows) -> dict:
