@@ -23,8 +23,8 @@ innocuous), which is what numpy's fp16 loops compute too.
 Tests: tests/npusim/test_readout.py (the rounding against npusim.dtypes.cast at every exponent and rounding
 boundary and on random bits; whole Fixpipes with and without the kernel), tests/npusim/test_half_arith.py (binary
 against numpy's fp16 ufuncs and canonical_nan; select against numerics.vmax / vmin's numpy form). Callers import
-this module on first use (numba's import is not paid by timing mode) and keep their numpy forms where numba is not
-installed.
+this module on first use (npusim/isa/compiled.py: numba's import is not paid by timing mode) and keep their numpy
+forms where numba is not installed.
 """
 from __future__ import annotations
 
@@ -84,37 +84,28 @@ def _nz_to_nd(src, step, dst, pitch, rows, cols, mode):
         _to_bf16(src, step, dst, pitch, rows, cols)
 
 
-@njit(cache=True, inline="always")
-def _copy(src, step, dst, pitch, rows, cols):
-    for r in range(rows):
-        for c0 in range(0, cols, 16):
-            w = min(16, cols - c0)
-            s = src[(c0 // 16) * step + r * 16:][:w]  # 16 contiguous words of one row
-            d = dst[r * pitch + c0:][:w]
-            for lane in range(w):  # NOTE: on slices, for performance reasons: indexing the whole arrays keeps
-                d[lane] = s[lane]  # LLVM from vectorising (numba's negative-index handling), 4x slower
+def _rows_converted(convert):
+    """The read-out loop of one *mode*, each element through *convert* (a compiled function of fp32 bits): one
+    definition for the three modes, each its own loop (*convert* is a constant of it: LLVM inlines it and
+    vectorises each loop)."""
+    @njit(cache=True, inline="always")
+    def loop(src, step, dst, pitch, rows, cols):
+        for r in range(rows):
+            for c0 in range(0, cols, 16):
+                w = min(16, cols - c0)
+                s = src[(c0 // 16) * step + r * 16:][:w]  # 16 contiguous words of one row
+                d = dst[r * pitch + c0:][:w]
+                for lane in range(w):  # NOTE: on slices, for performance reasons: indexing the whole arrays keeps
+                    d[lane] = convert(s[lane])  # LLVM from vectorising (numba's negative-index handling), 4x slower
+    return loop
 
 
 @njit(cache=True, inline="always")
-def _to_f16(src, step, dst, pitch, rows, cols):
-    for r in range(rows):
-        for c0 in range(0, cols, 16):
-            w = min(16, cols - c0)
-            s = src[(c0 // 16) * step + r * 16:][:w]  # 16 contiguous words of one row
-            d = dst[r * pitch + c0:][:w]
-            for lane in range(w):
-                d[lane] = f16_bits(s[lane])
+def _same_bits(f):
+    return f
 
 
-@njit(cache=True, inline="always")
-def _to_bf16(src, step, dst, pitch, rows, cols):
-    for r in range(rows):
-        for c0 in range(0, cols, 16):
-            w = min(16, cols - c0)
-            s = src[(c0 // 16) * step + r * 16:][:w]  # 16 contiguous words of one row
-            d = dst[r * pitch + c0:][:w]
-            for lane in range(w):
-                d[lane] = bf16_bits(s[lane])
+_copy, _to_f16, _to_bf16 = (_rows_converted(convert) for convert in (_same_bits, f16_bits, bf16_bits))
 
 
 ADD, SUB, MUL = 0, 1, 2
