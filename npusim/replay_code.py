@@ -16,10 +16,16 @@ live by the launch) and an unmatched WaitFlag (which raises as the interpreted c
 """
 from __future__ import annotations
 
+import hashlib
+import marshal
 import math
+import os
 import struct
+import sys
+import tempfile
 from collections import deque
-from types import FunctionType
+from pathlib import Path
+from types import CodeType, FunctionType
 
 import numpy as np
 
@@ -31,6 +37,12 @@ C_ISSUE, C_GM, C_GM_REL, C_BARRIER, C_SET, C_WAIT, C_XWAIT, C_XSET = range(8)
 
 _CODE: dict = {}  # generated source -> function (relocated copies of a shared recording differ in constants only)
 _CODE_LIMIT = 4096
+#: where compiled generated sources are kept between processes (compile() costs some 0.2 us a character of source,
+#: 0.16-0.46 s of a fresh FAG estimate call; reading one back is marshal.loads): $NPUSIM_REPLAY_CACHE, else
+#: $XDG_CACHE_HOME/npusim/replay (~/.cache/npusim/replay); "off" keeps none
+CACHE_DIR = os.environ.get("NPUSIM_REPLAY_CACHE") or str(
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npusim" / "replay")
+_MISSING: set = set()  # sources looked for in CACHE_DIR and not found there (this process)
 _PACKERS: dict = {}  # struct format -> struct.Struct(format).pack
 #: record values of a chunk a stream hands to its sink (CoreUnit.chunk_full): a full-form step flushes past it
 CHUNK_VALUES = 7 * CHUNK_ROWS
@@ -85,18 +97,62 @@ def compiled(ops, summary: bool, scalar_pipe: int, unit, new: bool = True, entry
             _, spec, source = made
         template = _CODE.get(source)
         if template is None:
-            if not new:
+            code = _code_object(source, new)
+            if code is None:
                 ops.generated[signature] = (None, spec, source)
                 return None
             if len(_CODE) >= _CODE_LIMIT:
                 _CODE.clear()
             namespace = {"deque": deque}
-            exec(compile(source, "<npusim replay step>", "exec"), namespace)
+            exec(code, namespace)
             template = _CODE[source] = namespace["_step"]
         made = ops.generated[signature] = (template, spec)
     template, spec = made
     return FunctionType(template.__code__, template.__globals__, "_step",
                         tuple([_constant(unit, ops, entry, *item) for item in spec]))
+
+
+def _code_object(source: str, new: bool):
+    """The compiled module of a generated *source*: read back from CACHE_DIR where an earlier process compiled it,
+    else (*new*: worth compiling now) compiled and stored there; None when not *new* and not stored. The file's name
+    is the sha256 of the Python version and the source, so a source is never read back as another's code; an
+    unreadable file (not a code object) counts as absent."""
+    path = None
+    if CACHE_DIR != "off":
+        name = hashlib.sha256((sys.version + "\0" + source).encode()).hexdigest()
+        path = Path(CACHE_DIR) / name[:2] / name
+        if source not in _MISSING:
+            try:
+                code = marshal.loads(path.read_bytes())
+                if type(code) is CodeType:
+                    return code
+            except (OSError, EOFError, ValueError, TypeError):
+                pass  # absent or unreadable: compiled (and stored again) when worth it
+            _MISSING.add(source)
+    if not new:
+        return None
+    code = compile(source, "<npusim replay step>", "exec")
+    if path is not None:
+        _store(path, marshal.dumps(code))
+    return code
+
+
+def _store(path: Path, data: bytes) -> None:
+    """*data* written to *path* whole or not at all (a temporary file renamed: processes may share the cache)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+    except OSError:
+        return  # an unwritable cache: compiled again next time
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _constant(unit, ops, entry, i, j, value):

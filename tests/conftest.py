@@ -23,6 +23,16 @@ def sanitized_kernels(request):
     assert len(report) == 0, report.summary()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def replay_cache(tmp_path_factory):
+    """The compiled replay steps of the test run kept in a directory of its own (npusim/replay_code.py CACHE_DIR):
+    the tests neither read nor fill the user's cache."""
+    import npusim.replay_code as replay_code
+    old, replay_code.CACHE_DIR = replay_code.CACHE_DIR, str(tmp_path_factory.mktemp("replay_cache"))
+    yield
+    replay_code.CACHE_DIR = old
+
+
 @pytest.fixture
 def chip():
     """Ascend910B2 with round latencies so tests can state exact timelines."""

@@ -505,6 +505,7 @@ def test_new_sources_compile_after_more_replays_than_known_ones(monkeypatch):
     COMPILE_AFTER replays by the loop (replay.py, docs/performance.md "Compile threshold")."""
     from npusim.examples.vector_add import add_custom, add_tiling
     import npusim.replay_code as replay_code
+    monkeypatch.setattr(replay_code, "CACHE_DIR", "off")  # compiled in this process only
     loop = []
     real = replay._replay_calls
     monkeypatch.setattr(replay, "_replay_calls", lambda *a: loop.append(1) or real(*a))
