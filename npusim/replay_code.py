@@ -117,6 +117,8 @@ def _code_object(source: str, new: bool):
     else (*new*: worth compiling now) compiled and stored there; None when not *new* and not stored. The file's name
     is the sha256 of the Python version and the source, so a source is never read back as another's code; an
     unreadable file (not a code object) counts as absent."""
+    if not new and source in _MISSING:
+        return None  # looked for already
     path = None
     if CACHE_DIR != "off":
         name = hashlib.sha256((sys.version + "\0" + source).encode()).hexdigest()
