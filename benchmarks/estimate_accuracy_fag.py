@@ -146,11 +146,11 @@ GRID = [
     ([4299, 745], [919, 228], 8, 4, 64, BF16, None, {}),
     ([2793], [203], 16, 4, 192, BF16, None, {"layout": ""}),
 ]
-#: drawn (secrets.randbelow(2**32)) in session 12 after the last model change of estimate.py (steady ring-step marks,
-#: shares of each core's sections, per-AIV runs, the latest core, 12 sampled cores, idle cores in the whole IS_DTM
-#: path) and after B's last FAG timing change (7137ec1, SameAB/generic vector tiles), run once; earlier draws
-#: 620261124, 620261125, 820261124, 869883353, 1736963294 and 695395893 were looked at
-CHECK_SEED = 3454330913
+#: drawn (secrets.randbelow(2**32)) in session 13 at 05:00 UTC after the last model change of estimate.py (basic_bn2's
+#: ring: every class sampled at strata middles, unsampled classes on a fitted line; the steady cost a line per step and
+#: per block) and after the last FAG timing change (3691354, generic ping-pong), run once; earlier draws 620261124,
+#: 620261125, 820261124, 869883353, 1736963294, 695395893 and 3454330913 were looked at
+CHECK_SEED = 1301497499
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata
