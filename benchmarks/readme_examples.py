@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import load, save  # noqa: E402
+from results import load, machine, save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _MARK = re.compile(r"<!-- example:(?P<name>[\w-]+) -->\n(?P<body>```python\n.*?\n```|(?:    \$ [^\n]*\n)+)", re.S)
@@ -81,12 +81,16 @@ def main(argv=None) -> int:
     unknown = names - {e.name for e in found}
     if unknown:
         raise SystemExit(f"no README example named {sorted(unknown)}; there are {[e.name for e in found]}")
-    saved = (load("readme_examples") or {}).get("examples", {})
+    previous = load("readme_examples") or {}
+    saved = previous.get("examples", {})
+    for r in saved.values():  # results saved before examples kept their own machine: the run's machine was theirs
+        r.setdefault("machine", previous.get("machine"))
     failed = []
     for ex in found:
         if names and ex.name not in names:
             continue
         r = run(ex)
+        r["machine"] = machine()  # each example's own load: a run of some examples keeps the others' results
         saved[ex.name] = r
         ok = r["status"] == 0
         print(f"{ex.name:12s} {'ok' if ok else 'FAILED'}  {r['wall_s']:7.1f} s wall  {r['cpu_s']:7.1f} s CPU")

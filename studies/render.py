@@ -462,7 +462,7 @@ def _example(name: str):
         if r is None:
             stale.append(f"README example {name}")
             return body
-        m = load("readme_examples")["machine"]
+        m = r.get("machine") or load("readme_examples")["machine"]
         if r["status"] != 0:
             raise SystemExit(f"README example {name} failed when last run (benchmarks/readme_examples.py): "
                              f"{r['stderr_tail'][-500:]}")
