@@ -180,6 +180,15 @@ class Launch:
     def name_id(self, name: str) -> int:
         return self.name_ids[name]
 
+    def number_line(self, code, lineno: int) -> int:
+        """The launch's number of source line *lineno* of *code*, given now if it has none (the trace's src_id)."""
+        key = (code, lineno)
+        i = self._src_index.get(key)
+        if i is None:
+            i = self._src_index[key] = len(self.sources)
+            self.sources.append((code.co_filename, lineno))
+        return i
+
     def src_id(self, depth: int) -> int:
         """Index of the source line *depth* frames above the caller of this method."""
         frame = sys._getframe(depth)
@@ -190,11 +199,7 @@ class Launch:
         at = (id(code), frame.f_lasti)
         i = self.src_at.get(at)
         if i is None:
-            key = (code, frame.f_lineno)
-            i = self._src_index.get(key)
-            if i is None:
-                i = self._src_index[key] = len(self.sources)
-                self.sources.append((code.co_filename, frame.f_lineno))
+            i = self.number_line(code, frame.f_lineno)
             self.src_at[at] = i
             self._src_codes.append(code)
         return i

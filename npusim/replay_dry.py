@@ -87,13 +87,8 @@ class _Pending:
         """The launch's number of this name or line, given now if it has none (Launch.name_id / src_id)."""
         if self.name is not None:
             self.id = launch.name_ids[self.name]
-        else:  # NOTE: Launch.src_id's numbering of (code, line), without a frame
-            key = (self.code, self.lineno)
-            i = launch._src_index.get(key)
-            if i is None:
-                i = launch._src_index[key] = len(launch.sources)
-                launch.sources.append((self.code.co_filename, self.lineno))
-            self.id = i
+        else:
+            self.id = launch.number_line(self.code, self.lineno)
         return self.id
 
 
