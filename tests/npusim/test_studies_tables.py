@@ -92,3 +92,20 @@ def test_study_times_quote_each_steps_own_load(monkeypatch):
     text = render.study_times("old", [])
     assert text.startswith("PFA tiling study (timing mode) 5.0 min; PFA what-if study (estimate mode) 1.5 min;")
     assert "load average 1.2-1.6 during" in text
+
+
+def test_readme_example_quotes_its_own_runs_load(monkeypatch):
+    """A later run of other README examples re-stamps readme_examples.json's machine; each example's line must
+    keep the load its own run had (an example saved before examples kept a machine falls back to the file's)."""
+    import render
+
+    def machine(load):
+        return {"cpu": "x", "cpus": 2, "python": "3", "numpy": "2", "load_avg": [load, 1.0, 1.0],
+                "date_utc": "2026-11-25 06:00"}
+    run = {"status": 0, "wall_s": 2.0, "cpu_s": 1.5, "stdout": "hello\n", "stderr_tail": ""}
+    saved = {"machine": machine(8.7),
+             "examples": {"own": {**run, "machine": machine(1.4)}, "older": dict(run)}}
+    monkeypatch.setattr(render, "load", lambda name: saved if name == "readme_examples" else None)
+    own, older = render._example("own")("old", []), render._example("older")("old", [])
+    assert "load average 1.4;" in own and "hello" in own
+    assert "load average 8.7;" in older
