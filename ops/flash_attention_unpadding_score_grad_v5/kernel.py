@@ -850,6 +850,7 @@ class KernelFagBasic:
         self.sub = GetSubBlockIdx()
         self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
         self.side = 0  # basic_bn2's ping-pong: the UB buffers of the ping (0) or the pong (1) tile
+        self.paired = False  # a SubGrapB of a ping-pong pair (VecPair): no MTE3_V wait before its vector work
         self.ub = {}
         self.ubBytes = 0
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
@@ -1177,7 +1178,9 @@ class KernelFagBasic:
         tile pairs, ..._s1s2_bn2gs1s2.h:2418-2440): SubGrapA of the ping and the pong tile in their own UB
         (self.ubs), then SubGrapB of both; each SubGrapB's copy in waits for its own
         SubGrapA's copies out (MTE3_MTE2 per tile), the pong's dP, where it reuses the fp32 scratch, for the pong's
-        SubGrapA vector work (V_MTE2). One tile (an odd count's last) runs as a pass of its own."""
+        SubGrapA vector work (V_MTE2). Their vector work waits for no copy out (CANN's right subgraph has no MTE3_V
+        wait, ..._s1s2_bn2.h:3570-3668): it follows its dP copy in, which follows its own tile's copies out, so
+        neither waits for the other tile's. One tile (an odd count's last) runs as a pass of its own."""
         if len(views) == 1:
             self.VecTile(task, views[0])
             return
@@ -1188,6 +1191,7 @@ class KernelFagBasic:
         alias = self.ubs[1]["dp"] is self.ubs[0].get("tmp")
         if alias:
             SetFlag(HardEvent.V_MTE2, 7)
+        self.paired = True
         for self.side, v in enumerate(views):
             self.ub = self.ubs[self.side]
             WaitFlag(HardEvent.MTE3_MTE2, 6 + self.side)
@@ -1195,7 +1199,7 @@ class KernelFagBasic:
                 WaitFlag(HardEvent.V_MTE2, 7)
             self._sfmg_rows(v)
             self.SubGrapB(task, v)
-        self.side, self.ub = 0, self.ubs[0]
+        self.side, self.ub, self.paired = 0, self.ubs[0], False
         self._pass_done()
 
     def _pieces_in(self, dst, region: list, task: int, v):
@@ -1270,8 +1274,9 @@ class KernelFagBasic:
         self._pieces_in(dP, self.mm1, task, v)
         SetFlag(HardEvent.MTE2_V, 1)
         WaitFlag(HardEvent.MTE2_V, 1)
-        SetFlag(HardEvent.MTE3_V, 0)
-        WaitFlag(HardEvent.MTE3_V, 0)
+        if not self.paired:  # a lone pass waits for every copy out before its casts (a pair: VecPair)
+            SetFlag(HardEvent.MTE3_V, 0)
+            WaitFlag(HardEvent.MTE3_V, 0)
         if a.dropout:  # dP = keep ? dP / keep_prob : 0
             self.Dropout(dP, b, n, row0, col0, rows, cols, pitch)
         if a.sink and self.t.vecBaseMN:
@@ -1627,9 +1632,9 @@ def _piece_shape(v) -> tuple:
 
 
 def _view_shape(k: KernelFagBasic, v) -> tuple:
-    """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch and pieces, and the
-    UB side it runs in (ping-pong: the ping's or the pong's buffers)."""
-    return v.rows, v.cols, v.pitch, _piece_shape(v), k.side
+    """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch and pieces, the UB
+    side it runs in (ping-pong: the ping's or the pong's buffers) and whether it is a pair's (SubGrapB's waits)."""
+    return v.rows, v.cols, v.pitch, _piece_shape(v), k.side, k.paired
 
 
 def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
