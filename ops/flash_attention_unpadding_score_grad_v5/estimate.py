@@ -346,6 +346,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # sizes: the whole input set touched charged every sampled round of a long-q IS_DTM call 13% too much)
     warm = (_l2_start(problem, sizes, spec.l2_bytes), {k: 1.0 for k in sizes})
 
+    listed = hasattr(work, "listed")  # SameAB / generic CV blocks: their size is the area they cover (_section_sizes)
     rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
     marks = []  # the ring-step marks of the larger sample run (_step_marks)
 
@@ -361,7 +362,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         if ring:
             rings.append(_ring_costs(res.trace, sample, len(cores)))
         if steps:
-            marks[:] = _step_marks(res.trace, sample, len(cores))
+            marks[:] = _step_marks(res.trace, sample, len(cores), _section_sizes(sample, listed))
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
@@ -390,7 +391,10 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
     span = np.maximum(work.core_blocks[cores].astype(float) - w_big, 0.0)
-    steady = _steady_cost(marks, span)
+    # the steady line is over the steps' sizes (_section_sizes), and each core is extended over the size it has left
+    sampled = np.array([m[1][-1] if m is not None and len(m[1]) else 0.0 for m in marks] if marks else [0.0] * len(cores))
+    left = np.maximum(_core_sizes(work, cores) - sampled, 0.0)
+    steady = _steady_cost(marks, left)
     per_step = 0.0
     if steady is not None and f >= 1.0:
         prologue, (per_step, per_block) = p_big, steady
@@ -424,7 +428,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # kv 434/2848/385 N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
     steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
                   for j, c in enumerate(cores)]
-    return prologue - p_big + max(e_big[j] + max(0.0, per_step * steps_left[j] + per_block * span[j])
+    grow = left if steady is not None else span  # the steady cost is per size unit, the two runs' per block
+    return prologue - p_big + max(e_big[j] + max(0.0, per_step * steps_left[j] + per_block * grow[j])
                                   for j in range(k)) + overhead
 
 
@@ -465,9 +470,30 @@ def _steady_cost(marks: list, span: np.ndarray) -> tuple[float, float] | None:
     return (float(per_step), float(per_block)) if per_block > 0 else (0.0, spent / grown)
 
 
-def _step_marks(trace, sample, k: int) -> list:
+def _section_sizes(sample, listed: bool) -> np.ndarray:
+    """Per section of a sample tiling, its size in 16 x 16 fractals: the rows x columns its blocks cover where the
+    work lists its CV blocks (SameAB, generic: band-edge and batch-end CV blocks hold partial blocks, the cube's
+    work follows their area), else 64 per block (the basic template's counted sections, priced per block)."""
+    starts = np.asarray(sample.secStart, np.int64)
+    if not listed:
+        return 64.0 * np.diff(starts)
+    frac = (-(-np.asarray(sample.blkRows, np.int64) // 16)) * (-(-np.asarray(sample.blkCols, np.int64) // 16))
+    return np.diff(np.concatenate(([0], np.cumsum(frac)))[starts]).astype(float)
+
+
+def _core_sizes(work, cores: list) -> np.ndarray:
+    """The size (as _section_sizes) of every section of each of *cores*, summed: the area its listed CV blocks
+    cover, else 64 per block."""
+    if not hasattr(work, "listed"):
+        return 64.0 * work.core_blocks[cores].astype(float)
+    return np.array([float(sum(-(-blk[4] // 16) * -(-blk[5] // 16) for j in range(int(work.core_sections[c]))
+                               for blk in work.listed[c + j * work.block_dim])) for c in cores])
+
+
+def _step_marks(trace, sample, k: int, section_sizes=None) -> list:
     """Per simulated core of a sample: (the cycle its cube ends each ring step's last Cube23, at its SetAtomicNone;
-    the blocks of the sections through that step), or None where the SetAtomicNone count is not the sections'."""
+    the size of the sections through that step: *section_sizes* per section, by default their blocks), or None where the
+    SetAtomicNone count is not the sections'."""
     c = trace.columns
     if "SetAtomicNone" not in trace.names:
         return [None] * k
@@ -482,7 +508,8 @@ def _step_marks(trace, sample, k: int) -> list:
         if len(times) != sum(sizes) or not steps:
             out.append(None)
             continue
-        blocks = [sum(sample.secStart[s + 1] - sample.secStart[s] for s, _, _ in step) for step in steps]
+        blocks = [sum(sample.secStart[s + 1] - sample.secStart[s] if section_sizes is None else section_sizes[s]
+                      for s, _, _ in step) for step in steps]
         last = np.cumsum(sizes) - 1
         out.append((times[last], np.cumsum(blocks).astype(float)))
     return out

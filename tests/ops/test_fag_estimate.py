@@ -259,3 +259,25 @@ def test_ring_sample_holds_every_class_at_its_strata_middles():
     assert members[0] not in full and members[-1] not in full
     coarse = estimate_module._run_positions(work, 0, 0, len(blocks), 2, False)
     assert members[0] in coarse and members[-1] in coarse
+
+
+def test_section_sizes_are_the_area_listed_cv_blocks_cover():
+    """A sampled core's steps are sized by the fractals their CV blocks cover (_section_sizes) and each core is
+    extended over the size it has left (_core_sizes): on a generic call with short key batches (partial blocks),
+    a sample of all of a core's CV blocks sizes them as _core_sizes does, below 64 per block; counted sections
+    (basic) stay at 64 per block."""
+    from tests.ops.fag_cases import make_case
+    _, problem = make_case(seq_q=[328, 972], seq_kv=[434, 200], n1=4, n2=2, d=256, dtype="fp16")
+    spec = get_chip("Ascend910B2")
+    til, work = estimate_module.estimate_plan(problem, spec, None, False)
+    assert hasattr(work, "listed")
+    cores = [c for c in range(work.block_dim) if work.core_sections[c]][:3]
+    positions = {c: sum(estimate_module._core_positions(work, c, None), []) for c in cores}
+    sample, simulated = estimate_module._sample_tiling(problem, til, work, cores, positions)
+    sizes = estimate_module._section_sizes(sample, True)
+    per_core = [sum(sizes[s] for s in sample.core_sections(i)) for i in range(len(cores))]
+    np.testing.assert_allclose(per_core, estimate_module._core_sizes(work, cores))
+    assert all(size < 64 * blocks for size, blocks in zip(per_core, simulated))  # partial blocks cover less
+    np.testing.assert_allclose(estimate_module._section_sizes(sample, False), 64 * np.diff(sample.secStart))
+    counted = SimpleNamespace(core_blocks=np.array([3, 5]))
+    np.testing.assert_allclose(estimate_module._core_sizes(counted, [1, 0]), [320.0, 192.0])
