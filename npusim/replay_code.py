@@ -29,6 +29,7 @@ from types import CodeType, FunctionType
 
 import numpy as np
 
+from npusim import replay_cache
 from npusim.core import FLOWCTRL
 from npusim.trace_sink import CHUNK_ROWS, StepLayout
 
@@ -39,7 +40,8 @@ _CODE: dict = {}  # generated source -> function (relocated copies of a shared r
 _CODE_LIMIT = 4096
 #: where compiled generated sources are kept between processes (compile() costs some 0.2 us a character of source,
 #: 0.16-0.46 s of a fresh FAG estimate call; reading one back is marshal.loads): $NPUSIM_REPLAY_CACHE, else
-#: $XDG_CACHE_HOME/npusim/replay (~/.cache/npusim/replay); "off" keeps none
+#: $XDG_CACHE_HOME/npusim/replay (~/.cache/npusim/replay); "off" keeps none. Size cap, pruned oldest first:
+#: npusim/replay_cache.py ($NPUSIM_REPLAY_CACHE_MB)
 CACHE_DIR = os.environ.get("NPUSIM_REPLAY_CACHE") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npusim" / "replay")
 _MISSING: set = set()  # sources looked for in CACHE_DIR and not found there (this process)
@@ -127,6 +129,7 @@ def _code_object(source: str, new: bool):
             try:
                 code = marshal.loads(path.read_bytes())
                 if type(code) is CodeType:
+                    replay_cache.used(path)
                     return code
             except (OSError, EOFError, ValueError, TypeError):
                 pass  # absent or unreadable: compiled (and stored again) when worth it
@@ -155,6 +158,8 @@ def _store(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
+        return
+    replay_cache.stored(str(path.parent.parent), len(data))
 
 
 def _constant(unit, ops, entry, i, j, value):
