@@ -33,7 +33,7 @@ import numpy as np
 
 from npusim.launch import current_unit
 from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, ReduceSum, Sub, CMPMODE,
-                           SELMODE, Cast,
+                           SELMODE, Cast, DataCopyExtParams, DataCopyPad,
                            CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Gather, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
@@ -45,7 +45,7 @@ from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_ti
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.common.transpose import TransposeHeads, TransposeOffsets
-from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
+from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData, dsink_slot
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
 from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
                                                                   section_views, tile_align)
@@ -242,8 +242,8 @@ class FagKernelArgs:
 
 # ------------------------------------------------------------------------------------------- pre / post
 def fag_pre(workspace, tiling: FagTilingData):
-    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), split over the AIVs."""
-    total = tiling.copyBytes // 4
+    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), then SameAB's dsink slot array (a sink),
+    each split over the AIVs (CANN's pre kernel: every AIV zeroes the whole dsink array)."""
     pipe = TPipe()
     zeros = TBuf()
     pipe.InitBuffer(zeros, POST_ELEMS * 4)
@@ -251,19 +251,23 @@ def fag_pre(workspace, tiling: FagTilingData):
     Duplicate(z, 0.0, POST_ELEMS)
     SetFlag(HardEvent.V_MTE3, 0)
     WaitFlag(HardEvent.V_MTE3, 0)
-    ws = workspace[tiling.dqOffset].ReinterpretCast(F32)
-    share = -(-total // (GetBlockNum() * 8)) * 8
-    lo = GetBlockIdx() * share
-    for e0 in range(lo, min(lo + share, total), POST_ELEMS):
-        DataCopy(ws[e0], z, min(POST_ELEMS, lo + share - e0, total - e0))
+    regions = [(tiling.dqOffset, tiling.copyBytes // 4)]
+    if tiling.dsinkHeadSlots:
+        regions.append((tiling.dsinkOffset, tiling.n1Size * tiling.dsinkHeadSlots))
+    for offset, total in regions:
+        ws = workspace[offset].ReinterpretCast(F32)
+        share = -(-total // (GetBlockNum() * 8)) * 8
+        lo = GetBlockIdx() * share
+        for e0 in range(lo, min(lo + share, total), POST_ELEMS):
+            DataCopy(ws[e0], z, min(POST_ELEMS, lo + share - e0, total - e0))
     pipe.Reset()
 
 
 def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData, args: FagKernelArgs):
     """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
-    With a sink, AIV 0 also
-    sums the dsink partials of each head in slot order (sink_slots) and writes dsink = -sum."""
-    if args.sink and GetBlockIdx() == 0:
+    With a sink, SameAB: then every AIV reduces the dsink slot array per head (PostDsinkSab, CANN's loop); the
+    half-block templates: first AIV 0 sums each head's partials in slot order (sink_slots), dsink = -sum."""
+    if args.sink and GetBlockIdx() == 0 and not tiling.dsinkHeadSlots:
         PostDsink(workspace, dsink, tiling)
     dt = np.dtype(args.inDtype)
     pipe = TPipe()
@@ -282,6 +286,8 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
             PostChunk((inQ, outQ), workspace[off].ReinterpretCast(F32)[e0], gm[e0], n,
                       tiling.scaleValue if scaled else None, dt)
     pipe.Reset()
+    if args.sink and tiling.dsinkHeadSlots:
+        PostDsinkSab(workspace, dsink, tiling)
 
 
 def PostChunk(queues, src, dst, n: int, scale, dt):
@@ -307,13 +313,54 @@ def PostChunk(queues, src, dst, n: int, scale, dt):
 
 
 def sink_slots(tiling: FagTilingData):
-    """(slot, head) of every dsink partial, in the order the post kernel adds them. SameAB: one per CV block and AIV
-    (dsinkSumLocal; both AIVs write one), in section order (no sink reaches the generic template: fag_tiling); the
-    basic templates: one per block and AIV half, in block order (sub 1 exists when the block has >= 2 rows)."""
+    """(slot, head) of every dsink partial of the half-block templates (basic_det), in the order PostDsink adds them:
+    one per block and AIV half, in block order (sub 1 exists when the block has >= 2 rows). SameAB's slots are
+    CANN's array instead (tiling.sab_dsink_layout, PostDsinkSab)."""
     t = tiling
-    if t.vecBaseMN:
-        return [(s * 2 + sub, t.blkN[t.secStart[s]]) for s in range(t.sections) for sub in (0, 1)]
     return [(i * 2 + sub, t.blkN[i]) for i in range(t.blocks) for sub in (0, 1) if sub == 0 or t.blkRows[i] >= 2]
+
+
+def PostDsinkSab(workspace, dsink, tiling: FagTilingData):
+    """SameAB's dsink as CANN's post kernel computes it (..._post.h:1027-1080), on every AIV: per head, its slot
+    array (tiling.sab_dsink_layout) in steps of dsinkChunk slots, the last step the remainder (0 slots when they
+    fill whole steps); each step DataCopyPad in, ReduceSum (count form) into one value; dsink[n] = -(the value after
+    the head's LAST step). CANN's loop assigns its sum every step instead of adding it, so with more than one step
+    per head (B * s1Pad * s2Pad / 8192 > dsinkChunk) only the last step's slots count. A step of 0 slots copies and
+    sums nothing: the head takes the value left by the step before, and the read position, which advances by the
+    slots read, lags one step for the heads after it. Differences kept: the result buffer starts at +0 (CANN's holds
+    what the dv casts left there), the negation is a Muls(-1) (CANN: scalar, a NaN keeps its payload), and AIV 0
+    alone stores dsink (every AIV of CANN's stores the same value; npusim's sanitizer counts that as a race)."""
+    t = tiling
+    pipe = TPipe()
+    vin, vout, neg = TBuf(), TBuf(), TBuf()
+    pipe.InitBuffer(vin, -(-t.dsinkChunk // 8) * 32)  # DataCopyPad fills whole 32-byte blocks
+    pipe.InitBuffer(vout, 32)
+    pipe.InitBuffer(neg, 32)
+    x, out, o = vin.Get(F32), vout.Get(F32), neg.Get(F32)
+    ws = workspace[t.dsinkOffset].ReinterpretCast(F32)
+    steps = -(-t.dsinkHeadSlots // t.dsinkChunk)
+    tail = t.dsinkHeadSlots % t.dsinkChunk
+    PipeBarrier(None)  # the post loop's last copies out read these UB bytes
+    Duplicate(out, 0.0, 8)
+    offset = 0
+    for n in range(t.n1Size):
+        for k in range(steps):
+            items = tail if k == steps - 1 else t.dsinkChunk
+            if items:
+                PipeBarrier(None)
+                DataCopyPad(x, ws[offset], DataCopyExtParams(1, items * 4, 0, 0, 0))
+                PipeBarrier(None)
+                ReduceSum(out, x, x, items)
+                PipeBarrier(None)
+            offset += items
+        Muls(o, out, -1.0, 1)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+        if GetBlockIdx() == 0:
+            CopyRowsOut(dsink[n], o, 1, 1, 8, 1)
+        SetFlag(HardEvent.MTE3_V, 0)
+        WaitFlag(HardEvent.MTE3_V, 0)
+    pipe.Reset()
 
 
 def PostDsink(workspace, dsink, tiling: FagTilingData):
@@ -980,7 +1027,7 @@ class KernelFagBasic:
                         for self.half in ((self.sub,) if owner is None else (0, 1)):  # own run: every row, by halves
                             self.VecBlock(task, off + j, i)
                 if self.a.sink and t.vecBaseMN:
-                    self.SinkOut(s * 2 + self.sub)
+                    self.SinkOut(s)
             CrossCoreSetFlag(V2C[owner == 1], Pipe.MTE3)
 
     def VectorByCS1(self, task: int, s: int, off: int):
@@ -1374,13 +1421,15 @@ class KernelFagBasic:
         Add(local, local, one, 1)
         PipeBarrier(Pipe.V)
 
-    def SinkOut(self, slot: int):
-        """This AIV's dsinkSumLocal of the CV block -> its partial slot (the CV block's section, the AIV)."""
-        one8 = self.ub["one8"].Get(F32)
-        BroadcastRows(one8, self.ub["dsinkSum"].Get(F32), 1)
+    def SinkOut(self, s: int):
+        """This AIV's dsinkSumLocal of CV block *s* -> its slot of CANN's array (tiling.sab_dsink_layout): one fp32
+        (CANN: DataCopyPad of 4 bytes, ..._sab.h:3800-3816)."""
+        t = self.t
+        i = t.secStart[s]
+        slot = dsink_slot(t, t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i], self.sub)
         SetFlag(HardEvent.V_MTE3, 3)
         WaitFlag(HardEvent.V_MTE3, 3)
-        DataCopy(self.ws[self.t.dsinkOffset].ReinterpretCast(F32)[slot * 8], one8, 8)
+        CopyRowsOut(self.ws[t.dsinkOffset].ReinterpretCast(F32)[slot], self.ub["dsinkSum"].Get(F32), 1, 1, 8, 1)
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
 
