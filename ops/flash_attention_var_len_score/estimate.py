@@ -36,10 +36,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from npusim.estimate import Estimate, contention_chip, steady_l2_touched, timeout_verdict
-from npusim.memory.gm import page_union
+from npusim.estimate import Estimate, contention_chip, timeout_verdict
 from npusim.types import SubCore
 from ops.common.dropout import ADAPTER_UNIT_BITS
+from ops.common.l2_warm import first_reads_missed, head_rows_pages, resident, start_touched
+from ops.common.ragged import ragged_arange
 from ops.flash_attention_var_len_score.launch import kernel_inputs, launch_kernel
 from ops.flash_attention_var_len_score.tiling import (SAME_AB, SYSTEM_WORKSPACE_BYTES, assemble, base_sizes,
                                                       block_table, core_split, item_blocks, split_cores)
@@ -294,28 +295,19 @@ def _warm(problem, work: Work, kin, core_ws_total: int, spec, touched: dict) -> 
     the samples sent part of their traffic to the idle HBM and ran fast). Beyond L2 the full sizes stay (what
     the estimate was measured with there); a launch whose misses queue on a slow HBM is held up by
     _bandwidth_floor instead (docs/estimate.md)."""
-    names = {"atten_mask": 1.0, "workspace": 1.0}
-    if problem.pse_form == "alibi":
-        names["real_shift"] = 1.0
     skv = problem.seq_kv.astype(np.int64)[problem.seq_q > 0]
     span = (work.blk["end"] - work.blk["start"]).sum()
     reads = problem.N1 * span / (problem.N2 * max(int(skv.sum()), 1))
-    if reads > 1:
-        names["key"] = names["value"] = 1.0 - 1.0 / reads
-    sizes = [(name, g.array.nbytes) for name, g in zip(
-        ("query", "key", "value", "pse", "drop", "mask", "softmax_max", "softmax_sum", "out"),
-        (*kin.gm, kin.smax, kin.ssum, kin.out)) if g is not None]
-    pages = core_ws_total + sum(touched.get(name, nbytes) for name, nbytes in sizes)
-    if pages <= spec.l2_bytes:
-        return pages, names
-    return steady_l2_touched(core_ws_total + sum(nbytes for _, nbytes in sizes), spec.l2_bytes), names
+    names = resident(("atten_mask", "workspace") + (("real_shift",) if problem.pse_form == "alibi" else ()),
+                     first_reads_missed(reads))
+    sizes = {g.name: g.array.nbytes for g in (*kin.gm, kin.smax, kin.ssum, kin.out) if g is not None}
+    pages = core_ws_total + sum(touched.get(name, nbytes) for name, nbytes in sizes.items())
+    return start_touched(pages, core_ws_total + sum(sizes.values()), spec.l2_bytes), names
 
 
 def _touched_tnd(problem, work: Work) -> dict:
-    """L2 bytes the launch's copies of the TND tensors touch in the model, where they differ from the tensor
-    sizes: a strided copy (rows of one head, at a pitch of all heads) is booked as its byte count from its first
-    element (npusim/core.py transfer; npusim/memory/gm.py touch), so of a TND tensor of H heads a copy of l rows
-    starting at token r covers [r * H * D, (r * H + H - 1 + l) * D) elements over all heads. Copies as the kernel
+    """L2 bytes the launch's copies of the TND tensors touch in the model (ops.common.l2_warm.head_rows_pages), by
+    GM buffer name, where they differ from the tensor sizes. Copies as the kernel
     issues them (kernel.ComputeMm1 / ComputeMm1Chunk / ComputeMm2Chunk / ProcessVec2): Q per item, K per nChunk
     rows of a tile, V per kChunk rows (fp16/bf16; fp32 reads V^T from the workspace), attention_out per vec2
     slice. Tensors with more than TOUCH_RANGES copies keep their full size (the working set is then far over L2
@@ -326,15 +318,11 @@ def _touched_tnd(problem, work: Work) -> dict:
     cu_q = np.concatenate(([0], np.cumsum(p.seq_q.astype(np.int64))))
     cu_kv = np.concatenate(([0], np.cumsum(p.seq_kv.astype(np.int64))))
 
-    def span(r0, heads, reach):  # bytes of one copy from token r0 in every head; *reach*: the elements
-        first = np.asarray(r0, np.int64) * heads * D  # from the last head's start to the copy's end
-        return first * isz, (first + (heads - 1) * D + reach) * isz
-
     out = {}
     b, rows = blk["b"][live], blk["rows"][live].astype(np.int64)
     q0 = cu_q[b] + blk["s1o"][live].astype(np.int64) * sizes["s1BaseSize"]
     if q0.size <= TOUCH_RANGES:
-        out["query"] = page_union(*span(q0, p.N1, rows * D))
+        out["query"] = head_rows_pages(q0, p.N1, D, rows * D, isz)
     # attention_out: per vec2 slice of min(vec1Elems // Dp, rows) rows of each AIV's rows
     dp = -(-D // 16) * 16
     halves = [(np.zeros_like(rows), rows)] if work.template != SAME_AB else [
@@ -345,12 +333,11 @@ def _touched_tnd(problem, work: Work) -> dict:
         n = -(-mine // step)
         if n.sum() > TOUCH_RANGES:
             break
-        k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-        r = np.repeat(step, n) * k
+        r = np.repeat(step, n) * ragged_arange(n)
         starts.append(np.repeat(q0 + lo, n) + r)
         lens.append(np.minimum(np.repeat(step, n), np.repeat(mine, n) - r))
     else:
-        out["out"] = page_union(*span(np.concatenate(starts), p.N1, np.concatenate(lens) * D))
+        out["attention_out"] = head_rows_pages(np.concatenate(starts), p.N1, D, np.concatenate(lens) * D, isz)
     # K and V: per distinct column range of a batch, its tiles cut in chunks
     kv = np.unique(np.stack([blk["b"][live], blk["start"][live], blk["end"][live]], 1), axis=0)
     for name, chunk in (("key", sizes["nChunk"]), ("value", sizes["kChunk"])):
@@ -359,16 +346,14 @@ def _touched_tnd(problem, work: Work) -> dict:
         tiles = -(-(kv[:, 2] - kv[:, 1]) // w)
         if int(tiles.sum()) * -(-w // chunk) > TOUCH_RANGES:
             continue
-        t = np.arange(int(tiles.sum())) - np.repeat(np.cumsum(tiles) - tiles, tiles)
-        col0 = np.repeat(kv[:, 1], tiles) + t * w
+        col0 = np.repeat(kv[:, 1], tiles) + ragged_arange(tiles) * w
         cols = np.minimum(np.repeat(kv[:, 2], tiles) - col0, w)
         per = -(-cols // chunk)
-        c = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
-        nc = c * chunk
+        nc = ragged_arange(per) * chunk
         r0 = np.repeat(cu_kv[np.repeat(kv[:, 0], tiles)] + col0, per) + nc
         ln = np.minimum(np.repeat(cols, per) - nc, chunk)
         last = 0 if name == "key" else (D - 1) // 128 * 128  # V: per 128 columns of D, the last block's start
-        out[name] = page_union(*span(r0, p.N2, last + ln * (D - last)))
+        out[name] = head_rows_pages(r0, p.N2, D, last + ln * (D - last), isz)
     return out
 
 
@@ -384,8 +369,7 @@ def _bandwidth_floor(work: Work, kin, spec, touched: dict, steady_touched: int) 
     the sample re-run at hit scales over the launch's range and averaged by work was still 16% short).
     estimate_fa takes the larger of the two, the floor plus the pipeline fill (the sample's fixed cycles)."""
     scale = min(1.0, spec.l2_bytes / steady_touched) if steady_touched > 0 else 1.0
-    first = work.pse_bytes + sum(touched.get(name, g.array.nbytes) for name, g in zip(("query", "key", "value"),
-                                                                                        kin.gm[:3]))
+    first = work.pse_bytes + sum(touched.get(g.name, g.array.nbytes) for g in kin.gm[:3])
     first = min(first, work.gm_bytes)
     rest = work.gm_bytes - first
     hbm = (first + rest * (1.0 - scale)) / (spec.hbm_bw_bytes_per_s / spec.clock_hz)

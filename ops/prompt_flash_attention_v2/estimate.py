@@ -39,6 +39,8 @@ import dataclasses
 import numpy as np
 
 from npusim.estimate import Estimate, PeriodicSequence, contention_chip, steady_l2_touched, timeout_verdict
+from ops.common.l2_warm import first_reads_missed, resident
+from ops.common.ragged import ragged_arange
 from ops.prompt_flash_attention_v2.contract import MaskKind
 from ops.prompt_flash_attention_v2.launch import kernel_inputs, launch_kernel
 from ops.prompt_flash_attention_v2.tiling import (SPLIT_VECTOR, PfaTilingData, balance_path, fit_base_sizes,
@@ -233,10 +235,7 @@ def _kv_warm(problem, key_reads: int, touched: int) -> tuple:
     act_q = np.asarray(problem.computed_seq_lengths, np.int64)
     keys = int(np.sum(np.asarray(problem.actual_seq_lengths_kv, np.int64)[act_q > 0]))
     reads = key_reads / max(problem.num_kv_heads * keys, 1)
-    names = {"atten_mask": 1.0}
-    if reads > 1:
-        names["key"] = names["value"] = 1.0 - 1.0 / reads
-    return touched, names
+    return touched, resident(("atten_mask",), first_reads_missed(reads))
 
 
 def _shared_kv_warm(problem, s_inner: int, core_items: list, touched: int) -> tuple:
@@ -249,12 +248,10 @@ def _shared_kv_warm(problem, s_inner: int, core_items: list, touched: int) -> tu
     K/V start cold. (The launch-average rule of _kv_warm, 1 - 1/R with R every read of a row, also counts
     the re-reads the subset core simulates itself and left a B=4 N=16 D=256 S2=716 launch on the 910B4,
     L2-bound, 6.8% short: its K/V rows are read 16 times, nearly always by one AI Core.)"""
-    cols = [np.concatenate([np.asarray(x, np.int64) for x in c]) if c else np.zeros(0, np.int64)
-            for c in zip(*[tuple(zip(*items)) if items else ((),) * 6 for items in core_items])]
-    core = np.concatenate([np.full(len(items), c, np.int64) for c, items in enumerate(core_items)])
-    n, b, t0, t1 = cols[0], cols[1], cols[4], cols[5]
+    n, b, _, _, t0, t1 = np.array([it for items in core_items for it in items], np.int64).reshape(-1, 6).T
+    core = np.repeat(np.arange(len(core_items)), [len(items) for items in core_items])
     ntile = t1 - t0
-    tile = np.repeat(t0 - np.cumsum(np.concatenate([[0], ntile[:-1]])), ntile) + np.arange(int(ntile.sum()))
+    tile = np.repeat(t0, ntile) + ragged_arange(ntile)  # every key tile of every item
     kvh = np.repeat(b * problem.num_kv_heads + n // problem.group, ntile)
     kv_len = np.asarray(problem.actual_seq_lengths_kv, np.int64)
     width = np.minimum(s_inner, kv_len[np.repeat(b, ntile)] - tile * s_inner)
@@ -262,10 +259,7 @@ def _shared_kv_warm(problem, s_inner: int, core_items: list, touched: int) -> tu
     first = np.unique(row_key, return_index=True)[1]
     pfirst = np.unique(np.stack([np.repeat(core, ntile), row_key]), axis=1, return_index=True)[1]
     shared = 1.0 - float(width[first].sum()) / max(float(width[pfirst].sum()), 1.0)
-    names = {"atten_mask": 1.0}
-    if shared > 0:
-        names["key"] = names["value"] = shared
-    return touched, names
+    return touched, resident(("atten_mask",), shared)
 
 
 def estimate_pfa(problem, spec, overrides, tensors: tuple) -> tuple[Estimate, tuple]:
