@@ -45,10 +45,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from npusim.estimate import Estimate, contention_chip, steady_l2_touched
+from npusim.estimate import Estimate, contention_chip
 from npusim.launch import TimeoutVerdict
-from npusim.memory.gm import TensorSpec, page_union
+from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
+from ops.common.l2_warm import head_rows_pages, start_touched
+from ops.common.ragged import ragged_arange
 from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
@@ -777,10 +779,7 @@ def _l2_start(problem, sizes: dict, l2_bytes: int) -> int:
     of inputs, of which the launch's copies touch 48 MiB, and a workspace of 263 MiB) put the samples' touched
     bytes past the launch's (292 vs 255 MiB) and their hit scale under it (0.75 vs 0.80 on average): +8.95%
     (+0.8% from the touched pages)."""
-    touched = _touched_inputs(problem, sizes)
-    if touched <= l2_bytes:
-        return touched
-    return steady_l2_touched(sum(sizes.values()), l2_bytes)
+    return start_touched(_touched_inputs(problem, sizes), sum(sizes.values()), l2_bytes)
 
 
 def _touched_inputs(problem, sizes: dict) -> int:
@@ -807,11 +806,11 @@ def _touched_inputs(problem, sizes: dict) -> int:
         first = np.concatenate(([0], np.cumsum(seqs)[:-1]))
         blocks = -(-seqs // BASE)
         batch = np.repeat(np.arange(len(seqs)), blocks)
-        local = np.arange(int(blocks.sum())) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+        local = ragged_arange(blocks)
         token = first[batch] + local * BASE
         rows = np.minimum(BASE, seqs[batch] - local * BASE)
         item = np.dtype(p.dtype).itemsize
-        total += min(nbytes, page_union(token * heads * d * item, (token * heads + heads - 1 + rows) * d * item))
+        total += min(nbytes, head_rows_pages(token, heads, d, rows * d, item))
     return int(total)
 
 
