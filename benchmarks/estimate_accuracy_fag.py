@@ -341,13 +341,13 @@ def accuracy(rows) -> list[dict]:
         for name, e in sorted(_by_template(out, half).items()):
             print(f"{half} {name}: {len(e)} configurations, max |error| {max(e):.2f}%")
     print("(target: every checking configuration within 3%)")
-    largest(out)
+    show_largest(largest(out))
     return out
 
 
 def largest(rows: list) -> dict:
     """{template: the estimate CPU of its largest configuration (most query x key work, sum of Sq * Skv * N1 * D over
-    the batches) and of its slowest one}, printed (the estimate's target: under a second)."""
+    the batches) and of its slowest one} (show_largest prints it: once per run, for the rows the run measured)."""
     sizes = {describe(c): sum(a * b for a, b in zip(c[0], c[1])) * c[2] * c[4] for _, c in plan("all")}
     out = {}
     for r in rows:
@@ -361,10 +361,14 @@ def largest(rows: list) -> dict:
     table = {k: {"largest_config": v["largest"]["config"], "largest_cpu_s": v["largest"]["estimate_cpu_s"],
                  "slowest_config": v["slowest"]["config"], "slowest_cpu_s": v["slowest"]["estimate_cpu_s"]}
              for k, v in sorted(out.items())}
+    return table
+
+
+def show_largest(table: dict) -> None:
+    """Print largest()'s table (the estimate's target: under a second)."""
     for k, v in table.items():
         print(f"estimate CPU, {k}: largest configuration {v['largest_cpu_s']:.2f} s ({v['largest_config']}); "
               f"slowest {v['slowest_cpu_s']:.2f} s ({v['slowest_config']}) (target < 1 s)")
-    return table
 
 
 def _by_template(rows: list, half: str) -> dict:
