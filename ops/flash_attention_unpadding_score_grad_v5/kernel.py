@@ -61,7 +61,7 @@ NEG = float(np.finfo(np.float32).min)  # -FLT_MAX (0xFF7FFFFF), the masked score
 F16, F32, U8 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint8)
 K_CHUNK = 128  # k columns per Mmad (32 KiB L0A/L0B buffers of 128 rows, fp16/bf16)
 N_CHUNK = 128  # output columns per L0C buffer (128 x 128 fp32 = 64 KiB)
-CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step (basic_bn2's tiles: half, to leave UB for ping-pong)
+CMP_CHUNK = 2048  # fp16 elements per mask Cast + Compare step (basic_bn2's tiles, generic: half, to leave UB for ping-pong)
 UB_BYTES = 192 * 1024  # the AIV's Unified Buffer (Atlas A2)
 SFMG_ROWS = 64  # (token, head) rows per sfmg step (fewer when D is large: sfmg_rows)
 SFMG_UB_BYTES = 160 * 1024  # UB the sfmg step may take (of 192 KiB)
@@ -892,7 +892,7 @@ class KernelFagBasic:
         bn2_tiles = self.t.template == "basic_bn2" and self.tiled
         if bn2_tiles:  # its tiles' rows (the estimate's stand-in sections still run 64-row half blocks)
             rmax = max(half, self.t.vecBaseM)
-        self.cmpChunk = CMP_CHUNK // 2 if bn2_tiles else CMP_CHUNK
+        self.cmpChunk = CMP_CHUNK // 2 if bn2_tiles or self.t.template == "generic" else CMP_CHUNK
         self.vpipe = TPipe()
         self.sub = GetSubBlockIdx()
         self.half = self.sub  # the half of a block's rows being worked on (an AIV on its own run: both)
@@ -903,9 +903,15 @@ class KernelFagBasic:
         out_bytes = 32 if self.b32 else half * BASE * 2  # fp32: P^T / dS^T gathered into a free fp32 buffer
         self.views = {}
         sfmg8 = (("sfmg8", rmax * 32),) if self.t.template != "basic_bn2" else ()  # basic_bn2: its rows in sfmgcv
-        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4), ("out", out_bytes),
+        # the ping-pong templates cast P and dS into the first half of the tile's dP buffer, as CANN's nodes do (the
+        # b16 cast lands in the pse node, inside the node dP reuses, ..._s1s2_bn2.h MallocNodes / InnerT2Process)
+        self.outInDp = (bn2_tiles or self.t.template == "generic") and not self.b32
+        for name, nbytes in (("s", half * BASE * 4), ("dp", half * BASE * 4),
+                             *((("out", out_bytes),) if not self.outInDp else ()),
                              ("max8", rmax * 32), ("sum8", rmax * 32), *sfmg8):
             self._ub_buf(name, nbytes)
+        if self.outInDp:
+            self.ub["out"] = self.ub["dp"]
         a = self.a
         if a.sink or a.pseForm != "none" or a.dropout:  # fp32 scratch: pse slice, dropped P, dP * P
             self._ub_buf("tmp", half * BASE * 4)
@@ -990,7 +996,8 @@ class KernelFagBasic:
         own = [("s", tile_bytes), ("max8", stat_bytes), ("sum8", stat_bytes)]
         own += [("sfmg8", stat_bytes)] if "sfmg8" in self.ub else []
         own += [] if alias else [("dp", tile_bytes)]
-        own += [] if self.b32 or "o16" in self.ub else [("out", out_bytes)]
+        out_own = not (self.b32 or "o16" in self.ub or (self.outInDp and not alias))
+        own += [("out", out_bytes)] if out_own else []
         extra = sum(nbytes for _, nbytes in own)
         if self.ubBytes + extra > UB_BYTES:
             return
@@ -1002,6 +1009,8 @@ class KernelFagBasic:
             pong["dp"] = self.ub["tmp"]
         if "o16" in self.ub:
             pong["out"] = self.ub["o16"]
+        elif not out_own and not self.b32:  # its casts in its own dP buffer, as the ping's
+            pong["out"] = pong["dp"]
         self.ubBytes += extra
         self.ubs.append(pong)
 
@@ -1332,7 +1341,8 @@ class KernelFagBasic:
             self.SinkPartial(v.block, dP, S, rows, cols, pitch)
         RowBroadcast("sub", dP, dP, sf8, rows, cols, pitch)
         PipeBarrier(Pipe.V)
-        Mul(dP, dP, S, cnt)
+        ds = S if ub["out"] is ub["dp"] else dP  # the cast lands in dP's buffer: dS in S's (CANN: DoMul into mm2)
+        Mul(ds, dP, S, cnt)
         PipeBarrier(Pipe.V)
         if self.b32:  # fp32: dS over its own dP rows, and dS^T (dK's A operand) gathered into the free S buffer
             SetFlag(HardEvent.V_MTE3, 1)
@@ -1341,7 +1351,7 @@ class KernelFagBasic:
                 CopyRowsOut(self._slot(self.mm1, task, j, F32)[lr * BASE + lc], dP[uo], nr, nc, pitch, BASE)
             self._pieces_out_t(dP, S, self.mmT[1], task, v)
         else:
-            Cast(out, dP, RoundMode.CAST_ROUND, cnt)
+            Cast(out, ds, RoundMode.CAST_ROUND, cnt)
             SetFlag(HardEvent.V_MTE3, 1)
             WaitFlag(HardEvent.V_MTE3, 1)
             self._pieces_out(out, self.mm1, task, v, dt)

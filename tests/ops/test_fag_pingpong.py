@@ -1,0 +1,44 @@
+"""Ping-pong of the S1s2Bn2 ("basic_bn2") and generic vector tiles (kernel.VecPair, docs/fag.md "Pipeline"): the calls
+whose pong buffers fit UB since the casts land in the tile's dP buffer (CANN's node reuse) run in pairs, bit-exact
+against the golden (every test under tests/ops runs sanitized, tests/conftest.py); a call that still does not fit
+runs tile by tile."""
+import pytest
+
+from ops import flash_attention_unpadding_score_grad_v5 as fag
+from ops.flash_attention_unpadding_score_grad_v5 import kernel
+from tests.ops.fag_cases import check_golden_and_accuracy, make_case
+
+CALLS = {  # name: (make_case keywords, deterministic, pairs expected)
+    "bn2_alibi": (dict(seq_q=[300, 260], seq_kv=[300, 260], n1=2, d=64, layout="", sparse_mode=3, causal=True,
+                       alibi="B", pse_type=1), True, True),
+    "bn2_dropout_bytes_bf16": (dict(seq_q=[291, 170], seq_kv=[301, 173], n1=2, d=48, layout="", dtype="bf16",
+                                    dropout=0.7, sparse_mode=3, causal=True), True, True),
+    "bn2_prefix": (dict(seq_q=[300, 200], seq_kv=[400, 300], n1=2, d=64, layout="", sparse_mode=6,
+                        prefix=[150, 260]), True, True),
+    "generic_causal_d128": (dict(seq_q=[900, 400], seq_kv=[1000, 400], n1=2, d=128, sparse_mode=3, causal=True),
+                            False, True),
+    "generic_full_mask": (dict(seq_q=[300, 200], seq_kv=[400, 250], n1=2, d=64, full_mask=True), False, True),
+    "generic_dropout": (dict(seq_q=[600, 300], seq_kv=[700, 300], n1=2, d=64, dropout=0.9), False, True),
+    "generic_band_d80": (dict(seq_q=[800], seq_kv=[900], n1=2, d=80, sparse_mode=4, causal=True, pre=200, nxt=100),
+                         False, True),
+    # slope pse + dropout on S1s2Bn2: the pong is still about 6 KiB short of UB
+    "bn2_slope_dropout": (dict(seq_q=[300, 170], seq_kv=[300, 170], n1=2, d=64, layout="", dropout=0.8, slopes="N",
+                               pse_type=3), True, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_pingpong_pairs_bit_exact(name, monkeypatch):
+    kw, det, paired = CALLS[name]
+    pairs = []
+    run_pair = kernel.KernelFagBasic.VecPair
+
+    def counted(self, task, views):
+        pairs.append(len(views) == 2)
+        return run_pair(self, task, views)
+    monkeypatch.setattr(kernel.KernelFagBasic, "VecPair", counted)
+    a, p = make_case(**kw)
+    res = fag(**a, deterministic=det)
+    assert res.tiling.template == ("basic_bn2" if det else "generic")
+    assert any(pairs) == paired
+    check_golden_and_accuracy(a, p, res)
