@@ -456,7 +456,7 @@ def call_trace_level():
 def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_type: str = "mix",
            timeout_s: float | None = None, meta: dict | None = None, l2_warm=None, trace=_UNSET, progress=_UNSET,
            expected_cycles=_UNSET, max_instructions: int = MAX_INSTRUCTIONS,
-           sanitize: bool | None = None) -> LaunchResult:
+           sanitize: bool | None = None, bw_bucket_cycles: int | None = None) -> LaunchResult:
     """Run ``kernel(*args)`` on *block_dim* blocks of *chip* and return cycles, time and trace.
 
     *kernel_type*: ``"mix"`` (per block 1 AIC + aiv_per_aic AIV on split chips; one combined core on 310P),
@@ -472,6 +472,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     "summary", "none", "file:PATH"). *progress*: a progress bar on stderr (None: when stderr is a terminal;
     it shows after PROGRESS_DELAY_S of wall time), with an ETA if *expected_cycles* (e.g. estimate mode's) is
     given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None).
+    *bw_bucket_cycles*: the time buckets of the chip-wide HBM and L2 bandwidth calendars (default 256 cycles).
+    Estimate samples run k of a launch's n busy cores at k / n of the bandwidth; buckets n / k times longer
+    give the k cores' summed bursts the relative fluctuation n cores' have in the default bucket.
     *max_instructions*: the run stops with AclnnError 161002 once its streams have simulated more
     (checked every few hundred suspensions, so a run may overshoot slightly).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
@@ -490,6 +493,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     bar = LaunchProgress.maybe(progress, chip, expected_cycles)
     run = Launch(chip, full=(mode == "full"), timeout_s=timeout_s, sink=make_sink(trace), progress=bar,
                  max_instructions=max_instructions)
+    if bw_bucket_cycles is not None:
+        run.hbm = BandwidthCalendar("HBM", run.hbm.bytes_per_cycle, bw_bucket_cycles)
+        run.l2_cal = BandwidthCalendar("L2", run.l2_cal.bytes_per_cycle, bw_bucket_cycles)
     if sanitize is not False:
         from npusim.sanitizer import Sanitizer, ambient
 

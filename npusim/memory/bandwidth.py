@@ -13,6 +13,8 @@ from __future__ import annotations
 #: buckets; only a what-if chip with a near-zero bandwidth reaches this, and the rest of such a transfer
 #: then moves at its last bucket's rate without being booked, so a booking's cost stays bounded.
 MAX_BUCKETS_PER_BOOKING = 1 << 14
+#: Cycles per time bucket unless a launch asks for others (npusim.launch.launch's bw_bucket_cycles)
+BUCKET_CYCLES = 256
 
 
 class BandwidthCalendar:
@@ -20,7 +22,7 @@ class BandwidthCalendar:
 
     __slots__ = ("name", "bytes_per_cycle", "bucket_cycles", "capacity", "used")
 
-    def __init__(self, name: str, bytes_per_cycle: float, bucket_cycles: int = 256):
+    def __init__(self, name: str, bytes_per_cycle: float, bucket_cycles: int = BUCKET_CYCLES):
         self.name = name
         self.bytes_per_cycle = float(bytes_per_cycle)
         self.bucket_cycles = int(bucket_cycles)

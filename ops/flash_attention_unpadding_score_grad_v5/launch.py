@@ -77,12 +77,13 @@ def launch_pre(til, spec, mode: str, ws, l2_warm=None):
                   kernel_type="vector", meta=_meta(til, "pre"), trace=_side_trace(), l2_warm=l2_warm)
 
 
-def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None):
-    """*l2_warm* as npusim.launch.launch (estimate mode's one-core sample)."""
+def launch_main(problem, til, spec, mode: str, inputs: dict, ws, l2_warm=None, bw_bucket_cycles=None):
+    """*l2_warm*, *bw_bucket_cycles* as npusim.launch.launch (estimate mode's samples of a few cores)."""
     full = mode == "full"
     gm = [GmArg(name, gm_data(inputs[name], full)) if inputs.get(name) is not None else None for name in INPUTS]
     return launch(fag_main, (*gm, GmArg("workspace", ws), til, kernel_args(problem)), block_dim=til.blockDim,
-                  chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"), l2_warm=l2_warm)
+                  chip=spec, mode=mode, kernel_type="mix", meta=_meta(til, "main"), l2_warm=l2_warm,
+                  bw_bucket_cycles=bw_bucket_cycles)
 
 
 def launch_post(problem, til, spec, mode: str, ws, outs: dict, l2_warm=None):

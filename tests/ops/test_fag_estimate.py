@@ -281,3 +281,41 @@ def test_section_sizes_are_the_area_listed_cv_blocks_cover():
     np.testing.assert_allclose(estimate_module._section_sizes(sample, False), 64 * np.diff(sample.secStart))
     counted = SimpleNamespace(core_blocks=np.array([3, 5]))
     np.testing.assert_allclose(estimate_module._core_sizes(counted, [1, 0]), [320.0, 192.0])
+
+
+def test_samples_of_k_of_n_cores_book_bandwidth_in_buckets_n_over_k_longer(monkeypatch):
+    """Each sampled core stands for busy / k cores at that share of the bandwidth; its launch's calendars take
+    buckets that many times BUCKET_CYCLES (estimate._sample_bucket), and the default where every busy core runs."""
+    from npusim.memory.bandwidth import BUCKET_CYCLES
+    seen = []
+    real = estimate_module.launch_main
+
+    def spy(problem, til, spec, mode, inputs, ws, l2_warm=None, bw_bucket_cycles=None):
+        seen.append((til.blockDim, bw_bucket_cycles))
+        return real(problem, til, spec, mode, inputs, ws, l2_warm=l2_warm, bw_bucket_cycles=bw_bucket_cycles)
+    monkeypatch.setattr(estimate_module, "launch_main", spy)
+    monkeypatch.setattr(estimate_module, "COMPANIONS", 2)
+    args, kw = _specs(1500, 2, 64)
+    fag(*args, **kw, mode="estimate", tiling={"blockDim": 6})
+    assert seen == [(2, BUCKET_CYCLES * 3)]  # 2 of 6 busy cores, whole
+    seen.clear()
+    fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
+    assert seen == [(2, BUCKET_CYCLES)]
+    assert estimate_module._sample_bucket(23 / 12) == round(BUCKET_CYCLES * 23 / 12)
+
+
+def test_launch_bucket_width_is_the_calendars():
+    """npusim.launch.launch's bw_bucket_cycles: None and BUCKET_CYCLES give the same run; on a chip whose bandwidth
+    the cores' transfers exceed, a longer bucket changes how their bursts share it."""
+    from npusim.memory.bandwidth import BUCKET_CYCLES
+    from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main
+    from ops.flash_attention_unpadding_score_grad_v5.estimate import _spec_inputs, _ws
+    args, kw = _specs(700, 2, 64)
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 4})
+    problem, til = tim.extra["problem"], tim.tiling
+    slow = get_chip("Ascend910B2").replace(hbm_bw_bytes_per_s=2e10, l2_bw_bytes_per_s=6e10)
+    run = lambda bucket: launch_main(problem, til, slow, "timing", _spec_inputs(problem), _ws(til),  # noqa: E731
+                                     bw_bucket_cycles=bucket).cycles
+    base = run(None)
+    assert run(BUCKET_CYCLES) == base
+    assert run(16 * BUCKET_CYCLES) != base
