@@ -652,19 +652,23 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
 
 def _class_fit(keys: np.ndarray, costs: np.ndarray):
     """key -> (Cube1, vector pass, Cube23) cycles of a section class no sample holds: least squares of the sampled
-    sections' costs on 1, their size (area in 16 x 16 fractals where listed, else 64 per block) and masked blocks,
-    dropping masked and then the intercept where the sampled classes cannot tell them apart. A sample of a few
+    sections' costs on 1, their size (area in 16 x 16 fractals where listed, else 64 per block), masked blocks and
+    blocks, dropping blocks, masked and then the intercept where the sampled classes cannot tell them apart. A sample of a few
     sections per core misses the rarer classes of a long core (basic_bn2 S 165/3448 N 8/4 D 64 fp32 causal: 9
     sampled sections of 240 held 3 of its 10 classes); pricing those at the mean cost per block of every sampled
     section, short-row CV blocks of the short batch's cores among them (few rows, full blocks, far cheaper per
     block), priced them 8-14% under the launch's and the core -4.3% (timing before 83287ef; -5.4% on its timing,
     +0.3% with this line, RING_COVER and the strata's middles); the cost is affine in the area: the vector pass of
     that core's 2-, 4-, 6- and 8-block classes is 4.5k + 225 per fractal within 1.5%. Since RING_COVER, the line
-    prices only the classes of a core with more than RING_COVER times its share of classes."""
-    def features(key) -> np.ndarray:  # (1, size, masked), the design's columns of one class
-        return np.array([1.0, key[2] if key[2] > 0 else 64.0 * key[0], key[1]])
+    prices only the classes of a core with more than RING_COVER times its share of classes. The blocks are a column
+    of their own: the cube's costs have a part per block besides the area (basic_bn2 S 667/1475 N 16/8 D 64 fp32:
+    Cube23 of a short-row 8-block CV block of 320 fractals 31.3k cycles, of a full one of 512 42.1k; the line over
+    the area alone priced the core's unsampled classes' Cube1 and Cube23 3.6% and 1.1% under the launch's, the core
+    -2.65%, +0.37% with the blocks; timing of 0f0d74a)."""
+    def features(key) -> np.ndarray:  # (1, size, masked, blocks), the design's columns of one class
+        return np.array([1.0, key[2] if key[2] > 0 else 64.0 * key[0], key[1], key[0]])
     full = np.array([features(k) for k in keys])
-    for cols in ([0, 1, 2], [0, 1], [1]):  # the first design whose columns the samples tell apart
+    for cols in ([0, 1, 2, 3], [0, 1, 3], [0, 1, 2], [0, 1], [1]):  # the first design the samples tell apart
         if np.linalg.matrix_rank(full[:, cols]) == len(cols):
             break
     coef = np.linalg.lstsq(full[:, cols], costs, rcond=None)[0]

@@ -319,3 +319,16 @@ def test_launch_bucket_width_is_the_calendars():
     base = run(None)
     assert run(BUCKET_CYCLES) == base
     assert run(16 * BUCKET_CYCLES) != base
+
+
+def test_class_fit_prices_the_cubes_part_per_block():
+    """The cube's costs of a CV block have a part per 128 x 128 block besides its area (short-row CV blocks keep
+    their blocks at a fraction of the area): with four sampled classes that tell the columns apart, costs affine in
+    area, masked blocks and blocks are recovered exactly for classes no sample holds (_class_fit)."""
+    def cost(key):  # (Cube1, vector pass, Cube23)
+        return np.array([1000 + 20 * key[2] + 900 * key[0], 4500 + 225 * key[2] + 1400 * key[1],
+                         200 + 56 * key[2] + 1650 * key[0]], float)
+    seen = [(8, 0, 512), (2, 2, 128), (2, 1, 128), (4, 1, 145)]
+    fit = estimate_module._class_fit(np.array(seen, float), np.array([cost(k) for k in seen]))
+    for unseen in [(8, 0, 320), (4, 2, 232), (6, 1, 384)]:
+        np.testing.assert_allclose(fit(unseen), cost(unseen), rtol=1e-9)
