@@ -473,8 +473,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     it shows after PROGRESS_DELAY_S of wall time), with an ETA if *expected_cycles* (e.g. estimate mode's) is
     given. Unset, the three come from the enclosing :func:`call_options` (default None, None, None).
     *bw_bucket_cycles*: the time buckets of the chip-wide HBM and L2 bandwidth calendars (default 256 cycles).
-    Estimate samples run k of a launch's n busy cores at k / n of the bandwidth; buckets n / k times longer
-    give the k cores' summed bursts the relative fluctuation n cores' have in the default bucket.
+    Estimate samples run k of a launch's n busy cores at k / n of the bandwidth: per bucket the k cores' summed
+    bursts fluctuate sqrt(n / k) times more against that capacity than n cores' do against the chip's, and the
+    sample over-contends; buckets n / k times longer sum as many bursts per unit of capacity as the launch's.
     *max_instructions*: the run stops with AclnnError 161002 once its streams have simulated more
     (checked every few hundred suspensions, so a run may overshoot slightly).
     Raises KernelHangError, NpuBufferError, KernelError, AclnnError(507014) on timeout.
