@@ -28,9 +28,8 @@ key/value head's first query head, S1 CV block 0) stores its values instead of a
 
 Sink: SameAB (*trim* 8): each AIV gives one partial per CV block, from +0 the sum over its vector tiles
 (``_tile_plan``, re-derived here from CANN's tile rule) of each tile's ReduceSum of dP P ps (ps = Exp(sink[n] -
-max) / sum, fp32; the tile's padding columns +0), stored at its place in CANN's per-head slot array (zeros
-elsewhere, ``_sab_dsink``); per head the post kernel ReduceSums that array in steps of ``_DSINK_STEP`` slots and
-keeps the LAST step's sum (CANN's loop assigns rather than adds), dsink = -that. The basic templates: each AIV half
+max) / sum, fp32; the tile's padding columns +0), added into that AIV's partial of the head from +0 in section order; per head the AIVs' partials are summed by one
+64-lane tree (``_sab_dsink``), dsink = -that. The basic templates: each AIV half
 of a block (rows split (r + 1) // 2) gives ``sum_r ps[r] * rowsum(dP * P)[r]``; per head these partials are added
 in section order (half 0, then 1) from +0, and dsink = -total.
 """
@@ -425,8 +424,8 @@ def _reduce_sum(x: np.ndarray) -> np.float32:
 def _sink_tiles(problem, ctx: dict, sec, plan) -> None:
     """SameAB's dsink partials of one CV block: per AIV, from +0, each of its tiles' ReduceSum of
     dP P ps (ps the row's sink probability; the tile's padding columns up to its row pitch +0) added in turn;
-    kept with the CV block's place (batch, S1 / S2 CV block index, AIV) for ``_sab_dsink``."""
-    b, n = sec[0][0], sec[0][1]
+    kept with the AIV (2 core + AIV of the core) for ``_sab_dsink``."""
+    n = sec[0][1]
     r_first, c_first = min(x[2] for x in sec), min(x[3] for x in sec)
     R = sum({blk[2]: blk[4] for blk in sec}.values())
     W = sum({blk[3]: blk[5] for blk in sec}.values())
@@ -436,7 +435,6 @@ def _sink_tiles(problem, ctx: dict, sec, plan) -> None:
         x, p_row = ctx["sinkblk"].pop((blk[2], blk[3]))
         prod[r0:r0 + blk[4], c0:c0 + blk[5]] = x
         ps[r0:r0 + blk[4]] = p_row
-    place = (b, r_first * _BASE // ctx["cv"][0], c_first * _BASE // ctx["cv"][1])
     for sub, tiles in enumerate(plan["aivs"]):
         acc = np.float32(0.0)
         for r0, h, c0, w in tiles:
@@ -444,46 +442,18 @@ def _sink_tiles(problem, ctx: dict, sec, plan) -> None:
             with np.errstate(all="ignore"):
                 t[:, :w] = (prod[r0:r0 + h, c0:c0 + w] * ps[r0:r0 + h, None]).astype(_F32)
                 acc = np.float32(acc + _reduce_sum(t.reshape(-1)))
-        ctx["dsink"][n].append((place + (sub,), acc))
+        ctx["dsink"][n].append((ctx["sec_core"] * 2 + sub, acc))
 
 
-#: slots of one step of the post kernel's dsink loop: two UB nodes of (192 KiB / 3, to 256 bytes) bytes
-_DSINK_STEP = 2 * (192 * 1024 // 3 // 256 * 256) // 4
-
-
-def _sab_dsink(problem, cv, parts: dict) -> np.ndarray:
-    """SameAB's dsink (before the negation): per head an array of B * s1Pad * s2Pad / 8192 fp32 zeros (B without
-    trailing empty batches, s1Pad / s2Pad the longest sequences rounded up to 256) holding each CV block's partials
-    at ((b S1outer + s1o) S2outer + s2o) * 2 + AIV (S1outer = ceil(longest query / s1CvInner), likewise S2), the
-    heads' arrays end to end, reduced by ``_dsink_post``."""
-    sq, skv = np.asarray(problem.seq_q), np.asarray(problem.seq_kv)
-    live = np.flatnonzero((sq > 0) | (skv > 0))
-    batches = int(live[-1]) + 1 if live.size else 1
-    s1, s2 = int(sq.max()), int(skv.max())
-    per_head = batches * _align(s1, 256) * _align(s2, 256) // 8192
-    s1_outer, s2_outer = -(-s1 // cv[0]), -(-s2 // cv[1])
-    slots = np.zeros(problem.N1 * per_head, _F32)
-    for n, items in parts.items():
-        for (b, s1o, s2o, sub), val in items:
-            slots[n * per_head + ((b * s1_outer + s1o) * s2_outer + s2o) * 2 + sub] = val
-    return _dsink_post(slots, problem.N1, per_head)
-
-
-def _dsink_post(slots: np.ndarray, heads: int, per_head: int, step: int = _DSINK_STEP) -> np.ndarray:
-    """The post kernel's dsink loop over *slots* (*heads* arrays of *per_head* end to end): per head, steps of *step*
-    slots read from a running position, the last step the remainder (0 slots when they fill whole steps); a step's
-    value is _reduce_sum of its slots, and it replaces the value before (a step of 0 slots reads nothing and keeps
-    it; +0 before any step). Returns each head's value after its last step."""
-    steps, tail = -(-per_head // step), per_head % step
-    value, pos, out = np.float32(0.0), 0, np.zeros(heads, _F32)
-    for n in range(heads):
-        for k in range(steps):
-            size = tail if k == steps - 1 else step
-            if size:
-                value = _reduce_sum(slots[pos:pos + size])
-            pos += size
-        out[n] = value
-    return out
+def _sab_dsink(problem, parts: dict, aivs: int) -> np.ndarray:
+    """SameAB's dsink before the negation: per head, the [aivs] partials (each AIV's CV-block sums of the head added
+    from +0 in its section order) summed by one 64-lane tree (_reduce_sum; at most 64 AIVs)."""
+    slots = np.zeros((problem.N1, aivs), _F32)
+    with np.errstate(all="ignore"):
+        for n, items in parts.items():
+            for aiv, val in items:
+                slots[n, aiv] = np.float32(slots[n, aiv] + val)
+    return np.array([_reduce_sum(row) for row in slots], _F32)
 
 
 def _chunks(kind: str, r0: int, h: int, val: np.ndarray) -> list:
@@ -558,7 +528,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
                atomics=None, sink_in=None, atten_mask=None,
                query_rope=None, key_in_rope=None, pse_shift=None, drop_mask=None, cv=None, dtm: bool = False,
                contiguous=None, core_starts=None, aiv_split=None, regions: bool = False, trim: int = 0,
-               first_writes: bool = False) -> dict:
+               first_writes: bool = False, dsink_aivs: int = 0) -> dict:
     """dq, dk, dv of one validated call (*problem*: its FagProblem), as docs/fag.md computes them.
 
     *block_dim*: the tiling's core count (sections round-robin over cores). *atomics*: the run's
@@ -580,6 +550,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     core alone wrote is that partial added, whether the cube or the AIVs add it).
     *trim*: 8 (SameAB), 64 (generic) or the S1s2Bn2 vector tile width (>= 128): each CV block is the rectangle its kernel computes (``_rect``), fully
     masked blocks included; 0: its kept blocks.
+    *dsink_aivs*: SameAB with a sink, the AIVs of the launch (its [N1, AIVs] dsink partials).
     *first_writes*: the deterministic S1s2Bn2 kernel's plain first writes (module docstring); they are not in the
     atomic log, and each is applied in its core's write order before the core's next logged add.
     Raises ValueError if the log does not match the block schedule.
@@ -597,7 +568,6 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     with np.errstate(all="ignore"):
         prod = (ctx["dy"] * f(attention_in)).astype(_F32)
     ctx["sfmg"] = row_sum(prod.reshape(-1, p.D)).reshape(p.T1, p.N1).astype(_F32)
-    ctx["cv"] = cv
     ctx["tiled_sink"] = sink_in is not None and cv is not None and not regions and _tiled_template(trim) is not None
     secs = sections(p, None if regions else cv, dtm, regions, trim)
     fifo = {c: deque() for c in range(block_dim)}
@@ -608,7 +578,8 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     if core_starts is not None:
         owner = lambda k: int(np.searchsorted(core_starts, k, side="right")) - 1  # noqa: E731
     strips, adds = [], []
-    for sec in secs:  # in section order (the dsink partials' order)
+    for k, sec in enumerate(secs):  # in section order (the dsink partials' order)
+        ctx["sec_core"] = owner(k)
         if cv is None and not regions:
             adds.append([c + (False,) for blk in sec for c in _block(p, ctx, blk)])  # every chunk added
         elif dtm:
@@ -668,7 +639,7 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
     scale = np.float32(p.scale)
     out = {}
     if sink_in is not None and ctx["tiled_sink"]:
-        out["dsink"] = _positive_nan(-_sab_dsink(p, cv, ctx["dsink"]))  # Muls(-1): an arithmetic NaN is +NaN
+        out["dsink"] = _positive_nan(-_sab_dsink(p, ctx["dsink"], dsink_aivs))  # Muls(-1): a NaN is +NaN
     elif sink_in is not None:
         total = np.zeros(p.N1, _F32)
         with np.errstate(all="ignore"):

@@ -33,7 +33,7 @@ import numpy as np
 
 from npusim.launch import current_unit
 from npusim.kernel import (ASCEND_IS_AIC, Abs, Add, Adds, Compare, Copy, CopyRepeatParams, Div, ReduceSum, Sub, CMPMODE,
-                           SELMODE, Cast, DataCopyExtParams, DataCopyPad,
+                           SELMODE, Cast, DataCopyExtParams, DataCopyPad, WholeReduceSum,
                            CrossCoreSetFlag, CrossCoreWaitFlag, DataCopy, Exp, Gather, Sqrt, Transpose,
                            DataCopyParams, Duplicate, Fixpipe, FixpipeParamsV220, GetBlockIdx, GetBlockNum,
                            GetSubBlockIdx, HardEvent, LoadData, LoadData2DParams, Mul, Muls, Nd2NzParams, Pipe,
@@ -45,7 +45,7 @@ from ops.common.masks import COMPRESSED_MASK_SIZE, causal_tile_offset, prefix_ti
 from ops.common.pse import ALIBI_ROWS, AddPseSlice, alibi_read_window, alibi_slice_needed
 from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOut, RowBroadcast, RowReduce
 from ops.common.transpose import TransposeHeads, TransposeOffsets
-from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData, dsink_slot
+from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
 from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
                                                                   section_views, tile_align)
@@ -242,8 +242,8 @@ class FagKernelArgs:
 
 # ------------------------------------------------------------------------------------------- pre / post
 def fag_pre(workspace, tiling: FagTilingData):
-    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), then SameAB's dsink slot array (a sink),
-    each split over the AIVs (CANN's pre kernel: every AIV zeroes the whole dsink array)."""
+    """Zero-fill the dq/dk/dv fp32 workspaces (512-byte aligned regions), split over the AIVs; with SameAB's sink,
+    AIV k also zeroes N1 fp32 of the dsink partials from k N1 (CANN ..._pre.h:419-424)."""
     pipe = TPipe()
     zeros = TBuf()
     pipe.InitBuffer(zeros, POST_ELEMS * 4)
@@ -251,23 +251,23 @@ def fag_pre(workspace, tiling: FagTilingData):
     Duplicate(z, 0.0, POST_ELEMS)
     SetFlag(HardEvent.V_MTE3, 0)
     WaitFlag(HardEvent.V_MTE3, 0)
-    regions = [(tiling.dqOffset, tiling.copyBytes // 4)]
-    if tiling.dsinkHeadSlots:
-        regions.append((tiling.dsinkOffset, tiling.n1Size * tiling.dsinkHeadSlots))
-    for offset, total in regions:
-        ws = workspace[offset].ReinterpretCast(F32)
-        share = -(-total // (GetBlockNum() * 8)) * 8
-        lo = GetBlockIdx() * share
-        for e0 in range(lo, min(lo + share, total), POST_ELEMS):
-            DataCopy(ws[e0], z, min(POST_ELEMS, lo + share - e0, total - e0))
+    total = tiling.copyBytes // 4
+    ws = workspace[tiling.dqOffset].ReinterpretCast(F32)
+    share = -(-total // (GetBlockNum() * 8)) * 8
+    lo = GetBlockIdx() * share
+    for e0 in range(lo, min(lo + share, total), POST_ELEMS):
+        DataCopy(ws[e0], z, min(POST_ELEMS, lo + share - e0, total - e0))
+    n1 = tiling.n1Size
+    if tiling.dsinkCores and GetBlockIdx() < tiling.dsinkCores:
+        CopyRowsOut(workspace[tiling.dsinkOffset].ReinterpretCast(F32)[GetBlockIdx() * n1], z, 1, n1, n1, n1)
     pipe.Reset()
 
 
 def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData, args: FagKernelArgs):
     """dq = cast(dq_ws * scale), dk = cast(dk_ws * scale), dv = cast(dv_ws) (CAST_ROUND), split over AIVs.
-    With a sink, SameAB: then every AIV reduces the dsink slot array per head (PostDsinkSab, CANN's loop); the
-    half-block templates: first AIV 0 sums each head's partials in slot order (sink_slots), dsink = -sum."""
-    if args.sink and GetBlockIdx() == 0 and not tiling.dsinkHeadSlots:
+    With a sink, SameAB: then the AIVs reduce their heads' [AIVs] partials (PostDsinkSab); the half-block
+    templates: first AIV 0 sums each head's partials in slot order (sink_slots), dsink = -sum."""
+    if args.sink and GetBlockIdx() == 0 and not tiling.dsinkCores:
         PostDsink(workspace, dsink, tiling)
     dt = np.dtype(args.inDtype)
     pipe = TPipe()
@@ -286,7 +286,7 @@ def fag_post(workspace, dq, dk, dv, dsink, dqRope, dkRope, tiling: FagTilingData
             PostChunk((inQ, outQ), workspace[off].ReinterpretCast(F32)[e0], gm[e0], n,
                       tiling.scaleValue if scaled else None, dt)
     pipe.Reset()
-    if args.sink and tiling.dsinkHeadSlots:
+    if args.sink and tiling.dsinkCores:
         PostDsinkSab(workspace, dsink, tiling)
 
 
@@ -314,52 +314,48 @@ def PostChunk(queues, src, dst, n: int, scale, dt):
 
 def sink_slots(tiling: FagTilingData):
     """(slot, head) of every dsink partial of the half-block templates (basic_det), in the order PostDsink adds them:
-    one per block and AIV half, in block order (sub 1 exists when the block has >= 2 rows). SameAB's slots are
-    CANN's array instead (tiling.sab_dsink_layout, PostDsinkSab)."""
+    one per block and AIV half, in block order (sub 1 exists when the block has >= 2 rows). SameAB's are CANN's
+    [N1, AIVs] partials instead (SinkOut, PostDsinkSab)."""
     t = tiling
     return [(i * 2 + sub, t.blkN[i]) for i in range(t.blocks) for sub in (0, 1) if sub == 0 or t.blkRows[i] >= 2]
 
 
 def PostDsinkSab(workspace, dsink, tiling: FagTilingData):
-    """SameAB's dsink as CANN's post kernel computes it (..._post.h:1027-1080), on every AIV: per head, its slot
-    array (tiling.sab_dsink_layout) in steps of dsinkChunk slots, the last step the remainder (0 slots when they
-    fill whole steps); each step DataCopyPad in, ReduceSum (count form) into one value; dsink[n] = -(the value after
-    the head's LAST step). CANN's loop assigns its sum every step instead of adding it, so with more than one step
-    per head (B * s1Pad * s2Pad / 8192 > dsinkChunk) only the last step's slots count. A step of 0 slots copies and
-    sums nothing: the head takes the value left by the step before, and the read position, which advances by the
-    slots read, lags one step for the heads after it. Differences kept: the result buffer starts at +0 (CANN's holds
-    what the dv casts left there), the negation is a Muls(-1) (CANN: scalar, a NaN keeps its payload), and AIV 0
-    alone stores dsink (every AIV of CANN's stores the same value; npusim's sanitizer counts that as a race)."""
+    """SameAB's dsink as CANN's post kernel reduces it (ReduceDsinkSum, cannmirror/ops-transformer 8d2ad255
+    arch22/..._post.h:1070-1106), after dq/dk/dv: the heads split over the AIVs (ceil(N1 / AIVs) each), per step
+    dsinkStepHeads heads' [AIVs] partial rows copied in, each row summed (ReduceSum pattern AR: at most 64 AIVs,
+    one WholeReduceSum per row), times -1, copied out to dsink."""
     t = tiling
+    cores, n1 = t.dsinkCores, t.n1Size
+    per = -(-n1 // cores)
+    first = GetBlockIdx() * per
+    mine = min(n1 - first, per)
+    if mine <= 0:
+        return
+    assert cores <= 64, "ReduceSum AR over more than 64 partials (ReduceSumInLargeLast) is not modelled"
+    pitch = -(-cores // 8) * 8
     pipe = TPipe()
-    vin, vout, neg = TBuf(), TBuf(), TBuf()
-    pipe.InitBuffer(vin, -(-t.dsinkChunk // 8) * 32)  # DataCopyPad fills whole 32-byte blocks
-    pipe.InitBuffer(vout, 32)
-    pipe.InitBuffer(neg, 32)
-    x, out, o = vin.Get(F32), vout.Get(F32), neg.Get(F32)
+    vin, vout = TBuf(), TBuf()
+    pipe.InitBuffer(vin, t.dsinkStepHeads * pitch * 4)
+    pipe.InitBuffer(vout, -(-t.dsinkStepHeads // 8) * 32)
+    x, out = vin.Get(F32), vout.Get(F32)
     ws = workspace[t.dsinkOffset].ReinterpretCast(F32)
-    steps = -(-t.dsinkHeadSlots // t.dsinkChunk)
-    tail = t.dsinkHeadSlots % t.dsinkChunk
     PipeBarrier(None)  # the post loop's last copies out read these UB bytes
-    Duplicate(out, 0.0, 8)
-    offset = 0
-    for n in range(t.n1Size):
-        for k in range(steps):
-            items = tail if k == steps - 1 else t.dsinkChunk
-            if items:
-                PipeBarrier(None)
-                DataCopyPad(x, ws[offset], DataCopyExtParams(1, items * 4, 0, 0, 0))
-                PipeBarrier(None)
-                ReduceSum(out, x, x, items)
-                PipeBarrier(None)
-            offset += items
-        Muls(o, out, -1.0, 1)
+    for h0 in range(first, first + mine, t.dsinkStepHeads):
+        heads = min(t.dsinkStepHeads, first + mine - h0)
+        DataCopyPad(x, ws[h0 * cores], DataCopyExtParams(1, heads * cores * 4, 0, 0, 0))
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        WholeReduceSum(out, x, cores, heads, 1, 1, pitch // 8)
+        PipeBarrier(Pipe.V)
+        Muls(out, out, -1.0, heads)
         SetFlag(HardEvent.V_MTE3, 0)
         WaitFlag(HardEvent.V_MTE3, 0)
-        if GetBlockIdx() == 0:
-            CopyRowsOut(dsink[n], o, 1, 1, 8, 1)
+        CopyRowsOut(dsink[h0], out, 1, heads, -(-heads // 8) * 8, heads)
         SetFlag(HardEvent.MTE3_V, 0)
         WaitFlag(HardEvent.MTE3_V, 0)
+        SetFlag(HardEvent.MTE3_MTE2, 0)
+        WaitFlag(HardEvent.MTE3_MTE2, 0)
     pipe.Reset()
 
 
@@ -1432,16 +1428,24 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
 
     def SinkOut(self, s: int):
-        """This AIV's dsinkSumLocal of CV block *s* -> its slot of CANN's array (tiling.sab_dsink_layout): one fp32
-        (CANN: DataCopyPad of 4 bytes, ..._sab.h:3800-3816)."""
+        """This AIV's dsinkSumLocal of CV block *s* added into its partial of the block's head, slot [head, this AIV]
+        (CANN 8d2ad255 arch22/..._sab.h:4274-4286: an atomic fp32 DataCopyPad of 4 bytes). One writer per slot, so
+        the partial is the AIV's CV-block sums of the head added from +0 in its order; npusim models no atomic
+        DataCopyPad (Fixpipe only), so the AIV reads the slot, adds and writes it back: the same fp32 sum."""
         t = self.t
-        i = t.secStart[s]
-        slot = dsink_slot(t, t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i], self.sub)
+        slot = self.ws[t.dsinkOffset].ReinterpretCast(F32)[t.blkN[t.secStart[s]] * t.dsinkCores + GetBlockIdx()]
+        old, local = self.ub["one8"].Get(F32), self.ub["dsinkSum"].Get(F32)
+        CopyRowsIn(old, slot, 1, 1, 1, 8)
+        SetFlag(HardEvent.MTE2_V, 3)
+        WaitFlag(HardEvent.MTE2_V, 3)
+        Add(local, old, local, 1)
         SetFlag(HardEvent.V_MTE3, 3)
         WaitFlag(HardEvent.V_MTE3, 3)
-        CopyRowsOut(self.ws[t.dsinkOffset].ReinterpretCast(F32)[slot], self.ub["dsinkSum"].Get(F32), 1, 1, 8, 1)
+        CopyRowsOut(slot, local, 1, 1, 8, 1)
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
+        SetFlag(HardEvent.MTE3_MTE2, 3)  # the next CV block's read of the slot
+        WaitFlag(HardEvent.MTE3_MTE2, 3)
 
     def ApplyMask(self, S, v):
         """Masked scores := NEG over view *v*, from the windows _mask_windows names: full masks (sparse 0/1) the

@@ -84,10 +84,8 @@ class FagTilingData:
     deterministic: bool = False
     copyBytes: int = 0  # dq, dk, dv (dq_rope, dk_rope) fp32 workspaces: what pre zeroes and post reads
     dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV) (SameAB: per CV block), summed per head (post)
-    dsinkHeadSlots: int = 0  # SameAB with a sink: fp32 slots per head of CANN's slot array (sab_dsink_layout)
-    dsinkS1Outer: int = 0  # its S1 / S2 CV block counts (the longest sequences)
-    dsinkS2Outer: int = 0
-    dsinkChunk: int = 0  # slots the post kernel reduces at a time (two of its UB nodes)
+    dsinkCores: int = 0  # SameAB with a sink: AIVs of the [N1, AIVs] fp32 dsink partials (each AIV adds into its own)
+    dsinkStepHeads: int = 0  # heads the post kernel reduces per step (dsink_step_heads)
     ropeD: int = 0
     sfmgWorkers: int = 0  # AIVs sharing the sfmg rows (0: every AIV of the launch; estimate's one-core sample)
     dqRopeOffset: int = 0  # rope: dq_rope fp32 [T1, N1, Drope], dk_rope fp32 [T2, N2, Drope]
@@ -565,31 +563,11 @@ def _default_block_dim(template: str, chip, sections: int) -> int:
     return chip.aic_count if template == "basic_det" else max(1, min(chip.aic_count, sections))
 
 
-def sab_dsink_layout(problem, s1cv: int, s2cv: int) -> tuple[int, int, int]:
-    """SameAB's dsink slot array (CANN ..._sab.h ComputeVec's dsinksumLoc, the post kernel's dataSizePerN1): per
-    head B * s1Pad * s2Pad / baseMN fp32 slots (B the batches without trailing empty ones, s1Pad / s2Pad the longest
-    query / key sequence rounded up to 256, baseMN 128 x 64), CV block (b, s1o, s2o)'s two AIVs at
-    ((b S1outer + s1o) S2outer + s2o) * 2 + sub. The pre kernel zeroes it, so slots no CV block writes add +0.
-    Returns (slots per head, S1outer, S2outer)."""
-    sq, skv = np.asarray(problem.seq_q), np.asarray(problem.seq_kv)
-    live = np.flatnonzero((sq > 0) | (skv > 0))
-    batches = max(1, int(live[-1]) + 1 if live.size else 1)
-    s1, s2 = int(sq.max()), int(skv.max())
-    per_head = batches * align_up(s1, 256) * align_up(s2, 256) // SAB_BASE_MN
-    return per_head, -(-s1 // s1cv), -(-s2 // s2cv)
-
-
-def dsink_slot(t, b: int, n: int, s1o: int, s2o: int, sub: int) -> int:
-    """The slot in sab_dsink_layout's array of AIV *sub* of the CV block of (b, n) whose first 128 x 128 block is
-    (s1o, s2o)."""
-    s1cv, s2cv = s1o * BASE // t.s1CvInner, s2o * BASE // t.s2CvInner
-    return n * t.dsinkHeadSlots + ((b * t.dsinkS1Outer + s1cv) * t.dsinkS2Outer + s2cv) * 2 + sub
-
-
-def dsink_chunk(ub_bytes: int) -> int:
-    """fp32 slots of one post-kernel dsink step: two of its UB nodes of postUbBaseSize = UB / 3 (POST_COEX_NODE)
-    rounded down to 256 bytes (..._sab.cpp DoPostTiling; the post kernel's DataCopyPad of 2 * ubBaseSize)."""
-    return 2 * (ub_bytes // 3 // 256 * 256) // 4
+def dsink_step_heads(ub_bytes: int, cores: int) -> int:
+    """Heads of one step of the post kernel's dsink reduction: as many [cores] rows of fp32 partials as two of its UB
+    nodes hold, at least one (postUbBaseSize = UB / 3 (POST_COEX_NODE) rounded down to 256 bytes; CANN
+    ..._sab.cpp DoPostTiling, ..._post.h ReduceDsinkSum headsPerBatch)."""
+    return max(2 * (ub_bytes // 3 // 256 * 256) // (cores * 4), 1)
 
 
 def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool = False,
@@ -630,9 +608,8 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     off = offsets[3] + sfmg
     dsink_off = off
     sab_sink = problem.sink and template.startswith("sameab")
-    head_slots, s1_outer, s2_outer = sab_dsink_layout(problem, s1cv, s2cv) if sab_sink else (0, 0, 0)
-    if sab_sink:  # CANN's slot array (sab_dsink_layout)
-        off += _a(p.N1 * head_slots * 4)
+    if sab_sink:  # [N1, AIVs] fp32: each AIV's CV-block sums of a head added into its own slot
+        off += _a(p.N1 * chip.aiv_count * 4)
     elif problem.sink:  # the half-block templates: one 8 x fp32 partial per block and AIV
         off += _a((len(flat) if work is None else work.blocks) * 2 * 8 * 4)
     bit_mode = bool((p.seq_kv[p.seq_q > 0] % 8 == 0).all())
@@ -668,8 +645,8 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         dqOffset=offsets[0], dkOffset=offsets[1], dvOffset=offsets[2], sfmgOffset=offsets[3], mmOffset=off,
         mmSectionBytes=mm_section, workspaceSize=SYSTEM_WORKSPACE_BYTES + off + mm_total,
         deterministic=bool(deterministic), copyBytes=copy_bytes, dsinkOffset=dsink_off,
-        dsinkHeadSlots=head_slots, dsinkS1Outer=s1_outer, dsinkS2Outer=s2_outer,
-        dsinkChunk=dsink_chunk(chip.ub_bytes) if sab_sink else 0,
+        dsinkCores=chip.aiv_count if sab_sink else 0,
+        dsinkStepHeads=dsink_step_heads(chip.ub_bytes, chip.aiv_count) if sab_sink else 0,
         ropeD=p.rope_d, dqRopeOffset=dq + 2 * dk, dkRopeOffset=dq + 2 * dk + dqr,
         blockCount=len(flat) if work is None else work.blocks,
         maskedCount=sum(blk[6] for blk in flat) if work is None else work.masked,

@@ -102,7 +102,7 @@ def golden_of(a, p, res, **over):
               or t.template == "basic_bn2" else None,
               aiv_split=t.secAivSplit if (t.template == "generic" and balance_applies(p))
               or t.template == "basic_bn2" else None,
-              first_writes=t.template == "basic_bn2",
+              first_writes=t.template == "basic_bn2", dsink_aivs=t.dsinkCores,
               atten_mask=a.get("atten_mask"), query_rope=a["query_rope"], key_in_rope=a["key_in_rope"],
               pse_shift=a.get("pse_shift"), drop_mask=a.get("drop_mask"))
     kw.update(over)

@@ -91,7 +91,7 @@ def test_fag_one_core_and_replay():
     assert t.template != "basic"
     plain = fag_golden(p, a["query"], a["key_in"], a["value"], a["dy"], a["softmax_max"], a["softmax_sum"],
                        a["attention_in"], block_dim=1, sink_in=a["sink_in"], cv=(t.s1CvInner, t.s2CvInner),
-                       trim=t.cvTrim)
+                       trim=t.cvTrim, dsink_aivs=t.dsinkCores)
     for out in plain:
         np.testing.assert_array_equal(bits(res.outputs[out]), bits(plain[out]))
     again = fag(**a, tiling={"blockDim": 1})
