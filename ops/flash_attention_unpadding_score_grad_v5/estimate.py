@@ -42,6 +42,7 @@ a fresh random checking set.
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -66,6 +67,15 @@ COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (e
 #: estimate CPU on five sampled tuning calls (alternating runs at load ~10)
 SAMPLE_CORES = 12
 SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
+#: the SAMPLE_CORES cores run whole, not sampled, where the sample would hold at least this share of the most loaded
+#: one's sections: extrapolating then saves at most a third of the run, and the sample's window is mostly its start
+#: and its ramp-down (basic S 4096 N 8 D 128 causal: 8 of the 12 sections of each core sampled; 2 of the 4 steps of the
+#: heavy cores' window ran after the sample's lighter cores had ended, at 105k and 82k cycles against 124-128k while
+#: every core ran, and the 4 extended steps were priced at 110k: -2.50%, whole -0.11%). Non-det tuning set (timing of
+#: cd47ceb): basic max 2.50 -> 1.65%, mean 0.81 -> 0.60%; ten calls moved, S 8192 N 2/2 causal +0.25 -> +1.33% (its
+#: 12 of 24 cores' contention), estimate CPU +0.0-0.1 s. A share of 1/2 gave the same maxima and moved eight more
+#: calls, at up to +0.38 s CPU (generic S 4582 N 4/2 D 256 fp32: 0.78 -> 1.16 s at load ~6.5)
+WHOLE_SHARE = Fraction(2, 3)
 DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger run where two run)
 #: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
@@ -300,7 +310,22 @@ def main_path(til, work) -> str:
     if til.sabDtm:
         per_round = work.block_dim * work.blocks / max(work.sections, 1)
         return "whole" if -(-work.sections // work.block_dim) * per_round <= DTM_BLOCKS else "sampled"
-    return "whole" if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS else "sampled"
+    if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS:
+        return "whole"
+    _, big, most = _sample_plan(til, work)
+    return "whole" if big >= WHOLE_SHARE * most else "sampled"
+
+
+def _sample_plan(til, work) -> tuple[list, int, int]:
+    """(the SAMPLE_CORES ranked cores, K: the most loaded one's sections in the sample, that core's sections): K as
+    many as SAMPLE_BLOCKS blocks allow, at least the template's least (BASIC_SAMPLE_SECTIONS, GENERIC_SAMPLE_SECTIONS,
+    MIN_SAMPLE_SECTIONS)."""
+    cores = _ranked(work, SAMPLE_CORES)
+    per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
+    least = {"basic": BASIC_SAMPLE_SECTIONS, "basic_bn2": BASIC_SAMPLE_SECTIONS,
+             "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
+    big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
+    return cores, big, max(int(work.core_sections[c]) for c in cores)
 
 
 def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
@@ -375,17 +400,15 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if sum(int(work.core_blocks[c]) for c in cores) <= SIM_BLOCKS:
         ends, _, _, overhead = run({c: sum(_core_positions(work, c, None), []) for c in cores})
         return max(ends) + overhead
-    cores = _ranked(work, SAMPLE_CORES)
-    per_section = float(work.core_blocks[cores].sum()) / float(work.core_sections[cores].sum())
-    least = {"basic": BASIC_SAMPLE_SECTIONS, "basic_bn2": BASIC_SAMPLE_SECTIONS,
-             "generic": GENERIC_SAMPLE_SECTIONS}.get(til.template, MIN_SAMPLE_SECTIONS)
-    big = max(least, int(SAMPLE_BLOCKS / (len(cores) * per_section)))
+    cores, big, most = _sample_plan(til, work)
     f = _prologue_fraction(problem, til)
     # each core samples the same share of its sections (the most loaded one *big*): the sample is a miniature of the
     # launch in which the lighter cores finish first and leave their bandwidth to the others, as they do in the
     # launch (the same count for every core kept them all running to the sample's end: basic S 8192 N 2 causal
     # +4.0% -> +1.6%, S 1349/4788 N 4/1 causal +4.5% -> +2.4%, basic_bn2 S 667/1475 N 16/8 fp32 +2.2% -> +0.7%)
-    most = max(int(work.core_sections[c]) for c in cores)
+    if big >= WHOLE_SHARE * most:  # the sample would hold most of each core: the sampled cores run whole
+        ends, _, _, overhead = run({c: sum(_core_positions(work, c, None), []) for c in cores})
+        return max(ends) + overhead
     counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
     ring = til.template in RING_TEMPLATES
     big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}

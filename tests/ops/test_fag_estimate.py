@@ -38,6 +38,7 @@ def test_fag_sampled_estimate_close_to_timing(monkeypatch):
     """The sampled path (forced): 6 sections per core, two samples of 4 and 2 sections with the core's mix of
     full and diagonal sections, read off on a line at the real block count."""
     monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    monkeypatch.setattr(estimate_module, "WHOLE_SHARE", 10)  # sample although the sample holds the cores whole
     args, kw = _specs(1500, 2, 64)
     est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
     tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
@@ -332,3 +333,26 @@ def test_class_fit_prices_the_cubes_part_per_block():
     fit = estimate_module._class_fit(np.array(seen, float), np.array([cost(k) for k in seen]))
     for unseen in [(8, 0, 320), (4, 2, 232), (6, 1, 384)]:
         np.testing.assert_allclose(fit(unseen), cost(unseen), rtol=1e-9)
+
+
+def test_cores_run_whole_where_the_sample_would_hold_most_of_them(monkeypatch):
+    """Past SIM_BLOCKS, a sample that would hold WHOLE_SHARE of the most loaded core's sections or more is not
+    extrapolated: the sampled cores run all their sections in one launch (12 sections on 2 cores, 6 each, where
+    the sample takes BASIC_SAMPLE_SECTIONS = 8)."""
+    seen = []
+    real = estimate_module.launch_main
+
+    def spy(problem, til, spec, mode, inputs, ws, l2_warm=None, bw_bucket_cycles=None):
+        seen.append((til.blockDim, til.sections))
+        return real(problem, til, spec, mode, inputs, ws, l2_warm=l2_warm, bw_bucket_cycles=bw_bucket_cycles)
+    monkeypatch.setattr(estimate_module, "launch_main", spy)
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    args, kw = _specs(1500, 2, 64)
+    est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 2})
+    assert seen == [(2, 12)]
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 2})
+    assert abs(est.time_us / tim.time_us - 1) < 0.005, (est.time_us, tim.time_us)
+    plan = estimate_module.estimate_plan(tim.extra["problem"], get_chip("Ascend910B2"), {"blockDim": 2}, False)
+    assert estimate_module.main_path(*plan) == "whole"  # the accuracy benchmark's strata see it as whole
+    monkeypatch.setattr(estimate_module, "WHOLE_SHARE", 10)
+    assert estimate_module.main_path(*plan) == "sampled"
