@@ -53,8 +53,9 @@ from npusim.memory.gm import TensorSpec
 from ops.common.cube_tiles import c16
 from ops.common.l2_warm import head_rows_pages, start_touched
 from ops.common.ragged import ragged_arange
-from ops.flash_attention_unpadding_score_grad_v5.kernel import POST_ELEMS, sfmg_rows
-from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main, launch_post, launch_pre
+from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
+                                                                dtm_groups, sfmg_rows)
+from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
@@ -76,7 +77,8 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 #: 12 of 24 cores' contention), estimate CPU +0.0-0.1 s. A share of 1/2 gave the same maxima and moved eight more
 #: calls, at up to +0.38 s CPU (generic S 4582 N 4/2 D 256 fp32: 0.78 -> 1.16 s at load ~6.5)
 WHOLE_SHARE = Fraction(2, 3)
-DTM_BLOCKS = 2400  # blocks simulated at most when every core of an IS_DTM call runs whole
+DTM_BLOCKS = 2400  # blocks of an IS_DTM call's rounds simulated at most (all its rounds when they fit)
+OPS_BLOCKS = 20000  # blocks of an IS_DTM call whose rounds' reduction groups are listed at most (_reduce_ops)
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger run where two run)
 #: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
 #: larger run's first half (PREFIX_TEMPLATES). Two start effects made its sample runs' difference a poor cost per
@@ -308,8 +310,7 @@ def main_path(til, work) -> str:
     if not int(np.count_nonzero(work.core_sections)):
         return "whole"
     if til.sabDtm:
-        per_round = work.block_dim * work.blocks / max(work.sections, 1)
-        return "whole" if -(-work.sections // work.block_dim) * per_round <= DTM_BLOCKS else "sampled"
+        return "whole" if len(_sample_rounds(work)) == -(-work.sections // work.block_dim) else "sampled"
     if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS:
         return "whole"
     _, big, most = _sample_plan(til, work)
@@ -378,10 +379,10 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
     marks = []  # the ring-step marks of the larger sample run (_step_marks)
 
-    def run(positions: dict, prologue=1.0, ring=False, steps=False):
+    def run(positions: dict, prologue=1.0, ring=False, steps=False, stamps=None):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
         sample whose core i runs the sections of the i-th entry of *positions*; *ring*: also read its ring costs;
-        *steps*: also its ring-step marks (into ``marks``)."""
+        *steps*: also its ring-step marks (into ``marks``); *stamps*: a list to receive its SyncAll stamps."""
         cores = list(positions)
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         share = max(1.0, busy / len(cores))
@@ -392,6 +393,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
             rings.append(_ring_costs(res.trace, sample, len(cores)))
         if steps:
             marks[:] = _step_marks(res.trace, sample, len(cores), _section_sizes(sample, listed))
+        if stamps is not None:
+            stamps[:] = _sync_stamps(res.trace)
         return list(ends), simulated, prologue_end, res.cycles - float(ends.max())
 
     if til.sabDtm:
@@ -698,46 +701,159 @@ def _class_fit(keys: np.ndarray, costs: np.ndarray):
     return lambda key: np.maximum(features(key)[cols] @ coef, 0.0)
 
 
-def _round_positions(work, k: int, rounds) -> dict:
-    """Slot i -> the i-th heaviest section (most blocks, then most masked) of each round in *rounds*: a round
-    of sections (one per core) is as long as its slowest core when every round ends in SyncAll (IS_DTM)."""
-    bd = work.block_dim
-    slots = {i: [] for i in range(k)}
-    for r in rounds:
-        gs = np.arange(r * bd, min((r + 1) * bd, work.sections))
-        blocks, masked = _counts(work, gs)
-        for i, g in enumerate(gs[np.lexsort((gs, -masked, -blocks))][:k]):
-            slots[i].append(int(g))
-    return {i: v for i, v in slots.items() if v}
-
-
 def _rounds_cycles(problem, til, work, run) -> float:
-    """SameAB IS_DTM: every round of sections (one per core) ends in SyncAll and the ordered reduction of the
-    cores' partials, so the launch is the sum of its rounds, each as slow as its slowest section, and the
-    reduction's work grows with the cores that wrote each strip. A subset of cores misses both (12 of 24
-    came out 9% fast on the tuning set), so every busy core runs: all rounds when they fit DTM_BLOCKS blocks,
-    each core its own sections (then the sample is the launch; slots taking each round's sections heaviest
-    first came out 9% slow on an earlier checking call, a tuning call now), else K and K/2 evenly spaced rounds (K as many as
-    fit), each slot taking each chosen round's sections heaviest first, read off the line over the rounds' blocks at the call's blocks (forced on the tuning set's
-    IS_DTM call, 1 and 3 of its 5 rounds, this came out 8% fast: rounds of diagonal sections cost more)."""
+    """SameAB IS_DTM and basic_det: every round of sections (one per core) ends in SyncAll, the ordered reduction
+    of the round's partials over all the launch's AIVs, and SyncAll again, so the launch is its prologue, its
+    periods (up to a round's first SyncAll: the vector pass of round j beside the cube's Cube23 of round j - 1)
+    and its reductions. A subset of cores misses both (12 of 24 came out 9% fast on the tuning set), so every core
+    runs: all rounds when they fit DTM_BLOCKS blocks or the sample would hold them all (then the sample is the
+    launch), else one sample of rounds (_sample_rounds), read off its SyncAll stamps (_sync_stamps) and priced round
+    by round (_priced_rounds)."""
     bd = work.block_dim
     total = -(-work.sections // bd)
-    per_round = bd * work.blocks / max(work.sections, 1)
-    if total * per_round <= DTM_BLOCKS:  # every core, every round: each core runs its own sections (the launch)
+    rounds = _sample_rounds(work)
+    if len(rounds) == total:  # every core, every round: each core runs its own sections (the launch)
         # the launch's idle cores too: their AIVs take their share of every round's reduction (basic_det's
         # DetVector2 splits dq / dk / dv over the launch's 48 AIVs; S 270 N 16/8 causal, 16 busy cores of 24, came
         # out +12.3% on the 16 alone, whose 32 AIVs left dk and dv on the same 16)
         ends, _, _, overhead = run({c: list(range(c, work.sections, bd)) for c in range(bd)})
         return max(ends) + overhead
-    big = min(total, max(2, int(DTM_BLOCKS / per_round)))
-    picks = [np.unique(np.linspace(0, total - 1, n).round().astype(int)) for n in (max(1, big // 2), big)]
     f = _prologue_fraction(problem, til)
-    (e_small, w_small, p_small, _), (e_big, w_big, p_big, overhead) = (
-        run(_round_positions(work, bd, rounds), frac) for rounds, frac in zip(picks, (f / 2, f)))
-    prologue = _line(f / 2, p_small, f, p_big, 1.0)
-    # rounds differ in weight (diagonal and edge sections): the line is over the blocks the rounds hold
-    return prologue + _line(sum(w_small), max(e_small) - p_small, sum(w_big), max(e_big) - p_big,
-                            work.blocks) + overhead
+    stamps = []
+    ends, _, p_big, overhead = run(_round_cores(work, rounds), f, stamps=stamps)
+    prologue = p_big
+    if f < 1.0:  # the prologue (before the first SyncAll) on its own line over the fraction of it simulated
+        _, _, p_small, _ = run(_round_cores(work, rounds[:1]), f / 2)
+        prologue = _line(f / 2, p_small, f, p_big, 1.0)
+    body = _priced_rounds(np.asarray(stamps, float), rounds, _round_blocks(work), _reduce_ops(problem, til, work))
+    return prologue + body + max(ends) - stamps[-1] + overhead
+
+
+def _sample_rounds(work) -> list[int]:
+    """The launch rounds an IS_DTM sample runs: as many evenly spaced ones as fit DTM_BLOCKS blocks, and rounds 0, 1
+    (the fill: their vector passes beside round 0's Cube23 make the first period) and the last two (the last,
+    often short round); all of them where the launch fits DTM_BLOCKS."""
+    total = -(-work.sections // work.block_dim)
+    per_round = work.block_dim * work.blocks / max(work.sections, 1)
+    if total * per_round <= DTM_BLOCKS:
+        return list(range(total))
+    k = min(total, max(2, int(DTM_BLOCKS / per_round)))
+    return sorted(set(np.linspace(0, total - 1, k).round().astype(int).tolist()) | {0, 1, total - 2, total - 1})
+
+
+def _round_cores(work, rounds) -> dict:
+    """Core c -> its sections of the launch rounds *rounds* (ascending): each core runs, round by round, the section
+    it runs in the launch (only the launch's last round is short, and it comes last)."""
+    bd = work.block_dim
+    return {c: [r * bd + c for r in rounds if r * bd + c < work.sections] for c in range(bd)}
+
+
+def _round_blocks(work) -> np.ndarray:
+    """Blocks of each launch round."""
+    per = _counts(work, np.arange(work.sections))[0]
+    return np.add.reduceat(per, np.arange(0, work.sections, work.block_dim)).astype(float)
+
+
+def _sync_stamps(trace) -> list:
+    """The cycle each SyncAll of a launch ends, in order: the latest AIV's (every AIV leaves it together). Empty if
+    the AIVs' counts differ."""
+    c = trace.columns
+    if "SyncAll" not in trace.names:
+        return []
+    sync = c["name_id"] == trace.names.index("SyncAll")
+    stream = c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync]
+    ends = c["end"][sync].astype(float)
+    per = [np.sort(ends[stream == x]) for x in np.unique(stream)]
+    if len({len(p) for p in per}) != 1:
+        return []
+    return np.max(np.stack(per), axis=0).tolist()
+
+
+def _priced_rounds(stamps: np.ndarray, rounds: list[int], blocks: np.ndarray, ops: np.ndarray) -> float:
+    """Cycles of the launch from its first SyncAll to its last, from a sample of its *rounds* (ascending, holding
+    0, 1 and the last; *blocks* and *ops* (_reduce_ops) per launch round). The sample's stamps are 1 + 2 K for its K
+    rounds: the prologue's SyncAll, then per round the one closing a period and the one closing its reduction.
+    The periods and the reductions are priced apart, as their costs follow different counts:
+    - a period (the vector pass of a round beside the Cube23 of the round before) on the line of the sample's middle
+      periods over the two rounds' blocks (an unsampled round's period pairs two rounds the sample may not hold
+      side by side: the line is over both); the first (the fill: rounds 0 and 1's passes beside round 0's Cube23)
+      and the last (the last round's Cube23) as sampled;
+    - a reduction (as long as its busiest AIV's copies: basic_det S 1565/1055/1364 kv 559/3371/2610 N 8/2 D 128,
+      26k cycles for 66-80 copies, 52k for 146; the line within 0.2% of the launch per round on 15 IS_DTM and
+      basic_det timing launches) on the line of the sampled rounds' reductions over their copies, where one line over
+      the sample runs' blocks held both and came out -4.04% on that call."""
+    total, k = len(blocks), len(rounds)
+    if len(stamps) != 1 + 2 * k:
+        raise RuntimeError(f"IS_DTM sample: {len(stamps)} SyncAll stamps for {k} rounds")
+    period = stamps[1::2] - stamps[0:-1:2]
+    pair = np.array([blocks[rounds[i]] + blocks[rounds[i + 1]] for i in range(1, k - 1)])
+    middle = _ops_line(pair, period[1:k - 1])(blocks[1:total - 1] + blocks[2:total])
+    reduce = stamps[2::2] - stamps[1::2]
+    unsampled = np.ones(total, bool)
+    unsampled[rounds] = False
+    return (period[0] + period[k - 1] + float(middle.sum()) + float(reduce.sum())
+            + float(np.sum(_ops_line(ops[rounds], reduce)(ops[unsampled]))))
+
+
+def _ops_line(x: np.ndarray, y: np.ndarray):
+    """The least-squares line of cycles *y* over counts *x* (blocks, copies); through the origin at their mean ratio
+    where the counts do not vary."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(set(x.tolist())) < 2:
+        ratio = float(y.sum() / x.sum()) if x.sum() else 0.0
+        return lambda z: ratio * np.asarray(z, float) if x.sum() else np.full(np.shape(z), float(y.mean()))
+    a, b = np.linalg.lstsq(np.stack([np.ones(len(x)), x], 1), y, rcond=None)[0]
+    return lambda z: a + b * np.asarray(z, float)
+
+
+def _reduce_ops(problem, til, work) -> np.ndarray:
+    """Per launch round, the copies of its busiest reducing AIV (ComputeVecAdd): every reduction step of a group
+    copies its partials in, the workspace rows in and the sum out (len(srcs) + 2), the steps of the rows the AIV
+    takes; the groups are the kernel's own (dtm_groups, basic_det's det_reduce_groups) on a tiling of the rounds.
+    Beyond OPS_BLOCKS blocks, on evenly spaced rounds, each standing for its neighbours."""
+    bd = work.block_dim
+    total = -(-work.sections // bd)
+    per_round = max(1.0, bd * work.blocks / max(work.sections, 1))
+    n = min(total, max(2, int(OPS_BLOCKS / per_round)))
+    listed = np.unique(np.linspace(0, total - 1, n).round().astype(int))
+    sample, _ = _sample_tiling(problem, til, work, list(range(bd)), _round_cores(work, listed))
+    args = kernel_args(problem)
+    aivs = _reducers(sample, 2 * bd)
+    counted = np.array([_copies(sample, args, i, aivs) for i in range(len(listed))], float)
+    return counted[np.clip(np.searchsorted(listed, np.arange(total)), 0, len(listed) - 1)] if n < total else counted
+
+
+def _reducers(t, aivs: int) -> list:
+    """(kinds, AIVs sharing them) of the first AIV of each share of ComputeVecAdd's split (it takes the most rows)."""
+    out = []
+    for v in range(aivs):
+        if t.dtmBasic:
+            mine, share, idx = det_vec_kinds(aivs, v)
+        else:
+            third = aivs // 3
+            kinds = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
+            if third:
+                mine, share, idx = (kinds[v // third] if v < 3 * third else ()), third, v % third
+            else:
+                mine, share, idx = tuple(k for g in kinds for k in g), aivs, v
+        if idx == 0 and mine:
+            out.append((mine, share))
+    return out
+
+
+def _copies(t, args, r: int, aivs: list) -> int:
+    """The copies of the busiest of *aivs* (_reducers) in round *r*'s reduction of tiling *t*."""
+    groups = det_reduce_groups(t, args, r) if t.dtmBasic else dtm_groups(t, args, r)
+    most = 0
+    for mine, share in aivs:
+        copies = 0
+        for kind, _, rows, width, _, srcs in groups:
+            if kind in mine:
+                take = -(-rows // share)
+                wp = -(-width // 8) * 8
+                copies += -(-min(rows, take) // max(1, ADD_ELEMS // wp)) * (len(srcs) + 2)
+        most = max(most, copies)
+    return most
 
 
 def _counts(work, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
