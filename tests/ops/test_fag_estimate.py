@@ -356,3 +356,92 @@ def test_cores_run_whole_where_the_sample_would_hold_most_of_them(monkeypatch):
     assert estimate_module.main_path(*plan) == "whole"  # the accuracy benchmark's strata see it as whole
     monkeypatch.setattr(estimate_module, "WHOLE_SHARE", 10)
     assert estimate_module.main_path(*plan) == "sampled"
+
+
+def _det_multibatch_call():
+    """basic_det over two batches of different shapes (12- and 16-block 512 x 512 tasks) on 4 cores: 10 rounds whose
+    reductions differ by the strips several cores wrote."""
+    from tests.ops.fag_cases import make_case
+    a, _ = make_case(seq_q=[1024, 512], seq_kv=[300, 1500], n1=8, n2=2, d=64, dtype="fp16")
+    return a
+
+
+def test_dtm_sampled_estimate_prices_rounds_close_to_timing(monkeypatch):
+    """The IS_DTM / basic_det sampled path (forced: DTM_BLOCKS of 5 rounds): one sample run of evenly spaced rounds
+    with rounds 0, 1 and the last two, priced round by round (_priced_rounds), within 2% of timing mode."""
+    a = _det_multibatch_call()
+    tim = fag(**a, deterministic=True, mode="timing", tiling={"blockDim": 4})
+    monkeypatch.setattr(estimate_module, "DTM_BLOCKS", 300)
+    runs = []
+    real_run = estimate_module._round_cores
+    monkeypatch.setattr(estimate_module, "_round_cores", lambda work, rounds: runs.append(list(rounds)) or
+                        real_run(work, rounds))
+    est = fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
+    total = -(-tim.tiling.sections // tim.tiling.blockDim)
+    assert tim.tiling.template == "basic_det" and total == 10
+    assert runs[0] == [0, 1, 2, 4, 7, 8, 9]  # the sample run (then the prologue's short run, the groups' tiling)
+    assert abs(est.time_us / tim.time_us - 1) < 0.02, (est.time_us, tim.time_us)
+
+
+def test_reduce_ops_follow_the_launchs_reductions():
+    """_reduce_ops counts each round's busiest reducing AIV's copies from the kernel's own reduction groups: on a
+    timing launch the rounds' reductions (between the two SyncAll of a round) lie on a line over those counts,
+    which differ between the rounds (not by their blocks: the same blocks reduce in fewer copies where fewer cores
+    share a strip)."""
+    from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_plan
+    a = _det_multibatch_call()
+    tim = fag(**a, deterministic=True, mode="timing", tiling={"blockDim": 4})
+    stamps = np.array(estimate_module._sync_stamps(tim.extra["launches"]["main"].trace))
+    reduce = stamps[2::2] - stamps[1::2]
+    problem = tim.extra["problem"]
+    til, work = estimate_plan(problem, get_chip("Ascend910B2"), {"blockDim": 4}, True)
+    ops = estimate_module._reduce_ops(problem, til, work)
+    assert len(ops) == len(reduce) == 10 and len(set(ops.tolist())) > 1
+    line = estimate_module._ops_line(ops, reduce)
+    np.testing.assert_allclose(line(ops), reduce, rtol=0.03)
+
+
+def test_priced_rounds_prices_periods_and_reductions_apart():
+    """A launch whose periods follow the two rounds' blocks and whose reductions follow the copies (not the blocks):
+    from the stamps of a sample of its rounds, _priced_rounds gives the launch's cycles from its first SyncAll to its
+    last exactly (a single line over the rounds' blocks cannot: the copies here halve where the blocks do not)."""
+    blocks = np.array([40, 40, 48, 48, 36, 40, 48, 44, 40, 20], float)
+    ops = np.array([30, 30, 60, 60, 30, 30, 60, 60, 30, 10], float)
+    total = len(blocks)
+    fill, last = 90_000.0, 50_000.0
+
+    def period(a, b):  # the vector pass of round b beside the Cube23 of round a
+        return 3_000.0 + 800.0 * (blocks[a] + blocks[b])
+
+    launch = list(range(total))
+    body = fill + sum(period(j - 1, j) for j in range(2, total)) + last + sum(4_000.0 + 300.0 * ops)
+    sample = [0, 1, 3, 6, 8, 9]
+
+    def sample_stamps(rounds):  # 1 + 2 K stamps: prologue, then per sample period its end and its reduction's end
+        out, t = [20_000.0], 20_000.0
+        for i in range(len(rounds)):
+            t += fill if i == 0 else (last if i == len(rounds) - 1 else period(rounds[i], rounds[i + 1]))
+            out.append(t)
+            t += 4_000.0 + 300.0 * ops[rounds[i]]
+            out.append(t)
+        return np.array(out)
+    got = estimate_module._priced_rounds(sample_stamps(sample), sample, blocks, ops)
+    assert got == pytest.approx(body, rel=1e-9)
+    assert sample_stamps(launch)[-1] - sample_stamps(launch)[0] == pytest.approx(body, rel=1e-12)
+
+
+def test_sample_rounds_hold_the_fill_and_the_last_rounds():
+    """An IS_DTM sample holds rounds 0 and 1, the last two and evenly spaced ones within DTM_BLOCKS; all rounds when
+    the launch fits."""
+    sections, bd = 100, 4
+    blocks = np.full(sections, 16)
+    work = SimpleNamespace(block_dim=bd, sections=sections, blocks=int(blocks.sum()),
+                           counts_many=lambda gs: (blocks[gs], np.zeros(len(gs), np.int64)))
+    total = 25
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(estimate_module, "DTM_BLOCKS", 64 * 6)
+        rounds = estimate_module._sample_rounds(work)
+        assert {0, 1, total - 2, total - 1} <= set(rounds) and len(rounds) < total
+        assert rounds == sorted(set(rounds)) and len(rounds) <= 6 + 4
+        mp.setattr(estimate_module, "DTM_BLOCKS", 64 * total)
+        assert estimate_module._sample_rounds(work) == list(range(total))
