@@ -722,10 +722,13 @@ def _rounds_cycles(problem, til, work, run) -> float:
     stamps = []
     ends, _, p_big, overhead = run(_round_cores(work, rounds), f, stamps=stamps)
     prologue = p_big
-    if f < 1.0:  # the prologue (before the first SyncAll) on its own line over the fraction of it simulated
-        _, _, p_small, _ = run(_round_cores(work, rounds[:1]), f / 2)
+    blocks = _round_blocks(work)
+    if f < 1.0:  # the prologue (before the first SyncAll) on its own line over the fraction of it simulated, the
+        # shorter one beside the sample's lightest round (S 3653/722/163: the short last round's 32 blocks, not 360)
+        light = min(rounds, key=lambda r: (blocks[r], r))
+        _, _, p_small, _ = run(_round_cores(work, [light]), f / 2)
         prologue = _line(f / 2, p_small, f, p_big, 1.0)
-    body = _priced_rounds(np.asarray(stamps, float), rounds, _round_blocks(work), _reduce_ops(problem, til, work))
+    body = _priced_rounds(np.asarray(stamps, float), rounds, blocks, _reduce_ops(problem, til, work))
     return prologue + body + max(ends) - stamps[-1] + overhead
 
 
