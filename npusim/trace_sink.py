@@ -173,15 +173,20 @@ def _with_blocks(rec: np.ndarray, blocks: list) -> np.ndarray:
 
 def _interleaved(rec: np.ndarray, rows: np.ndarray, blocks: list, sizes: np.ndarray) -> np.ndarray:
     """The records *rec* (n x 7) with the blocks' rows *rows* (*sizes* of them per block) inserted: a block's
-    before the record its position (``block[0]``, values made before it) names."""
+    before the record its position (``block[0]``, values made before it) names.
+
+    NOTE: joined as slices, the records between two positions and the rows of the blocks made there, for
+    performance reasons: blocks come in runs with no record between them (a FAG sample launch's chunk: about 100
+    blocks at 5 positions), and a slice is copied whole where a row index copied row by row (about 2% of a FAG
+    estimate's instructions)."""
     at = np.fromiter([b[0] for b in blocks], np.int64, len(blocks)) // 7  # records made before each block
-    out = np.empty((len(rec) + len(rows), 7))
-    # a block's row r (counted over all blocks) follows r block rows and the records made before its block
-    out[np.repeat(at, sizes) + np.arange(len(rows))] = rows
-    # a record follows the rows of every block made before it
-    before = np.searchsorted(at, np.arange(len(rec)), side="right")
-    out[np.arange(len(rec)) + np.r_[0, np.cumsum(sizes)][before]] = rec
-    return out
+    last = np.flatnonzero(np.r_[at[1:] != at[:-1], True])  # the last block made at each position
+    pieces, r, b = [], 0, 0
+    for a, e in zip(at[last].tolist(), np.cumsum(sizes)[last].tolist()):
+        pieces += (rec[r:a], rows[b:e])
+        r, b = a, e
+    pieces.append(rec[r:])
+    return np.concatenate(pieces)
 
 
 def flow_values(flows: list, blocks: list, core: int, sub: int) -> np.ndarray:
