@@ -12,7 +12,6 @@ a run longer than the chip's AI Core timeout raises AclnnError(507014) with the 
 from __future__ import annotations
 
 import bisect
-import gc
 import numbers
 import sys
 from collections import deque
@@ -28,6 +27,7 @@ from npusim import __version__
 from npusim.core import FLOWCTRL, REC_XWAIT, CoreUnit
 from npusim.errors import (ACLNN_ERR_PARAM_INVALID, AclnnError, AicoreTimeoutError, KernelError, KernelHangError,
                            NpuBufferError, NpusimError)
+from npusim.gc_policy import run_collector
 from npusim.isa.vector.numerics import quiet_fp
 from npusim.memory.bandwidth import BandwidthCalendar
 from npusim.memory.gm import GmBuffer, L2Model
@@ -376,15 +376,12 @@ class Launch:
     def run(self) -> None:
         for unit in self.units:  # cores start in block-index order (STYLE §6)
             self.env.process(self._drive(unit))
-        # NOTE: the objects that exist before the run are frozen out of the cyclic garbage collector during it
-        # (not if the caller froze some itself: its freeze is left alone), for performance
+        # NOTE: the cyclic garbage collector runs less often during the run (npusim/gc_policy.py), for performance
         # reasons: the run allocates enough to trigger full collections, each of which would otherwise walk
         # every object of the process (10-20% of a 72-stream timing run: docs/performance.md)
-        freeze = gc.isenabled() and gc.get_freeze_count() == 0
-        if freeze:
-            gc.freeze()
         try:
-            self.env.run()
+            with run_collector():
+                self.env.run()
         except BaseException as exc:
             # a failed run's suspended streams would keep the launch alive (a greenlet with frames in a
             # reference cycle is never collected): drop them now
@@ -395,9 +392,6 @@ class Launch:
             if orig is not None and type(orig) is type(exc):
                 raise orig from orig.__cause__
             raise
-        finally:
-            if freeze:
-                gc.unfreeze()
         self.commit_atomics()
         stuck = [u for u in self.units if not u.finished]
         if stuck and self.sanitizer is not None and len(self.sanitizer.report):
