@@ -101,20 +101,31 @@ class _DryNames(dict):
 
 
 def _dry_src_id(launch):
-    """Launch.src_id as a dry run calls it: a line not numbered yet gives a placeholder (one per line)."""
-    pending = {}
+    """Launch.src_id as a dry run calls it: a line not numbered yet gives a placeholder (one per line).
+
+    NOTE: what a (code, bytecode offset) gave is kept for the rest of the dry run, for performance reasons (as
+    Launch.src_id keeps it): a line not numbered yet was looked up again at every row, each time decoding the
+    line table (``f_lineno``) and hashing the code object (0.5% of a FAG estimate's instructions, callgrind). Within a
+    dry run the launch numbers no line (no other stream runs), so what an offset gives does not change."""
+    pending = {}  # (code, line) -> its placeholder
+    seen = {}  # (id(code), offset) -> the launch's number or the placeholder of its line
 
     def src_id(depth: int):
         frame = sys._getframe(depth)
         code = frame.f_code
-        i = launch.src_at.get((id(code), frame.f_lasti))
+        at = (id(code), frame.f_lasti)
+        i = launch.src_at.get(at)
         if i is None:
-            key = (code, frame.f_lineno)
-            i = launch._src_index.get(key)
+            i = seen.get(at)
             if i is None:
-                i = pending.get(key)
+                line = frame.f_lineno
+                key = (code, line)
+                i = launch._src_index.get(key)
                 if i is None:
-                    i = pending[key] = _Pending(None, code, frame.f_lineno)
+                    i = pending.get(key)
+                    if i is None:
+                        i = pending[key] = _Pending(None, code, line)
+                seen[at] = i
         return i
     return src_id
 
