@@ -9,7 +9,8 @@ missed on the sampled path, the five calls session 8's checking set (seed 820261
 (seed 869883353) two misses and one basic_bn2 fp32 causal call looked at with them, and session 10's (seed 1736963294)
 two sampled SameAB D = 256 misses with the three other sampled SameAB / IS_DTM calls of that set, and session 11's
 whole checking set (seed 695395893, 18 calls; its four misses were studied in session 12) and session 12's (seed
-3454330913, 18 calls; its basic_bn2 fp32 miss studied in session 13). Checking set: configurations drawn at random (fresh_check, seed
+3454330913, 18 calls; its basic_bn2 fp32 miss studied in session 13) and session 13's (seed 1301497499, 18 calls; its
+basic_det calls studied in session 14). Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -145,6 +146,28 @@ GRID = [
     ([767], [3406], 8, 2, 256, F32, None, {"blockDim": 11, "layout": ""}),
     ([4299, 745], [919, 228], 8, 4, 64, BF16, None, {}),
     ([2793], [203], 16, 4, 192, BF16, None, {"layout": ""}),
+    # session 13's checking set (seed 1301497499), all 18 calls: run once at 05:00 UTC of session 13; its one miss
+    # (basic_det S 1565/1055/1364 kv 559/3371/2610, -4.04%) and the other sampled basic_det call were studied in
+    # session 14 while the rounds path changed
+    ([2283], [2283], 8, 8, 64, BF16, 2, {"blockDim": 5}),
+    ([2716, 398, 1396], [2716, 398, 1396], 16, 8, 128, BF16, 2, {"layout": ""}),
+    ([2099], [2099], 4, 1, 128, BF16, 2, {"layout": ""}),
+    ([1565, 1055, 1364], [559, 3371, 2610], 8, 2, 128, F16, None, {"deterministic": True, "layout": ""}),
+    ([3468, 3226], [431, 1254], 16, 8, 64, F16, None, {"deterministic": True, "blockDim": 5}),
+    ([363], [363], 8, 8, 128, BF16, 3, {"deterministic": True}),
+    ([4017, 2646], [4017, 2646], 8, 2, 64, F32, 4, {"pre": 484, "next": 332, "deterministic": True, "layout": ""}),
+    ([682, 979, 241], [682, 979, 241], 16, 8, 192, F16, 4,
+     {"pre": 610, "next": 395, "deterministic": True, "layout": ""}),
+    ([168, 1496], [168, 1496], 16, 16, 192, F32, 3, {"deterministic": True, "layout": ""}),
+    ([2213], [2213], 16, 4, 192, BF16, 4, {"pre": 1772, "next": 14}),
+    ([5036, 201, 235], [5036, 201, 235], 8, 2, 256, BF16, 4, {"pre": 695, "next": 5, "layout": ""}),
+    ([1454], [1454], 16, 8, 256, F16, 3, {"blockDim": 13}),
+    ([3196], [3196], 16, 4, 192, F16, 4, {"pre": 280, "next": 277, "deterministic": True}),
+    ([4319, 660, 246], [4319, 660, 246], 8, 4, 256, BF16, 2, {"deterministic": True, "blockDim": 9, "layout": ""}),
+    ([175], [175], 16, 4, 64, BF16, 4, {"pre": 1669, "next": 163, "deterministic": True, "blockDim": 18}),
+    ([219, 5918, 630], [1989, 1439, 178], 4, 1, 192, F32, None, {}),
+    ([3542, 5729], [444, 495], 8, 8, 128, F16, None, {"blockDim": 14}),
+    ([217], [1249], 2, 1, 128, F16, None, {}),
 ]
 #: drawn (secrets.randbelow(2**32)) in session 13 at 05:00 UTC after the last model change of estimate.py (basic_bn2's
 #: ring: every class sampled at strata middles, unsampled classes on a fitted line; the steady cost a line per step and
