@@ -323,8 +323,8 @@ def sink_slots(tiling: FagTilingData):
 def PostDsinkSab(workspace, dsink, tiling: FagTilingData):
     """SameAB's dsink as CANN's post kernel reduces it (ReduceDsinkSum, cannmirror/ops-transformer 8d2ad255
     arch22/..._post.h:1070-1106), after dq/dk/dv: the heads split over the AIVs (ceil(N1 / AIVs) each), per step
-    dsinkStepHeads heads' [AIVs] partial rows copied in, each row summed (ReduceSum pattern AR: at most 64 AIVs,
-    one WholeReduceSum per row), times -1, copied out to dsink."""
+    dsinkStepHeads heads' [AIVs] partial rows copied in, each row summed (ReduceSum pattern AR: for 9 to 64 AIVs,
+    fag_tiling's range, one WholeReduceSum per row), times -1, copied out to dsink."""
     t = tiling
     cores, n1 = t.dsinkCores, t.n1Size
     per = -(-n1 // cores)
@@ -332,7 +332,6 @@ def PostDsinkSab(workspace, dsink, tiling: FagTilingData):
     mine = min(n1 - first, per)
     if mine <= 0:
         return
-    assert cores <= 64, "ReduceSum AR over more than 64 partials (ReduceSumInLargeLast) is not modelled"
     pitch = -(-cores // 8) * 8
     pipe = TPipe()
     vin, vout = TBuf(), TBuf()

@@ -608,6 +608,9 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     off = offsets[3] + sfmg
     dsink_off = off
     sab_sink = problem.sink and template.startswith("sameab")
+    if sab_sink and not 8 < chip.aiv_count <= 64:  # ReduceSum AR's other paths (BlkReduceForLoop, LargeLast)
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"chip: {chip.aiv_count} AIVs; the dsink reduction is modelled "
+                         "for 9 to 64 AIVs (one WholeReduceSum per head, docs/fag.md)")
     if sab_sink:  # [N1, AIVs] fp32: each AIV's CV-block sums of a head added into its own slot
         off += _a(p.N1 * chip.aiv_count * 4)
     elif problem.sink:  # the half-block templates: one 8 x fp32 partial per block and AIV

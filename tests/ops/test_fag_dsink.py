@@ -61,3 +61,13 @@ def test_post_dsink_heads_over_aivs_in_steps(step):
     launch_post(p, til, CHIP, "full", ws, outs)
     want = -np.array([_reduce_sum(row) for row in parts], np.float32)
     np.testing.assert_array_equal(bits(outs["dsink"]), bits(want))
+
+
+@pytest.mark.parametrize("cores", [4, 40])  # 8 and 80 AIVs: ReduceSum AR would take its other paths
+def test_sab_dsink_refuses_chips_outside_the_modelled_reduction(cores):
+    from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+    _, p = make_case(seq_q=[40], seq_kv=[60], n1=2, d=16, sink=True)
+    with pytest.raises(AclnnError) as err:
+        fag_tiling(p, CHIP.replace(aic_count=cores))
+    assert err.value.status == ACLNN_ERR_PARAM_INVALID
+    assert fag_tiling(p, CHIP.replace(aic_count=32)).dsinkCores == 64
