@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, AclnnError
 from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, SAB_BASE_MN,
                                                                    align_up, bn2_cv_inner,
                                                                    bn2_vec_base_n, bn2_vec_tile, cann_template,
@@ -563,6 +563,12 @@ def _default_block_dim(template: str, chip, sections: int) -> int:
     return chip.aic_count if template == "basic_det" else max(1, min(chip.aic_count, sections))
 
 
+#: the templates whose kernels write the dsink partials the post kernel reads: SameAB's [N1, AIVs] (SinkOut,
+#: PostDsinkSab), the half-block templates' per block and AIV (SinkPartial, sink_slots, PostDsink). The generic and
+#: S1s2Bn2 kernels write none (CANN's registry never gives them a sink call), so fag_tiling refuses them one.
+SINK_TEMPLATES = ("sameab", "sameab_det", "basic", "basic_det")
+
+
 def dsink_step_heads(ub_bytes: int, cores: int) -> int:
     """Heads of one step of the post kernel's dsink reduction: as many [cores] rows of fp32 partials as two of its UB
     nodes hold, at least one (postUbBaseSize = UB / 3 (POST_COEX_NODE) rounded down to 256 bytes; CANN
@@ -577,9 +583,10 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
     left empty: the counts come from *work*, nothing is listed."""
     requested = block_dim_override(overrides, chip)
     template, cann, (s1cv, s2cv, dtm) = run_template(problem, chip, deterministic)
-    # CANN's registry gives a sink call no generic template (templates.py), and kernel.sink_slots counts a partial
-    # for both AIVs of every CV block, which only SameAB writes: a generic sink call would need its own slots
-    assert not (problem.sink and template == "generic"), "a sink call never runs the generic template"
+    if problem.sink and template not in SINK_TEMPLATES:
+        raise AclnnError(ACLNN_ERR_INNER_TILING_ERROR, f"tiling: a sink call on the {template} template, whose "
+                         "kernel writes no dsink partials for the post kernel to read (CANN's registry gives a sink "
+                         "call SameAB or a basic template only, templates.py)")
     sections = cv_sections(problem, template, s1cv, s2cv, dtm) if work is None else None
     nsec = len(sections) if work is None else work.sections
     block_dim = requested if requested is not None else _default_block_dim(template, chip, nsec)

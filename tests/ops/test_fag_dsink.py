@@ -71,3 +71,33 @@ def test_sab_dsink_refuses_chips_outside_the_modelled_reduction(cores):
         fag_tiling(p, CHIP.replace(aic_count=cores))
     assert err.value.status == ACLNN_ERR_PARAM_INVALID
     assert fag_tiling(p, CHIP.replace(aic_count=32)).dsinkCores == 64
+
+
+@pytest.mark.parametrize("kw, det", [(dict(seq_q=[40, 100], seq_kv=[60, 90], n1=2, d=64), False),
+                                     (dict(seq_q=[3000], seq_kv=[200], n1=2, d=64), False),
+                                     (dict(seq_q=[900, 400], seq_kv=[1000, 400], n1=2, d=128, sparse_mode=3,
+                                           causal=True), False),
+                                     (dict(seq_q=[300, 200], seq_kv=[400, 300], n1=2, d=64, layout=""), True),
+                                     (dict(seq_q=[600, 300], seq_kv=[300, 200], n1=2, d=64, layout="",
+                                           dtype="fp32"), True)])
+def test_sink_calls_run_a_template_that_writes_dsink_partials(kw, det):
+    """Review #1: the generic and S1s2Bn2 kernels write no dsink partials, so a sink call must never reach them:
+    CANN's registry does not give them one: these calls take generic or S1s2Bn2 without a sink, another with one."""
+    from ops.flash_attention_unpadding_score_grad_v5.tiling import SINK_TEMPLATES
+    _, plain = make_case(**kw)
+    assert fag_tiling(plain, CHIP, None, det).template in ("generic", "basic_bn2")
+    _, p = make_case(**kw, sink=True)
+    assert fag_tiling(p, CHIP, None, det).template in SINK_TEMPLATES
+
+
+@pytest.mark.parametrize("template", ["generic", "basic_bn2"])
+def test_a_sink_call_on_a_template_without_dsink_partials_is_refused(template, monkeypatch):
+    """Were the routing ever to give one (forced here), the tiling refuses it with 561002 rather than let the post
+    kernel read partials nobody wrote."""
+    from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, AclnnError
+    from ops.flash_attention_unpadding_score_grad_v5 import tiling
+    _, p = make_case(seq_q=[300], seq_kv=[400], n1=2, d=64, sink=True)
+    monkeypatch.setattr(tiling, "run_template", lambda *a: (template, "forced", (128, 512, False)))
+    with pytest.raises(AclnnError) as err:
+        tiling.fag_tiling(p, CHIP)
+    assert err.value.status == ACLNN_ERR_INNER_TILING_ERROR
