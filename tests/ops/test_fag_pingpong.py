@@ -42,3 +42,38 @@ def test_pingpong_pairs_bit_exact(name, monkeypatch):
     assert res.tiling.template == ("basic_bn2" if det else "generic")
     assert any(pairs) == paired
     check_golden_and_accuracy(a, p, res)
+
+
+def test_a_pairs_subgrapb_waits_for_no_copy_out(monkeypatch):
+    """A pair's SubGrapB issues no MTE3_V wait (CANN's right subgraph has none: its vector work follows its dP copy
+    in, which follows its own tile's copies out); a lone pass's SubGrapB keeps it. Full mode runs every step
+    (nothing replayed), so the spies see each call."""
+    waits = []
+    state = {"paired": None}
+    run_b, wait = kernel.KernelFagBasic.SubGrapB, kernel.WaitFlag
+
+    def sub_grap_b(self, task, v):
+        state["paired"] = self.paired
+        try:
+            return run_b(self, task, v)
+        finally:
+            state["paired"] = None
+
+    def wait_flag(event, event_id=0):
+        if state["paired"] is not None and event == kernel.HardEvent.MTE3_V:
+            waits.append(state["paired"])
+        return wait(event, event_id)
+    monkeypatch.setattr(kernel.KernelFagBasic, "SubGrapB", sub_grap_b)
+    monkeypatch.setattr(kernel, "WaitFlag", wait_flag)
+    pairs = []
+    run_pair = kernel.KernelFagBasic.VecPair
+
+    def counted(self, task, views):
+        pairs.append(len(views))
+        return run_pair(self, task, views)
+    monkeypatch.setattr(kernel.KernelFagBasic, "VecPair", counted)
+    a, p = make_case(seq_q=[300, 200], seq_kv=[64, 40], n1=2, d=64, layout="")  # 128-row tiles, odd counts
+    res = fag(**a, deterministic=True)
+    assert 2 in pairs and 1 in pairs  # both pairs and lone tiles ran
+    assert waits and not any(waits)  # lone passes waited; no paired SubGrapB did
+    check_golden_and_accuracy(a, p, res)
