@@ -83,7 +83,7 @@ class FagTilingData:
     workspaceSize: int
     deterministic: bool = False
     copyBytes: int = 0  # dq, dk, dv (dq_rope, dk_rope) fp32 workspaces: what pre zeroes and post reads
-    dsinkOffset: int = 0  # sink: one 8 x fp32 partial per (block, AIV) (SameAB: per CV block), summed per head (post)
+    dsinkOffset: int = 0  # sink: the dsink partials (SameAB [N1, AIVs] fp32; half blocks 8 fp32 per block and AIV)
     dsinkCores: int = 0  # SameAB with a sink: AIVs of the [N1, AIVs] fp32 dsink partials (each AIV adds into its own)
     dsinkStepHeads: int = 0  # heads the post kernel reduces per step (dsink_step_heads)
     ropeD: int = 0
