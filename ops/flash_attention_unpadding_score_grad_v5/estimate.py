@@ -79,6 +79,10 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 WHOLE_SHARE = Fraction(2, 3)
 DTM_BLOCKS = 2400  # blocks of an IS_DTM call's rounds simulated at most (all its rounds when they fit)
 OPS_BLOCKS = 20000  # blocks of an IS_DTM call whose rounds' reduction groups are listed at most (_reduce_ops)
+#: an IS_DTM sample runs the whole prologue where it would run this share of it at least (PROLOGUE_STEPS): the rest
+#: costs less than the shorter run the prologue's line needs (S 2477 N 16/8 D 256 causal, 93% of it: estimate CPU
+#: 1.70 -> 1.48 s at load 4, +1.14 -> +1.07%; at 0.5, S 3653/722/163's 68% moved -0.62 -> -1.09% at no CPU gain)
+DTM_WHOLE_PROLOGUE = 0.75
 SAMPLE_BLOCKS = 240  # blocks per core-sample run at most (the larger run where two run)
 #: sections per core in the larger sample at least (the smaller one has half) for SameAB, whose smaller run is the
 #: larger run's first half (PREFIX_TEMPLATES). Two start effects made its sample runs' difference a poor cost per
@@ -719,6 +723,8 @@ def _rounds_cycles(problem, til, work, run) -> float:
         ends, _, _, overhead = run({c: list(range(c, work.sections, bd)) for c in range(bd)})
         return max(ends) + overhead
     f = _prologue_fraction(problem, til)
+    if f >= DTM_WHOLE_PROLOGUE:  # the rest of the prologue costs less than the shorter run beside a round
+        f = 1.0
     stamps = []
     ends, _, p_big, overhead = run(_round_cores(work, rounds), f, stamps=stamps)
     prologue = p_big

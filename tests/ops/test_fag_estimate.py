@@ -445,3 +445,24 @@ def test_sample_rounds_hold_the_fill_and_the_last_rounds():
         assert rounds == sorted(set(rounds)) and len(rounds) <= 6 + 4
         mp.setattr(estimate_module, "DTM_BLOCKS", 64 * total)
         assert estimate_module._sample_rounds(work) == list(range(total))
+
+
+def test_dtm_sample_runs_the_whole_prologue_where_it_runs_most_of_it(monkeypatch):
+    """Where the IS_DTM sample would run DTM_WHOLE_PROLOGUE of the prologue or more it runs all of it, in its one
+    run; below, a shorter run beside the sample's lightest round gives the prologue's line."""
+    a = _det_multibatch_call()
+    monkeypatch.setattr(estimate_module, "DTM_BLOCKS", 300)
+    fractions, runs = [], []
+    real_run = estimate_module._round_cores
+    monkeypatch.setattr(estimate_module, "_round_cores", lambda work, rounds: runs.append(list(rounds)) or
+                        real_run(work, rounds))
+    real_plan = estimate_module._sample_tiling
+    monkeypatch.setattr(estimate_module, "_sample_tiling", lambda *x, **k: fractions.append(x[5] if len(x) > 5 else
+                                                                                             1.0) or real_plan(*x, **k))
+    for f, launches in ((0.8, 1), (0.6, 2)):
+        fractions.clear()
+        runs.clear()
+        monkeypatch.setattr(estimate_module, "_prologue_fraction", lambda problem, til, f=f: f)
+        fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
+        sampled = fractions[:launches]  # the sample launches' prologue shares (then the groups' tiling, 1.0)
+        assert sampled == ([1.0] if f >= estimate_module.DTM_WHOLE_PROLOGUE else [f, f / 2]), fractions
