@@ -169,11 +169,11 @@ GRID = [
     ([3542, 5729], [444, 495], 8, 8, 128, F16, None, {"blockDim": 14}),
     ([217], [1249], 2, 1, 128, F16, None, {}),
 ]
-#: drawn (secrets.randbelow(2**32)) in session 13 at 05:00 UTC after the last model change of estimate.py (basic_bn2's
-#: ring: every class sampled at strata middles, unsampled classes on a fitted line; the steady cost a line per step and
-#: per block) and after the last FAG timing change (3691354, generic ping-pong), run once; earlier draws 620261124,
-#: 620261125, 820261124, 869883353, 1736963294, 695395893 and 3454330913 were looked at
-CHECK_SEED = 1301497499
+#: drawn (secrets.randbelow(2**32)) in session 14 at 07:56 UTC after the last model change of estimate.py (the
+#: deterministic rounds path priced round by round, a3a39eb; the non-deterministic samples' bandwidth buckets, step
+#: sizes and WHOLE_SHARE) and after the last FAG timing change (5bf9c4b, dsink as CANN 8d2ad255), run once; earlier
+#: draws 620261124, 620261125, 820261124, 869883353, 1736963294, 695395893, 3454330913 and 1301497499 were looked at
+CHECK_SEED = 1177898169
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata
