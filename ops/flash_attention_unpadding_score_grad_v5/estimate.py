@@ -54,7 +54,7 @@ from ops.common.cube_tiles import c16
 from ops.common.l2_warm import head_rows_pages, start_touched
 from ops.common.ragged import ragged_arange
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
-                                                                dtm_groups, sfmg_rows)
+                                                                dtm_groups, sab_vec_kinds, sfmg_rows)
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
@@ -836,15 +836,7 @@ def _reducers(t, aivs: int) -> list:
     """(kinds, AIVs sharing them) of the first AIV of each share of ComputeVecAdd's split (it takes the most rows)."""
     out = []
     for v in range(aivs):
-        if t.dtmBasic:
-            mine, share, idx = det_vec_kinds(aivs, v)
-        else:
-            third = aivs // 3
-            kinds = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
-            if third:
-                mine, share, idx = (kinds[v // third] if v < 3 * third else ()), third, v % third
-            else:
-                mine, share, idx = tuple(k for g in kinds for k in g), aivs, v
+        mine, share, idx = (det_vec_kinds if t.dtmBasic else sab_vec_kinds)(aivs, v)
         if idx == 0 and mine:
             out.append((mine, share))
     return out

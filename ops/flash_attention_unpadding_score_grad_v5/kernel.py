@@ -202,15 +202,22 @@ def det_vec_kinds(aivs: int, v: int) -> tuple:
     AIVs (else 16-31 with dk); the rope outputs with their kind. Fewer than 32 AIVs (a blockDim override; CANN
     always launches every core): SameAB's thirds. Returns (kinds, AIVs sharing them, this AIV's index among them)."""
     if aivs < 32:
-        third = aivs // 3
-        groups = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
-        if not third:
-            return tuple(k for g in groups for k in g), aivs, v
-        return (groups[v // third] if v < 3 * third else ()), third, v % third
+        return sab_vec_kinds(aivs, v)
     dv_start = 32 if aivs == 48 else 16
     kinds = (("dq", "dq_rope") if v < 16 else ()) + (("dk", "dk_rope") if 16 <= v < 32 else ()) + \
         (("dv",) if dv_start <= v < dv_start + 16 else ())
     return kinds, 16, v % 16
+
+
+def sab_vec_kinds(aivs: int, v: int) -> tuple:
+    """The output kinds AIV v reduces in SameAB IS_DTM's ComputeVecAdd: dq (with dq_rope), dk (with dk_rope) and dv
+    on a third of the AIVs each, every kind on every AIV when there are fewer than 3. Returns (kinds, AIVs sharing
+    them, this AIV's index among them)."""
+    third = aivs // 3
+    groups = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
+    if not third:
+        return tuple(k for g in groups for k in g), aivs, v
+    return (groups[v // third] if v < 3 * third else ()), third, v % third
 
 
 @dataclass(frozen=True)
@@ -1097,17 +1104,8 @@ class KernelFagBasic:
         atomics (CANN copies out with an atomic add; the sum is the same)."""
         V, v = GetBlockNum(), GetBlockIdx()
         t = self.t
-        if t.dtmBasic:
-            mine, share, idx = det_vec_kinds(V, v)
-            groups = det_reduce_groups(t, self.a, r)
-        else:
-            third = V // 3
-            kinds = (("dq", "dq_rope"), ("dk", "dk_rope"), ("dv",))
-            if third:
-                mine, share, idx = (kinds[v // third] if v < 3 * third else ()), third, v % third
-            else:
-                mine, share, idx = tuple(k for g in kinds for k in g), V, v
-            groups = dtm_groups(t, self.a, r)
+        mine, share, idx = (det_vec_kinds if t.dtmBasic else sab_vec_kinds)(V, v)
+        groups = det_reduce_groups(t, self.a, r) if t.dtmBasic else dtm_groups(t, self.a, r)
         res, tmp = self.ub["s"].Get(F32), self.ub["dp"].Get(F32)  # free between CV blocks (ComputeVec waits)
         ws = self.ws[0].ReinterpretCast(F32)
         for kind, dst, rows, width, pitch, srcs in groups:
