@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 
@@ -27,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from child_run import run_child
+from child_run import peak_mb, run_child
 from halves import summary
 from results import save
 
@@ -237,7 +236,7 @@ def huge_estimate() -> dict:
                                       mode="estimate")
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     return {"modeled_s": res.time_us * 1e-6, "cpu_s": cpu, "wall_s": wall, "load_avg": [load0, os.getloadavg()[0]],
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_mb": peak_mb()}
 
 
 def main(argv=None):

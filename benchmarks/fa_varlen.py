@@ -2,7 +2,7 @@
 
 Case: one batch of S=4096 tokens (TND), N=8, D=128, fp16, causal (sparse_mode 2 with the 2048x2048
 compressed mask), on Ascend910B2. Each mode runs in a fresh subprocess so its peak resident memory
-(ru_maxrss) is its own.
+is its own (child_run.peak_mb).
 
     python benchmarks/fa_varlen.py
 """
@@ -16,7 +16,8 @@ from results import save
 CASE = dict(N=8, S=4096, D=128)
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from child_run import peak_mb
 import numpy as np
 from npusim import TensorSpec
 from ops import flash_attention_var_len_score
@@ -32,7 +33,7 @@ res = flash_attention_var_len_score(q, k, v, atten_mask=compressed_causal_mask()
                                     actual_seq_kvlen=[S], head_num=N, scale_value=1 / np.sqrt(D), input_layout="TND",
                                     sparse_mode=2, mode=mode)
 wall = time.perf_counter() - t0
-print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": peak_mb(),
                   "cycles": res.cycles, "time_us": res.time_us, "instructions": len(res.trace),
                   "block_dim": res.block_dim}))
 """

@@ -3,7 +3,7 @@ modeled backward/forward time ratio and what deterministic=True costs (issue 10 
 
 Case: one batch of S tokens (TND, default S=4096), N=8, D=128, fp16, causal (sparse_mode 2 with the
 2048x2048 compressed mask), on Ascend910B2. The backward runs non-deterministic and deterministic;
-each run is a fresh subprocess so its peak resident memory (ru_maxrss) is its own. Timing mode
+each run is a fresh subprocess so its peak resident memory is its own (child_run.peak_mb). Timing mode
 takes TensorSpecs; full mode makes random data (the backward's forward statistics are synthetic:
 max 0, sum S, which does not change the instruction stream). Beside the times: the cube FLOPs of each
 operator (the backward's five matmuls against the forward's two) and, on the main launch's latest core,
@@ -23,7 +23,8 @@ from child_run import run_child
 from results import save
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from child_run import peak_mb
 import numpy as np
 from npusim import TensorSpec
 from ops import flash_attention_unpadding_score_grad_v5, flash_attention_var_len_score
@@ -54,7 +55,7 @@ if df is not None and len(df):
     busy = {f"{sub}:{pipe}": float(d) / span for (sub, pipe), d in
             core.groupby(["sub_core", "pipe"])["duration_cycles"].sum().items()}
 print(json.dumps({"op": op, "mode": mode, "wall_s": wall,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_mb": peak_mb(),
                   "cycles": res.cycles, "time_us": res.time_us, "block_dim": res.block_dim, "busy": busy}))
 """
 

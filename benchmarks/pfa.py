@@ -4,7 +4,7 @@ Case: B=1, N=8, S=4096, D=128, fp16, causal (sparse_mode 2 with the 2048x2048 co
 on Ascend910B2. Targets: full <= 60 s, timing <= 15 s on the 2-core development machine, and full mode
 within 10x a plain float32 numpy attention of the same shape and mask (softmax(QK^T * scale + mask) V per
 head, timed here in the same run, in its own subprocess): the ratio is printed. Each mode runs in a fresh
-subprocess so its peak resident memory (ru_maxrss) is its own.
+subprocess so its peak resident memory is its own (child_run.peak_mb).
 
 Full mode's compiled kernels (numba, ``cache=True``: npusim/isa/mmad_tree.py, npusim/isa/round16.py) are compiled
 once per machine and source version into npusim/isa/__pycache__ (several seconds). A small full-mode case
@@ -24,7 +24,8 @@ from results import save
 CASE = dict(B=1, N=8, S=4096, D=128)
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from child_run import peak_mb
 import numpy as np
 from npusim import TensorSpec
 from ops import prompt_flash_attention_v2
@@ -40,7 +41,7 @@ res = prompt_flash_attention_v2(q, k, v, atten_mask=compressed_causal_mask().ast
                                 input_layout="BNSD", scale_value=1 / np.sqrt(D), sparse_mode=2, mode=mode,
                                 progress=False)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "peak_mb": peak_mb(),
                   "cycles": res.cycles, "time_us": res.time_us, "instructions": len(res.trace),
                   "tiling": [res.tiling.sOuterFactor, res.tiling.sInnerFactor, res.tiling.softmaxSOuterFactor,
                              res.tiling.blockDim]}))
@@ -48,7 +49,8 @@ print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "peak_mb": resourc
 
 
 _NUMPY = r"""
-import json, resource, sys, time
+import json, sys, time
+from child_run import peak_mb
 import numpy as np
 B, N, S, D = map(int, sys.argv[1:5])
 rng = np.random.default_rng(0)
@@ -64,7 +66,7 @@ for b in range(B):
         out[b, n] = (s / s.sum(axis=1, keepdims=True)) @ v[b, n]
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"mode": "numpy float32", "wall_s": wall, "cpu_s": cpu,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 

@@ -29,7 +29,8 @@ from child_run import run_child
 from results import load, save
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from child_run import peak_mb
 import numpy as np
 from npusim import TensorSpec
 from ops import sparse_flash_attention_grad
@@ -55,7 +56,7 @@ res = sparse_flash_attention_grad(q, k, v, idx, do, o, sm, ss, [T1], [S2], qr, k
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 n = res.trace.summary().instructions if res.trace is not None else 0
 print(json.dumps({"mode": mode, "T1": T1, "wall_s": wall, "cpu_s": cpu, "time_us": res.time_us, "instructions": n,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "block_dim": res.block_dim,
+                  "peak_mb": peak_mb(), "block_dim": res.block_dim,
                   "load_avg": __import__("os").getloadavg()[0]}))
 """
 CASE = {"T1": 2048, "N1": 64, "S2": 8192, "BS": 64, "ROWS": 2048}
