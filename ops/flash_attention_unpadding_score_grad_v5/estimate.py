@@ -242,8 +242,7 @@ def _keys(work, gs, fine: bool = False) -> np.ndarray:
     blocks, masked = _counts(work, gs)
     area = np.zeros(len(gs), np.int64)
     if fine and hasattr(work, "listed"):
-        area = np.array([sum(-(-blk[4] // 16) * -(-blk[5] // 16) for blk in work.listed[int(g)]) for g in gs],
-                        np.int64)
+        area = np.array([sum(_fractals(blk[4], blk[5]) for blk in work.listed[int(g)]) for g in gs], np.int64)
     return np.stack([blocks, masked, area], axis=1).reshape(-1, 3)
 
 
@@ -339,14 +338,24 @@ def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
     has one more every round), the latest of those."""
     c = trace.columns
     ends = _core_ends(c["core"], c["end"], k)
-    if "SyncAll" not in trace.names:
+    rows = _syncall_rows(trace)
+    if rows is None:
         return ends, 0.0
-    sync = c["name_id"] == trace.names.index("SyncAll")
-    stream = c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync]
+    stream, end = rows
     first = np.full(8 * k, np.inf)
-    np.minimum.at(first, stream, c["end"][sync])
+    np.minimum.at(first, stream, end)
     first = first[np.isfinite(first)]
     return ends, float(first.max()) if len(first) else 0.0
+
+
+def _syncall_rows(trace):
+    """(stream, end cycle) of every SyncAll row of a launch's trace, stream = core * 8 + sub-core; None without
+    SyncAll."""
+    c = trace.columns
+    if "SyncAll" not in trace.names:
+        return None
+    sync = c["name_id"] == trace.names.index("SyncAll")
+    return c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync], c["end"][sync]
 
 
 def _core_ends(core: np.ndarray, end: np.ndarray, k: int) -> np.ndarray:
@@ -522,7 +531,7 @@ def _section_sizes(sample, listed: bool) -> np.ndarray:
     starts = np.asarray(sample.secStart, np.int64)
     if not listed:
         return 64.0 * np.diff(starts)
-    frac = (-(-np.asarray(sample.blkRows, np.int64) // 16)) * (-(-np.asarray(sample.blkCols, np.int64) // 16))
+    frac = _fractals(np.asarray(sample.blkRows, np.int64), np.asarray(sample.blkCols, np.int64))
     return np.diff(np.concatenate(([0], np.cumsum(frac)))[starts]).astype(float)
 
 
@@ -531,8 +540,13 @@ def _core_sizes(work, cores: list) -> np.ndarray:
     cover, else 64 per block."""
     if not hasattr(work, "listed"):
         return 64.0 * work.core_blocks[cores].astype(float)
-    return np.array([float(sum(-(-blk[4] // 16) * -(-blk[5] // 16) for j in range(int(work.core_sections[c]))
-                               for blk in work.listed[c + j * work.block_dim])) for c in cores])
+    return np.array([float(_keys(work, c + work.block_dim * np.arange(int(work.core_sections[c])), True)[:, 2].sum())
+                     for c in cores])
+
+
+def _fractals(rows, cols):
+    """The 16 x 16 fractals a rows x cols CV block covers (numbers or arrays)."""
+    return (c16(rows) // 16) * (c16(cols) // 16)
 
 
 def _step_marks(trace, sample, k: int, section_sizes=None) -> list:
@@ -766,12 +780,10 @@ def _round_blocks(work) -> np.ndarray:
 def _sync_stamps(trace) -> list:
     """The cycle each SyncAll of a launch ends, in order: the latest AIV's (every AIV leaves it together). Empty if
     the AIVs' counts differ."""
-    c = trace.columns
-    if "SyncAll" not in trace.names:
+    rows = _syncall_rows(trace)
+    if rows is None:
         return []
-    sync = c["name_id"] == trace.names.index("SyncAll")
-    stream = c["core"][sync].astype(np.int64) * 8 + c["sub_core"][sync]
-    ends = c["end"][sync].astype(float)
+    stream, ends = rows[0], rows[1].astype(float)
     per = [np.sort(ends[stream == x]) for x in np.unique(stream)]
     if len({len(p) for p in per}) != 1:
         return []
