@@ -349,7 +349,10 @@ def PostDsinkSab(workspace, dsink, tiling: FagTilingData):
     PipeBarrier(None)  # the post loop's last copies out read these UB bytes
     for h0 in range(first, first + mine, t.dsinkStepHeads):
         heads = min(t.dsinkStepHeads, first + mine - h0)
-        DataCopyPad(x, ws[h0 * cores], DataCopyExtParams(1, heads * cores * 4, 0, 0, 0))
+        if cores == pitch:  # the heads' rows lie pitch apart in GM already
+            DataCopyPad(x, ws[h0 * cores], DataCopyExtParams(1, heads * cores * 4, 0, 0, 0))
+        else:  # each row padded to pitch, where WholeReduceSum reads it (CANN's ReduceSum AR pads an unaligned axis)
+            CopyRowsIn(x, ws[h0 * cores], heads, cores, cores, pitch)
         SetFlag(HardEvent.MTE2_V, 0)
         WaitFlag(HardEvent.MTE2_V, 0)
         WholeReduceSum(out, x, cores, heads, 1, 1, pitch // 8)

@@ -45,20 +45,22 @@ def test_dsink_step_is_two_post_nodes_of_the_ub():
 
 
 @pytest.mark.unsanitized  # the workspace is the test's, not written by a main launch: every read is "uninitialised"
-@pytest.mark.parametrize("step", [1, 2, 682])
-def test_post_dsink_heads_over_aivs_in_steps(step):
-    """100 heads over 48 AIVs (3 each, the last AIVs none), in steps of *step* heads: dsink[n] = -(the 64-lane tree
-    sum of head n's 48 partials), bit for bit, every head written."""
+@pytest.mark.parametrize("step,cores", [(1, 24), (2, 24), (682, 24), (2, 25), (682, 25)])
+def test_post_dsink_heads_over_aivs_in_steps(step, cores):
+    """100 heads over 48 AIVs (3 each, the last AIVs none), or 50 (a row of partials not a whole number of 32-byte
+    blocks), in steps of *step* heads: dsink[n] = -(the 64-lane tree sum of head n's partials), bit for bit, every
+    head written."""
+    chip = replace(CHIP, aic_count=cores)
     a, p = make_case(seq_q=[16], seq_kv=[16], n1=100, d=16, sink=True)
-    til = replace(fag_tiling(p, CHIP), dsinkStepHeads=step)
-    assert til.template == "sameab" and til.dsinkCores == 48
+    til = replace(fag_tiling(p, chip), dsinkStepHeads=step)
+    assert til.template == "sameab" and til.dsinkCores == 2 * cores
     rng = np.random.default_rng(step)
     parts = rng.standard_normal((p.N1, til.dsinkCores)).astype(np.float32)
     ws = np.zeros(til.workspaceSize - SYSTEM_WORKSPACE_BYTES, np.uint8)
     ws[til.dsinkOffset:til.dsinkOffset + parts.nbytes] = parts.reshape(-1).view(np.uint8)
     outs = outputs(p, True)
     outs["dsink"][:] = np.nan  # a head the post kernel leaves out stays NaN
-    launch_post(p, til, CHIP, "full", ws, outs)
+    launch_post(p, til, chip, "full", ws, outs)
     want = -np.array([_reduce_sum(row) for row in parts], np.float32)
     np.testing.assert_array_equal(bits(outs["dsink"]), bits(want))
 
