@@ -481,6 +481,8 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"mode: launch runs 'full' or 'timing', not {mode!r}")
     if kernel_type not in KERNEL_TYPES:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"kernel_type: must be one of {KERNEL_TYPES}, got {kernel_type!r}")
+    if bw_bucket_cycles is not None and not (isinstance(bw_bucket_cycles, int) and bw_bucket_cycles > 0):
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"bw_bucket_cycles: a whole number of cycles > 0, got {bw_bucket_cycles!r}")
     opts = _CALL_OPTIONS.get()
     trace = check_trace_level(opts.get("trace") if trace is _UNSET else trace)
     progress = opts.get("progress") if progress is _UNSET else progress

@@ -36,13 +36,13 @@ _written: dict = {}  # cache directory -> bytes this process stored there since 
 
 
 def limit_bytes() -> int:
-    """The cap in bytes from $NPUSIM_REPLAY_CACHE_MB (megabytes, a number >= 0; 0: no cap); a bad value warns and
+    """The cap in bytes from $NPUSIM_REPLAY_CACHE_MB (megabytes, a finite number >= 0; 0: no cap); a bad value warns and
     the default applies."""
     text = os.environ.get("NPUSIM_REPLAY_CACHE_MB", "")
     if text:
         try:
             mb = float(text)
-            if mb >= 0:
+            if 0 <= mb < float("inf"):
                 return int(mb * 2 ** 20)
         except ValueError:
             pass

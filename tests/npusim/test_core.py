@@ -266,3 +266,12 @@ def test_same_inputs_same_cycles(chip):
                 PipeBarrier(Pipe.V)
     a, b = run(k, chip, block_dim=4), run(k, chip, block_dim=4)
     assert a.cycles == b.cycles and timeline(a) == timeline(b)
+
+
+@pytest.mark.parametrize("bucket", [0, -256, 2.5])
+def test_a_bandwidth_bucket_that_is_not_a_positive_whole_number_is_refused(chip, bucket):
+    def k():
+        PipeBarrier(None)
+    with pytest.raises(AclnnError, match="bw_bucket_cycles") as e:
+        run(k, chip, mode="timing", bw_bucket_cycles=bucket)
+    assert e.value.status == 161002

@@ -99,7 +99,7 @@ def test_a_cap_of_0_keeps_everything(cache, monkeypatch):
     assert replay_cache.check(str(cache)) == 0 and all(p.exists() for p in paths)
 
 
-@pytest.mark.parametrize("text", ["lots", "-5"])
+@pytest.mark.parametrize("text", ["lots", "-5", "inf"])
 def test_a_bad_cap_warns_and_keeps_the_default(monkeypatch, text):
     monkeypatch.setenv("NPUSIM_REPLAY_CACHE_MB", text)
     with pytest.warns(UserWarning, match="NPUSIM_REPLAY_CACHE_MB"):
