@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from npusim.chip import chip as get_chip
+from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, AclnnError
 from ops import flash_attention_unpadding_score_grad_v5 as fag
 from ops.flash_attention_unpadding_score_grad_v5.golden import _reduce_sum
 from ops.flash_attention_unpadding_score_grad_v5.launch import launch_post, outputs
-from ops.flash_attention_unpadding_score_grad_v5.tiling import SYSTEM_WORKSPACE_BYTES, dsink_step_heads, fag_tiling
+from ops.flash_attention_unpadding_score_grad_v5 import tiling
+from ops.flash_attention_unpadding_score_grad_v5.tiling import (SINK_TEMPLATES, SYSTEM_WORKSPACE_BYTES, dsink_step_heads,
+                                                                fag_tiling)
 from tests.ops.fag_cases import check_golden_and_accuracy, make_case
 from tests.ops.helpers import bits
 
@@ -67,7 +70,6 @@ def test_post_dsink_heads_over_aivs_in_steps(step, cores):
 
 @pytest.mark.parametrize("cores", [4, 40])  # 8 and 80 AIVs: ReduceSum AR would take its other paths
 def test_sab_dsink_refuses_chips_outside_the_modelled_reduction(cores):
-    from npusim.errors import ACLNN_ERR_PARAM_INVALID, AclnnError
     _, p = make_case(seq_q=[40], seq_kv=[60], n1=2, d=16, sink=True)
     with pytest.raises(AclnnError) as err:
         fag_tiling(p, CHIP.replace(aic_count=cores))
@@ -85,7 +87,6 @@ def test_sab_dsink_refuses_chips_outside_the_modelled_reduction(cores):
 def test_sink_calls_run_a_template_that_writes_dsink_partials(kw, det):
     """Review #1: the generic and S1s2Bn2 kernels write no dsink partials, so a sink call must never reach them:
     CANN's registry does not give them one: these calls take generic or S1s2Bn2 without a sink, another with one."""
-    from ops.flash_attention_unpadding_score_grad_v5.tiling import SINK_TEMPLATES
     _, plain = make_case(**kw)
     assert fag_tiling(plain, CHIP, None, det).template in ("generic", "basic_bn2")
     _, p = make_case(**kw, sink=True)
@@ -96,8 +97,6 @@ def test_sink_calls_run_a_template_that_writes_dsink_partials(kw, det):
 def test_a_sink_call_on_a_template_without_dsink_partials_is_refused(template, monkeypatch):
     """Were the routing ever to give one (forced here), the tiling refuses it with 561002 rather than let the post
     kernel read partials nobody wrote."""
-    from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, AclnnError
-    from ops.flash_attention_unpadding_score_grad_v5 import tiling
     _, p = make_case(seq_q=[300], seq_kv=[400], n1=2, d=64, sink=True)
     monkeypatch.setattr(tiling, "run_template", lambda *a: (template, "forced", (128, 512, False)))
     with pytest.raises(AclnnError) as err:

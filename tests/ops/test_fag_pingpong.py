@@ -27,24 +27,30 @@ CALLS = {  # name: (make_case keywords, deterministic, pairs expected)
 }
 
 
-@pytest.mark.parametrize("name", list(CALLS))
-def test_pingpong_pairs_bit_exact(name, monkeypatch):
-    kw, det, paired = CALLS[name]
-    pairs = []
+@pytest.fixture
+def pair_sizes(monkeypatch) -> list:
+    """The number of tiles of every VecPair call (2: a ping-pong pair, 1: a lone tile), as the test's call runs."""
+    sizes = []
     run_pair = kernel.KernelFagBasic.VecPair
 
     def counted(self, task, views):
-        pairs.append(len(views) == 2)
+        sizes.append(len(views))
         return run_pair(self, task, views)
     monkeypatch.setattr(kernel.KernelFagBasic, "VecPair", counted)
+    return sizes
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_pingpong_pairs_bit_exact(name, pair_sizes):
+    kw, det, paired = CALLS[name]
     a, p = make_case(**kw)
     res = fag(**a, deterministic=det)
     assert res.tiling.template == ("basic_bn2" if det else "generic")
-    assert any(pairs) == paired
+    assert any(n == 2 for n in pair_sizes) == paired
     check_golden_and_accuracy(a, p, res)
 
 
-def test_a_pairs_subgrapb_waits_for_no_copy_out(monkeypatch):
+def test_a_pairs_subgrapb_waits_for_no_copy_out(monkeypatch, pair_sizes):
     """A pair's SubGrapB issues no MTE3_V wait (CANN's right subgraph has none: its vector work follows its dP copy
     in, which follows its own tile's copies out); a lone pass's SubGrapB keeps it. Full mode runs every step
     (nothing replayed), so the spies see each call."""
@@ -65,13 +71,7 @@ def test_a_pairs_subgrapb_waits_for_no_copy_out(monkeypatch):
         return wait(event, event_id)
     monkeypatch.setattr(kernel.KernelFagBasic, "SubGrapB", sub_grap_b)
     monkeypatch.setattr(kernel, "WaitFlag", wait_flag)
-    pairs = []
-    run_pair = kernel.KernelFagBasic.VecPair
-
-    def counted(self, task, views):
-        pairs.append(len(views))
-        return run_pair(self, task, views)
-    monkeypatch.setattr(kernel.KernelFagBasic, "VecPair", counted)
+    pairs = pair_sizes
     a, p = make_case(seq_q=[300, 200], seq_kv=[64, 40], n1=2, d=64, layout="")  # 128-row tiles, odd counts
     res = fag(**a, deterministic=True)
     assert 2 in pairs and 1 in pairs  # both pairs and lone tiles ran
