@@ -105,6 +105,7 @@ def compiled(ops, summary: bool, scalar_pipe: int, unit, new: bool = True, entry
                 return None
             if len(_CODE) >= _CODE_LIMIT:
                 _CODE.clear()
+                _MISSING.clear()  # bounded with it: a dropped source is looked for on disk again
             namespace = {"deque": deque}
             exec(code, namespace)
             template = _CODE[source] = namespace["_step"]
@@ -139,6 +140,7 @@ def _code_object(source: str, new: bool):
     code = compile(source, "<npusim replay step>", "exec")
     if path is not None:
         _store(path, marshal.dumps(code))
+        _MISSING.discard(source)  # stored now: found there after _CODE drops it
     return code
 
 

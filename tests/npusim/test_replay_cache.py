@@ -77,3 +77,15 @@ def test_a_launch_from_the_cache_compiles_nothing_and_gives_the_same_trace(cache
     assert_same_trace(cold, warm)
     with replay.disabled():
         assert_same_trace(cold, run())
+
+
+def test_a_source_looked_for_then_compiled_is_found_later_in_the_same_process(cache, monkeypatch):
+    """Once stored, a source missed earlier is read back from the cache (after _CODE drops it, say), not held back as
+    missing until it is worth compiling again."""
+    source = "def _step():\n    return 11\n"
+    assert replay_code._code_object(source, new=False) is None  # looked for: missing
+    replay_code._code_object(source, new=True)  # compiled and stored
+    monkeypatch.setattr(replay_code, "compile", _no_compile, raising=False)
+    namespace = {}
+    exec(replay_code._code_object(source, new=False), namespace)
+    assert namespace["_step"]() == 11
