@@ -10,7 +10,8 @@ missed on the sampled path, the five calls session 8's checking set (seed 820261
 two sampled SameAB D = 256 misses with the three other sampled SameAB / IS_DTM calls of that set, and session 11's
 whole checking set (seed 695395893, 18 calls; its four misses were studied in session 12) and session 12's (seed
 3454330913, 18 calls; its basic_bn2 fp32 miss studied in session 13) and session 13's (seed 1301497499, 18 calls; its
-basic_det calls studied in session 14). Checking set: configurations drawn at random (fresh_check, seed
+basic_det calls studied in session 14) and session 14's (seed 1177898169, 18 calls; its generic and basic misses
+studied in session 14). Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -168,6 +169,27 @@ GRID = [
     ([219, 5918, 630], [1989, 1439, 178], 4, 1, 192, F32, None, {}),
     ([3542, 5729], [444, 495], 8, 8, 128, F16, None, {"blockDim": 14}),
     ([217], [1249], 2, 1, 128, F16, None, {}),
+    # session 14's checking set (seed 1177898169), all 18 calls: run once at 07:56 UTC of session 14; its two misses
+    # (generic S 1845/166/1309 kv 152/439/1321 blockDim 9, +4.18%; basic S 2316/403/643 N 16/16 D 64, -3.08%) were
+    # diagnosed from traces after it, so the whole set is tuning material from session 15 on
+    ([409, 2944], [409, 2944], 16, 16, 128, F16, 2, {"layout": ""}),
+    ([2316, 403, 643], [2316, 403, 643], 16, 16, 64, BF16, 3, {}),
+    ([318, 134, 419], [318, 134, 419], 4, 4, 128, F16, 3, {"layout": ""}),
+    ([3561, 846, 4615], [3561, 846, 4615], 2, 2, 128, BF16, 3, {"deterministic": True, "blockDim": 23}),
+    ([140, 1649, 1358], [140, 1649, 1358], 16, 4, 64, F16, 3, {"deterministic": True, "layout": ""}),
+    ([2111, 701, 976], [172, 4846, 148], 4, 4, 128, F16, None, {"deterministic": True}),
+    ([3918, 3994], [160, 192], 16, 8, 192, F32, None, {"deterministic": True, "layout": ""}),
+    ([2339, 4430, 1018], [438, 293, 2477], 4, 2, 256, F32, None, {"deterministic": True, "layout": ""}),
+    ([5229], [1555], 2, 1, 64, F32, None, {"deterministic": True, "layout": ""}),
+    ([4052, 497], [2794, 1171], 8, 2, 64, BF16, None, {}),
+    ([2592], [2592], 16, 8, 256, BF16, 3, {}),
+    ([2556, 183, 2176], [2556, 183, 2176], 2, 1, 192, BF16, 3, {}),
+    ([3696, 3578, 3649], [3696, 3578, 3649], 8, 2, 128, BF16, 4, {"pre": 406, "next": 88, "deterministic": True}),
+    ([5898], [5898], 4, 1, 256, BF16, 3, {"deterministic": True}),
+    ([326], [326], 16, 8, 192, F16, 4, {"pre": 1067, "next": 408, "deterministic": True}),
+    ([1845, 166, 1309], [152, 439, 1321], 8, 8, 64, F16, None, {"blockDim": 9}),
+    ([5963, 2818], [5963, 2818], 2, 2, 256, F32, 3, {"layout": ""}),
+    ([2743], [1384], 2, 1, 64, F32, None, {"deterministic": True}),
 ]
 #: drawn (secrets.randbelow(2**32)) in session 14 at 07:56 UTC after the last model change of estimate.py (the
 #: deterministic rounds path priced round by round, a3a39eb; the non-deterministic samples' bandwidth buckets, step
