@@ -1,6 +1,6 @@
 """Estimate mode vs timing mode for FlashAttentionVarLenScore over a grid of configurations.
 
-Tuning set: GRID (44 configurations). It was split into seed-13 halves (benchmarks/halves.py) until
+Tuning set: GRID (58 configurations). It was split into seed-13 halves (benchmarks/halves.py) until
 session 7; that checking half had been looked at, so all of GRID tunes now. Checking set: CHECK_CONFIGS
 configurations drawn at random (fresh_check, seed CHECK_SEED, printed), plus the calibration file's
 shapes (fa_forward_910B2.csv), which always check. --half tune and --half check may run as two
@@ -16,7 +16,8 @@ wall time and peak traced memory on the largest legal shapes (target: <= 1 s and
 Session 8's checking draw (seed 2026112472), session 9's first two (2026112491, 992144328) and session 10's
 first (446320475) were looked at while the estimate changed, session 9's last (495394660) was run with
 the model before session 10's change, and session 10's last (265458558) was studied afterwards (its misses
-joined GRID): they are not the checking set any more; their rows are in git history.
+joined GRID): they are not the checking set any more; their rows are in git history. Session 11's draw
+(845899516) joined GRID in session 15 before the model changed: CHECK_SEED must be redrawn before the next check.
 """
 from __future__ import annotations
 
@@ -86,6 +87,23 @@ GRID = [
     ([3652, 1957], [3513, 2139], 2, 2, 64, F32, None, {"pse": "full"}),
     ([3092], [4909], 8, 4, 64, F16, None, {"chip": "Ascend910B4"}),
     ([3105, 325], [3105, 325], 8, 8, 64, F16, 2, {"pse": "full", "chip": "Ascend910B4"}),
+    # session 11's checking draw (seed 845899516, fresh_check(845899516), run once in session 11 and looked
+    # at in session 15 before any model change): all 14 join the tuning set; the calibration shapes
+    # (CHECK_ALWAYS) stay in the checking set
+    ([2373], [2373], 1, 1, 64, F16, 4, {"pre": 1300, "next": 242, "chip": "Ascend910B4"}),
+    ([1069], [1069], 2, 2, 128, F32, 4, {"pre": 1951, "next": 163, "pse": "full", "chip": "Ascend910_9391"}),
+    ([1344, 1320], [1344, 1320], 2, 1, 256, F16, 4, {"pre": 967, "next": 458}),
+    ([481], [481], 4, 1, 128, F16, 2, {}),
+    ([1299, 1736, 826, 2607], [2973, 149, 1939, 1874], 8, 2, 64, F32, None, {"chip": "Ascend910B3"}),
+    ([3972], [165], 4, 1, 128, BF16, None, {"chip": "Ascend910B4"}),
+    ([2755, 3566], [2755, 3566], 4, 4, 256, F16, 4, {"pre": 574, "next": 220}),
+    ([3901], [3901], 2, 2, 256, BF16, 4, {"pre": 1257, "next": 65}),
+    ([4707], [4707], 2, 1, 128, BF16, 2, {"chip": "Ascend910_9391"}),
+    ([656], [656], 4, 4, 64, BF16, 2, {"chip": "Ascend910B3"}),
+    ([1259, 287], [1731, 2173], 8, 8, 128, F32, 3, {}),
+    ([1461, 3910], [1461, 3910], 4, 1, 64, F32, 2, {"chip": "Ascend910B4"}),
+    ([2844, 3336, 3500, 3508], [3764, 3697, 3581, 5248], 4, 1, 64, F16, 3, {"chip": "Ascend910B4"}),
+    ([1118, 1089, 2496, 2306], [1428, 3121, 2927, 3981], 2, 1, 64, F32, 3, {"drop": 0.9}),
 ]
 HUGE = [  # (name, Sq, Skv, N1, N2, D, dtype, sparse_mode, options): the largest legal shapes, estimate only
     ("T=1M in one batch, N=64, D=128, no mask", [1 << 20], [1 << 20], 64, 64, 128, F16, None, {}),
