@@ -166,6 +166,14 @@ def _send(unit, name: str, pipe: Pipe, path: str, nbytes: int, gm=None, gm_byte:
     return unit.transfer(unit.name_ids[name], int(pipe), path, nbytes, gm, gm_byte, gm_write, depth=depth)
 
 
+def _check_atomic_store(what: str, unit, dst, src) -> None:
+    """SetAtomicAdd on an MTE3 store: fp32 UB -> fp32 GM, added in simulated-time order like an atomic Fixpipe
+    (launch.Launch.atomic_add); the only atomic store form modelled."""
+    if unit.atomic != np.float32 or dst.dtype != np.float32 or src.dtype != np.float32:
+        raise NotImplementedError(f"{what} to GM under SetAtomicAdd: only fp32 UB -> fp32 GM with SetAtomicAdd<float> "
+                                  "is modelled")
+
+
 def _nonneg(what: str, **values) -> None:
     for key, v in values.items():
         if v < 0:
@@ -289,10 +297,13 @@ class DataCopy:
             if path is None:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> GM is not modelled (L0C leaves by Fixpipe)")
             if unit.atomic is not None:
-                raise NotImplementedError("DataCopy to GM under SetAtomicAdd is not modelled (Fixpipe only)")
-            if unit.full:
+                _check_atomic_store("DataCopy", unit, dst, src)
+            elif unit.full:
                 self.execute()
-            _send(unit, self.name, _P_MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
+            start = _send(unit, self.name, _P_MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
+            if unit.atomic is not None and unit.full and nbytes:
+                index, values = self._atomic_placement()
+                unit.launch.atomic_add(unit, dst.gm.name, _data(dst), index, values, start)
         else:
             if src.buffer.kind is not _BK_UB or dst.buffer.kind is not _BK_UB:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> {dst.buffer.kind} is not modelled "
@@ -337,6 +348,16 @@ class DataCopy:
         unit.transfer(unit.name_ids[self.name], pipe, path, nbytes, gm.gm, gm.offset * gm.dtype.itemsize, write,
                       depth=3)  # 3: transfer <- _fast <- __init__ <- the kernel line
         return True
+
+    def _atomic_placement(self) -> tuple:
+        """(destination element index, copied source values) of a store under SetAtomicAdd (fp32 both sides)."""
+        src = _data(self.src)
+        if self.params is None:
+            return slice(0, self.count), src[:self.count].copy()
+        p = self.params
+        blen = p.blockLen * BLOCK // 4
+        dst_index = _byte_index(p.blockCount, blen, blen + p.dstStride * BLOCK // 4)
+        return dst_index, src[_byte_index(p.blockCount, blen, blen + p.srcStride * BLOCK // 4)]
 
     def execute(self) -> None:
         src, dst = _data(self.src).view(np.uint8), _data(self.dst).view(np.uint8)
@@ -485,8 +506,9 @@ class DataCopyPad:
         if p.blockLen % item or gm_stride % item:
             raise NotImplementedError(f"DataCopyPad: blockLen {p.blockLen} and GM stride {gm_stride} bytes must be "
                                       f"whole {item}-byte elements")
-        if store and _unit_of(dst, src).atomic is not None:
-            raise NotImplementedError("DataCopyPad to GM under SetAtomicAdd is not modelled (Fixpipe only)")
+        atomic = store and _unit_of(dst, src).atomic is not None
+        if atomic:
+            _check_atomic_store("DataCopyPad", _unit_of(dst, src), dst, src)
         if store and (pad.leftPadding or pad.rightPadding or pad.isPad):
             raise NotImplementedError("DataCopyPad UB -> GM with padding is not modelled")
         self.left = pad.leftPadding * item
@@ -499,12 +521,23 @@ class DataCopyPad:
             ub_span = (p.blockCount - 1) * ub_pitch + self.foot
             _check(src, (gm_span if load else ub_span) // item)
             _check(dst, (ub_span if load else gm_span) // item)
-            if unit.full:
+            if unit.full and not atomic:
                 self.execute()
         if load:
             _send(unit, self.name, _P_MTE2, "gm_to_ub", nbytes, src.gm, src.byte_offset, False)
         else:
-            _send(unit, self.name, _P_MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
+            start = _send(unit, self.name, _P_MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
+            if atomic and unit.full and nbytes:
+                index, values = self._atomic_placement()
+                unit.launch.atomic_add(unit, dst.gm.name, _data(dst), index, values, start)
+
+    def _atomic_placement(self) -> tuple:
+        """(destination element index, copied source values) of a UB -> GM store under SetAtomicAdd (fp32)."""
+        p, item = self.params, self.item
+        length, pitch = p.blockLen // item, (p.blockLen + p.dstStride) // item
+        ub_pitch = (self.foot + p.srcStride * BLOCK) // item
+        values = _rows_view(_data(self.src), p.blockCount, ub_pitch, length).reshape(-1).copy()
+        return _byte_index(p.blockCount, length, pitch), values
 
     def execute(self) -> None:
         p, pad, item = self.params, self.pad, self.item

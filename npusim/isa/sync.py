@@ -62,8 +62,9 @@ def SyncAll() -> None:
 
 
 def SetAtomicAdd(dtype=np.float32) -> None:
-    """Ascend C ``SetAtomicAdd<T>()``: this stream's later Fixpipe writes to GM add to the destination
-    (fp32), committed in simulated-time order (launch.Launch.atomic_add) until SetAtomicNone()."""
+    """Ascend C ``SetAtomicAdd<T>()``: this stream's later writes to GM, Fixpipe's and MTE3's (DataCopy, DataCopyPad
+    UB -> GM), add to the destination (fp32), committed in simulated-time order (launch.Launch.atomic_add) until
+    SetAtomicNone()."""
     unit = current_unit()
     unit.atomic = np.dtype(dtype)
     unit.issue(unit.name_ids["SetAtomicAdd"], int(Pipe.S), 1.0, 0.0, depth=2)
