@@ -1428,24 +1428,19 @@ class KernelFagBasic:
         PipeBarrier(Pipe.V)
 
     def SinkOut(self, s: int):
-        """This AIV's dsinkSumLocal of CV block *s* added into its partial of the block's head, slot [head, this AIV]
-        (CANN 8d2ad255 arch22/..._sab.h:4274-4286: an atomic fp32 DataCopyPad of 4 bytes). One writer per slot, so
-        the partial is the AIV's CV-block sums of the head added from +0 in its order; npusim models no atomic
-        DataCopyPad (Fixpipe only), so the AIV reads the slot, adds and writes it back: the same fp32 sum."""
+        """This AIV's dsinkSumLocal of CV block *s* added into its partial of the block's head, slot [head, this AIV],
+        by an atomic fp32 DataCopyPad of 4 bytes (CANN 8d2ad255 arch22/..._sab.h:4274-4286). One writer per slot, so
+        the partial is the AIV's CV-block sums of the head added from +0 in its order. The next CV block's Duplicate
+        of dsinkSumLocal waits for the copy (CANN: PipeBarrier<PIPE_ALL>)."""
         t = self.t
         slot = self.ws[t.dsinkOffset].ReinterpretCast(F32)[t.blkN[t.secStart[s]] * t.dsinkCores + GetBlockIdx()]
-        old, local = self.ub["one8"].Get(F32), self.ub["dsinkSum"].Get(F32)
-        CopyRowsIn(old, slot, 1, 1, 1, 8)
-        SetFlag(HardEvent.MTE2_V, 3)
-        WaitFlag(HardEvent.MTE2_V, 3)
-        Add(local, old, local, 1)
         SetFlag(HardEvent.V_MTE3, 3)
         WaitFlag(HardEvent.V_MTE3, 3)
-        CopyRowsOut(slot, local, 1, 1, 8, 1)
+        SetAtomicAdd(F32)
+        DataCopyPad(slot, self.ub["dsinkSum"].Get(F32), DataCopyExtParams(1, 4, 0, 0, 0))
+        SetAtomicNone()
         SetFlag(HardEvent.MTE3_V, 3)
         WaitFlag(HardEvent.MTE3_V, 3)
-        SetFlag(HardEvent.MTE3_MTE2, 3)  # the next CV block's read of the slot
-        WaitFlag(HardEvent.MTE3_MTE2, 3)
 
     def ApplyMask(self, S, v):
         """Masked scores := NEG over view *v*, from the windows _mask_windows names: full masks (sparse 0/1) the
