@@ -466,3 +466,53 @@ def test_dtm_sample_runs_the_whole_prologue_where_it_runs_most_of_it(monkeypatch
         fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
         sampled = fractions[:launches]  # the sample launches' prologue shares (then the groups' tiling, 1.0)
         assert sampled == ([1.0] if f >= estimate_module.DTM_WHOLE_PROLOGUE else [f, f / 2]), fractions
+
+
+def _one_run_work(sizes):
+    """A one-core generic-like work whose sections (one AIV run, one ring step each) cover *sizes* fractals."""
+    return SimpleNamespace(block_dim=1, core_sections=np.array([len(sizes)]),
+                           listed=[[(0, 0, 0, 0, 16 * int(s), 16)] for s in sizes])
+
+
+def _ring_cycles(sizes, head=90000.0, tail=9000.0):
+    """Synthetic ring-step cycles: a repeat (the size of the step before) 5k + 70 a fractal, a class change 10k more
+    (its interval holds the ring's refill); a dear first step and a cheap last one."""
+    sizes = np.asarray(sizes, float)
+    step = 5000.0 + 70.0 * sizes + np.r_[0.0, np.where(sizes[1:] == sizes[:-1], 0.0, 10000.0)]
+    step[0], step[-1] = head, tail
+    return step
+
+
+def test_step_extension_prices_repeats_apart_from_class_changes():
+    """A core whose launch runs long stretches of equal steps and the sample holds its class changes with few of its
+    repeats: the extension prices the extended repeats on the window repeats' line, so it is exact here, where the
+    steady line over all the window's steps (the old extension, per step and per fractal left) charges each repeat
+    part of the class changes' refill."""
+    launch = [664] * 8 + [1024] * 8 + [664] * 8
+    sample = [664] * 3 + [1024] * 3 + [664] * 3  # the launch's two class changes, 6 of its 21 repeats
+    t, w = 50000.0 + np.cumsum(_ring_cycles(sample)), np.cumsum(sample).astype(float)
+    left = np.array([float(sum(launch) - sum(sample))])
+    steady = estimate_module._steady_cost([(t, w)], left)
+    real = float(_ring_cycles(launch)[1:-1].sum() - _ring_cycles(sample)[1:-1].sum())  # same head and tail
+    grown = estimate_module._step_extension(_one_run_work(launch), [0], [(t, w)], steady)
+    assert grown[0] == pytest.approx(real, rel=1e-9)
+    old = steady[0] * (len(launch) - len(sample)) + steady[1] * left[0]
+    assert old > 1.05 * real  # the old extension, which the repeats' pricing replaces, is off by more than 5%
+
+
+def test_step_pricer_falls_back_to_the_steady_line_without_two_repeat_sizes():
+    """Where the window's repeats hold one size only, repeats and class changes are both priced on the steady line."""
+    sample = [664, 664, 1024, 664, 1024, 664, 664, 1024]
+    t, w = np.cumsum(_ring_cycles(sample)), np.cumsum(sample).astype(float)
+    steady = estimate_module._steady_cost([(t, w)], np.array([1.0]))
+    price = estimate_module._step_pricer([(t, w)], steady)
+    sizes = [664, 664, 664, 1024, 1024]
+    assert price(sizes) == pytest.approx(sum(steady[0] + steady[1] * s for s in sizes[1:]))
+
+
+def test_launch_step_sizes_pair_each_aivs_run():
+    """Step t of a generic core holds the t-th section of each AIV run; the longer run's last steps hold its own."""
+    work = SimpleNamespace(block_dim=2, core_sections=np.array([5, 0]), core_aiv_split=np.array([3, 0]),
+                           listed=[[(0, 0, 0, 0, 16 * s, 16)] if g % 2 == 0 else [] for g, s in
+                                   enumerate([10, 0, 20, 0, 30, 0, 1, 0, 2, 0])])
+    assert list(estimate_module._launch_step_sizes(work, 0)) == [11.0, 22.0, 30.0]
