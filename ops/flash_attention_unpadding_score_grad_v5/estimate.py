@@ -134,6 +134,12 @@ RING_TEMPLATES = ("basic_bn2",)
 #: share alone, -1.41 .. +1.00% with every class; S 667/1475 N 16/8 D 64 fp32: 8 sampled sections of 64 held 3 of 12
 #: classes, its estimate CPU went 0.34 -> 0.85 s, the others' by 0.0-0.1 s, at load ~4)
 RING_COVER = 2
+#: templates whose sampled cores run their launch's ramp-down whole (_tail_runs): the sections each core runs after
+#: the lightest busy core has ended, after a sample of its earlier ones, which alone are extrapolated, at the cost of
+#: the steps during which every sampled core ran (_running_cost). Extrapolating the whole core at a window's cost
+#: priced the launch's ramp-down at the window's share of the sample's ramp-down (basic S 2316/403/643 N 16/16 D 64
+#: sparse 3: window 26% ramp-down, the extended sections 15%, -3.1%; S 2716/398/1396 N 16/8 the other way, +2.1%)
+TAIL_TEMPLATES = ("basic",)
 RING_SECTIONS = 20000  # sections of a core run through the ring at most (beyond: evenly spaced, scaled)
 PROLOGUE_STEPS = 16  # sfmg steps per AIV simulated at most in a sample (beyond: two shorter prologues, a line)
 #: ring steps left out of the steady-state cost at a sampled core's start and end (_steady_cost)
@@ -335,6 +341,77 @@ def _sample_plan(til, work) -> tuple[list, int, int]:
     return cores, big, max(int(work.core_sections[c]) for c in cores)
 
 
+def _tail_counts(work, cores: list, budget: int) -> dict:
+    """{core: how many of its last sections its launch runs after the lightest busy core has ended}: those whose
+    blocks lie mostly beyond the lightest busy core's block count (while every core runs they all advance at about
+    the same cost per block), at most *budget* (the sample's: the earlier ones beyond it are extrapolated with the
+    core's other sections)."""
+    light = int(min(work.core_blocks[c] for c in range(work.block_dim) if work.core_sections[c] > 0))
+    out = {}
+    for c in cores:
+        n = int(work.core_sections[c])
+        blocks = _counts(work, c + work.block_dim * np.arange(n, dtype=np.int64))[0]
+        ahead = int(np.argmin(np.abs(np.concatenate(([0], np.cumsum(blocks))) - light)))
+        out[c] = min(n - ahead, budget)
+    return out
+
+
+def _tail_runs(work, cores: list, big: int) -> dict:
+    """{core: [its sample's global sections]} of TAIL_TEMPLATES: its first section (the ring's start, whatever its
+    class: a sample that began with another section paid the start at that one's size and charged the first one at
+    the steady cost, basic S 409/2944 N 16/16: a 16-block first step 210k cycles against the launch's 10-block 112k,
+    +56k), the others before its tail (_tail_counts) sampled at the same share for every core (*big* of them for the
+    core with the most) with their mix of classes, then every section of its tail in order, so that the sample's cores
+    all reach their tails together and then end as the launch's do."""
+    tails = _tail_counts(work, cores, big)
+    ahead = {c: int(work.core_sections[c]) - tails[c] for c in cores}
+    most = max(max(ahead.values()), 1)
+    out = {}
+    for c in cores:
+        n = int(work.core_sections[c])
+        count = min(ahead[c], max(2, round(big * ahead[c] / most)))
+        first = [c] if ahead[c] else []
+        out[c] = [first + _run_positions(work, c, 1, ahead[c], count - 1, False)
+                  + [c + j * work.block_dim for j in range(ahead[c], n)]]
+    return out
+
+
+def _running_cost(marks: list, span: np.ndarray, until: float) -> tuple[float, float] | None:
+    """(0, cycles per size unit) of the sampled sections while every sampled core runs, pooled over the simulated
+    cores (each weighted by the size it is extended over), each over its _balanced_window. The extended sections of
+    TAIL_TEMPLATES run while every busy core of the launch runs; steps after a sampled core has ended run at less
+    contention and were up to a quarter of the window (basic S 2316/403/643 N 16/16 D 64 sparse 3: 0.78 times the
+    launch's cost of the same steps, the estimate -3.1%). None where no core has a window."""
+    if not marks or any(m is None for m in marks):
+        return None
+    spent = grown = 0.0
+    for (t, w), weight in zip(marks, span):
+        window = _balanced_window(t, w, until)
+        if window is None or weight <= 0:
+            continue
+        a, b = window
+        spent += weight * (t[b] - t[a])
+        grown += weight * (w[b] - w[a])
+    return (0.0, spent / grown) if grown > 0 else None
+
+
+def _balanced_window(t: np.ndarray, w: np.ndarray, until: float) -> tuple[int, int] | None:
+    """(a, b): the ring steps a + 1 .. b of one sampled core (_step_marks: end cycles *t*, sizes through each step
+    *w*) read for its cost: from its MARK_HEAD-th step on, to the last one that ends by *until* and before its last
+    MARK_TAIL; of those, the longest (the latest of equal length) whose bounding steps a and b hold sections of one
+    size, else all of them. A step's interval carries part of the previous section's cost (basic S 3288/4322/158
+    N 4/1, launch: a 16-block section after an 8-block one 98-105k cycles, after a 16-block one 64-80k), so a window
+    opened after a small section and closed on a large one charged the carried part of the small one in place of
+    the large one's (that call's heaviest core: +21k cycles on a window of 340k). None where no step is left."""
+    size = np.diff(np.concatenate(([0.0], w)))
+    lo = min(MARK_HEAD, len(t) - 1)
+    hi = min(len(t) - 1 - MARK_TAIL, int(np.searchsorted(t, until, side="right")) - 1)
+    pairs = [(y - x, x, y) for x in range(lo, hi) for y in range(x + 1, hi + 1) if size[x] == size[y]]
+    if pairs:
+        return max(pairs)[1:]
+    return (lo, hi) if hi > lo else None
+
+
 def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
     """(last end cycle of each of the *k* cores, the prologue's end) of a sample launch's trace, from its columns
     (a DataFrame of them costs more than the reading): the prologue ends at each AIV's first SyncAll (IS_DTM
@@ -428,9 +505,12 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if big >= WHOLE_SHARE * most:  # the sample would hold most of each core: the sampled cores run whole
         ends, _, _, overhead = run({c: sum(_core_positions(work, c, None), []) for c in cores})
         return max(ends) + overhead
-    counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
-    ring = til.template in RING_TEMPLATES
-    big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}
+    ring, tails = til.template in RING_TEMPLATES, til.template in TAIL_TEMPLATES
+    if tails:
+        big_runs = _tail_runs(work, cores, big)
+    else:
+        counts = {c: max(2, round(big * int(work.core_sections[c]) / most)) for c in cores}
+        big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}
     big_pos = {c: sum(v, []) for c, v in big_runs.items()}
     e_big, w_big, p_big, overhead = run(big_pos, f, ring, steps=True)
     w_big = np.array(w_big, float)
@@ -440,7 +520,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # the steady line is over the steps' sizes (_section_sizes), and each core is extended over the size it has left
     sampled = np.array([m[1][-1] if m is not None and len(m[1]) else 0.0 for m in marks] if marks else [0.0] * len(cores))
     left = np.maximum(_core_sizes(work, cores) - sampled, 0.0)
-    steady = _steady_cost(marks, left)
+    steady = _running_cost(marks, left, min(e_big)) if tails else None
+    steady = steady or _steady_cost(marks, left)
     per_step = 0.0
     if steady is not None and f >= 1.0:
         prologue, (per_step, per_block) = p_big, steady
