@@ -516,3 +516,91 @@ def test_launch_step_sizes_pair_each_aivs_run():
                            listed=[[(0, 0, 0, 0, 16 * s, 16)] if g % 2 == 0 else [] for g, s in
                                    enumerate([10, 0, 20, 0, 30, 0, 1, 0, 2, 0])])
     assert list(estimate_module._launch_step_sizes(work, 0)) == [11.0, 22.0, 30.0]
+
+
+def _counted_work(blocks_by_core):
+    """A counted work (round-robin: global section g is core g % len(cores)'s (g // len(cores))-th) whose sections
+    hold the given blocks, none masked."""
+    bd = len(blocks_by_core)
+
+    def counts_many(gs):
+        gs = np.asarray(gs, np.int64)
+        return (np.array([blocks_by_core[g % bd][g // bd] for g in gs], np.int64).reshape(-1),
+                np.zeros(len(gs), np.int64))
+    return SimpleNamespace(block_dim=bd, core_sections=np.array([len(v) for v in blocks_by_core]),
+                           core_blocks=np.array([sum(v) for v in blocks_by_core]), counts_many=counts_many)
+
+
+def test_tail_counts_are_the_sections_past_the_lightest_busy_cores_blocks():
+    """A core's tail is the sections its launch runs after the lightest busy core (idle cores aside) has ended: those
+    whose blocks lie mostly past that core's block count; at most the budget."""
+    work = _counted_work([[16, 16, 16, 16, 10], [16, 16, 16, 16], [10, 10, 10], []])
+    assert estimate_module._tail_counts(work, [0, 1, 2], 8) == {0: 3, 1: 2, 2: 0}  # past 30 blocks: 32 nearest
+    assert estimate_module._tail_counts(work, [0, 1, 2], 2) == {0: 2, 1: 2, 2: 0}
+
+
+def test_tail_runs_sample_the_start_and_run_the_tail_whole():
+    """Each sampled core runs its first section, a share of the others before its tail (the same share for every
+    core), then every section of its tail in order."""
+    work = _counted_work([[16] * 12, [16] * 8])  # core 1 ends after 128 blocks: core 0's last 4 sections are its tail
+    runs = estimate_module._tail_runs(work, [0, 1], 4)
+    (r0,), (r1,) = runs[0], runs[1]
+    assert r0[0] == 0 and r0[-4:] == [16, 18, 20, 22] and len(r0) == 8 and r0 == sorted(set(r0))
+    assert r1[0] == 1 and len(r1) == 4 and all(g % 2 == 1 and g < 16 for g in r1)
+
+
+def test_balanced_window_is_bounded_by_sections_of_one_size():
+    """The window runs from the MARK_HEAD-th step to a step ending by *until* (not the last MARK_TAIL), bounded by two
+    steps of the same size where there are such; else all of it; None where no step is left."""
+    size = np.array([16, 16, 8, 16, 16, 10, 16, 8, 8], float)
+    w, t = np.cumsum(size), 1000.0 * np.arange(1, 10)
+    assert estimate_module._balanced_window(t, w, np.inf) == (2, 7)  # 8 .. 8
+    assert estimate_module._balanced_window(t, w, 7000.0) == (3, 6)  # steps 0 .. 6 end by 7000: 16 .. 16
+    odd = np.array([16, 16, 8, 10, 12, 6], float)
+    assert estimate_module._balanced_window(t[:6], np.cumsum(odd), np.inf) == (2, 4)
+    assert estimate_module._balanced_window(t, w, 2500.0) is None
+
+
+def test_running_cost_prices_whole_sections_while_every_core_runs():
+    """A step's interval holds the section's own part and part of the previous section's (x(size) + y(size before));
+    over a window bounded by sections of one size the parts add up to whole sections' x + y; steps after *until* (the
+    first sampled core's end: less contention) stay out; cores weigh by the size they are extended over."""
+    x, y = {16: 50000.0, 8: 20000.0}, {16: 30000.0, 8: 45000.0}  # a 16-block section 80k, an 8-block one 65k
+    size = [16, 16, 8, 16, 8, 16, 16, 16, 16]
+    gaps = [90000.0] + [x[s] + y[p] for p, s in zip(size, size[1:])]
+    gaps[-3:] = [g / 2 for g in gaps[-3:]]  # the last three after the other core has ended: half the cost
+    t, w = np.cumsum(gaps), np.cumsum(np.array(size, float))
+    until = t[-4] + 1.0
+    # the window (3, 5), bounded by 16 .. 16 (8 .. 8 is as long, earlier): sections 4, 5 = 8 + 16 blocks
+    assert estimate_module._running_cost([(t, w)], np.array([1.0]), until) == pytest.approx((0.0, 145000.0 / 24))
+    other = (np.cumsum([90000.0] + [60000.0] * 6), np.cumsum(np.full(7, 16.0)))  # 3750 a size unit
+    both = estimate_module._running_cost([(t, w), other], np.array([1.0, 3.0]), until)
+    assert both == pytest.approx((0.0, (145000.0 + 3 * 60000.0 * 3) / (24 + 3 * 48)))
+    assert estimate_module._running_cost([(t, w), None], np.array([1.0, 1.0]), until) is None
+
+
+def test_basic_sample_runs_each_cores_tail_whole(monkeypatch):
+    """Basic, sampled (3 cores of 14 sections, 224 / 200 / 176 blocks): the one sample run holds each core's first
+    section, a share of the rest before its tail and its whole tail (past the lightest core's 176 blocks: 3 and 2
+    sections), and the estimate comes out close to timing."""
+    runs, seen = [], []
+    real_runs, real_launch = estimate_module._tail_runs, estimate_module.launch_main
+
+    def spy_runs(*a):
+        runs.append(real_runs(*a))
+        return runs[-1]
+
+    def spy_launch(problem, til, spec, mode, inputs, ws, **kw):
+        seen.append(til.sections)
+        return real_launch(problem, til, spec, mode, inputs, ws, **kw)
+    monkeypatch.setattr(estimate_module, "_tail_runs", spy_runs)
+    monkeypatch.setattr(estimate_module, "launch_main", spy_launch)
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    args, kw = _specs(3000, 2, 64)
+    est = fag(*args, **kw, mode="estimate", tiling={"blockDim": 3})
+    (pos,) = runs
+    assert pos[1][0][0] == 1 and pos[1][0][-3:] == [1 + 3 * j for j in (11, 12, 13)]
+    assert pos[0][0][0] == 0 and pos[0][0][-2:] == [3 * 12, 3 * 13]
+    assert all(len(v[0]) < 14 for v in pos.values()) and sum(len(v[0]) for v in pos.values()) in seen
+    tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 3})
+    assert abs(est.time_us / tim.time_us - 1) < 0.02, (est.time_us, tim.time_us)
