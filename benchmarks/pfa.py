@@ -6,6 +6,11 @@ within 10x a plain float32 numpy attention of the same shape and mask (softmax(Q
 head, timed here in the same run, in its own subprocess): the ratio is printed. Each mode runs in a fresh
 subprocess so its peak resident memory is its own (child_run.peak_mb).
 
+The ratio compares the two sides by one method: full mode and numpy each run ROUNDS times, alternating, and the
+fastest wall time of each counts (its CPU time likewise). Why: numpy's 0.6-1.0 s of BLAS moves with the machine's
+load far more, relatively, than full mode's seconds do, so one run of each gave 6.7x to 10.2x on the same code
+(docs/performance.md).
+
 Full mode's compiled kernels (numba, ``cache=True``: npusim/isa/mmad_tree.py, npusim/isa/round16.py) are compiled
 once per machine and source version into npusim/isa/__pycache__ (several seconds). A small full-mode case
 (N=1, S=512) runs first, untimed, so that the timed run finds them compiled, as every later run does; the timed
@@ -22,6 +27,7 @@ from child_run import run_child
 from results import save
 
 CASE = dict(B=1, N=8, S=4096, D=128)
+ROUNDS = 3  # runs of full mode and of numpy, alternating; the fastest of each counts (docstring)
 
 _CHILD = r"""
 import json, sys, time
@@ -81,19 +87,32 @@ def main() -> None:
     print(f"{'mode':7s} {'wall s':>7s} {'peak MB':>8s} {'modeled us':>11s} {'cycles':>9s} {'instructions':>13s}  tiling")
     rows = {}
     run_child(_CHILD, ["full", 1, 1, 512, CASE["D"]])  # warm-up, untimed: fills numba's on-disk cache (docstring)
+    loads = [os.getloadavg()[0]]
+    runs = {"timing": [run("timing")], "full": [], "numpy": []}
+    for _ in range(ROUNDS):
+        runs["full"].append(run("full"))
+        runs["numpy"].append(run("numpy"))
+        loads.append(os.getloadavg()[0])
     for mode in ("timing", "full"):
-        r = rows[mode] = run(mode)
+        r = rows[mode] = min(runs[mode], key=lambda x: x["wall_s"])
         print(f"{r['mode']:7s} {r['wall_s']:7.1f} {r['peak_mb']:8.0f} {r['time_us']:11.1f} {r['cycles']:9d} "
               f"{r['instructions']:13d}  sOuter/sInner/softmaxSOuter/blockDim = {r['tiling']}")
-    ref = rows["numpy"] = run("numpy")
+    assert len({(r["cycles"], r["instructions"]) for r in runs["full"]}) == 1, "full-mode runs disagree"
+    ref = rows["numpy"] = min(runs["numpy"], key=lambda x: x["wall_s"])
     ratio = rows["full"]["wall_s"] / ref["wall_s"]
-    ratio_cpu = rows["full"]["cpu_s"] / ref["cpu_s"]  # numpy's CPU time counts every BLAS thread
-    print(f"numpy float32 attention, same shape and mask: {ref['wall_s']:.2f} s wall, {ref['cpu_s']:.2f} CPU s")
-    print(f"full mode / numpy = {ratio:.1f}x by wall time, {ratio_cpu:.1f}x by CPU time (target <= 10x: "
-          f"{'met' if ratio <= 10 else 'NOT met'}); load average {os.getloadavg()[0]:.1f}")
+    # numpy's CPU time counts every BLAS thread
+    ratio_cpu = min(r["cpu_s"] for r in runs["full"]) / min(r["cpu_s"] for r in runs["numpy"])
+    for mode in ("full", "numpy"):
+        print(f"{mode} wall s of the {ROUNDS} alternating runs: " + ", ".join(f"{r['wall_s']:.2f}" for r in runs[mode]))
+    print(f"numpy float32 attention, same shape and mask: {ref['wall_s']:.2f} s wall, {ref['cpu_s']:.2f} CPU s "
+          f"(best of {ROUNDS})")
+    print(f"full mode / numpy = {ratio:.1f}x by wall time, {ratio_cpu:.1f}x by CPU time, best of {ROUNDS} each "
+          f"(target <= 10x: {'met' if ratio <= 10 else 'NOT met'}); load average {min(loads):.1f}-{max(loads):.1f}")
     print(f"timing mode {rows['timing']['wall_s']:.1f} s wall (target <= 15 s), full mode {rows['full']['wall_s']:.1f} s "
           "wall (target <= 60 s)")
-    save("pfa", {"case": CASE, "rows": rows, "full_over_numpy": ratio, "full_over_numpy_cpu": ratio_cpu})
+    save("pfa", {"case": CASE, "rows": rows, "full_over_numpy": ratio, "full_over_numpy_cpu": ratio_cpu,
+                 "rounds": ROUNDS, "full_wall_s": [r["wall_s"] for r in runs["full"]],
+                 "numpy_wall_s": [r["wall_s"] for r in runs["numpy"]], "load_range": [min(loads), max(loads)]})
 
 
 if __name__ == "__main__":
