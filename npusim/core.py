@@ -68,10 +68,6 @@ class CoreUnit:
         self.blocks: list = []
         self.block_rows = 0
         self.flushed_rows = 0  # records already handed to the trace sink
-        # rows of replayed steps in summary form when the sink takes them (npusim/replay.py): lane, start, end
-        # of each row (flat), and those rows' counts, bytes and FLOPs per lane in `tally` (3 x 8 ints)
-        self.spans: list | None = [] if getattr(getattr(launch, "sink", None), "takes_spans", False) else None
-        self.tally = [0] * 24
         # src pipe, set cycle, dst pipe, wait cycle, label_id, src core, src sub of each flag arrow, flat as records
         self.flows: list = []
         # arrows of replayed steps (npusim/replay_code.py): (values in `flows` made before them, their layout,
@@ -304,11 +300,7 @@ class CoreUnit:
         # no later instruction of this stream starts before its scalar clock or its pipes' free times
         watermark = float("inf") if final else min(self.scalar_t, min(self.pipe_free))
         sink = self.launch.sink
-        if self.spans is not None:  # a summary-form sink: records, replayed rows and their tally together
-            sink.add_rows_spans(self.block_idx, self.sub_index, self.records, self.spans, self.tally, watermark)
-            self.flushed_rows += len(self.records) // 7 + len(self.spans) // 3
-            self.records, self.spans, self.tally = [], [], [0] * 24
-        elif self.records or self.blocks:  # records, with the rows of replayed steps (if any) among them
+        if self.records or self.blocks:  # records, with the rows of replayed steps (if any) among them
             sink.rows(self.block_idx, self.sub_index, self.records, watermark, self.blocks)
             self.flushed_rows += len(self.records) // 7 + self.block_rows  # for the launch's instruction budget
             self.records, self.blocks, self.block_rows = [], [], 0
@@ -322,13 +314,11 @@ class CoreUnit:
 
     def chunk_full(self) -> bool:
         """Enough rows (CHUNK_ROWS) to hand to the sink."""
-        return len(self.records) + 7 * self.block_rows >= CHUNK_ROWS * 7 or \
-            (self.spans is not None and len(self.spans) >= CHUNK_ROWS * 3)
+        return len(self.records) + 7 * self.block_rows >= CHUNK_ROWS * 7
 
     def issued_rows(self) -> int:
         """Trace rows this stream has made so far (handed to the sink or not)."""
-        return self.flushed_rows + len(self.records) // 7 + self.block_rows + \
-            (len(self.spans) // 3 if self.spans else 0)
+        return self.flushed_rows + len(self.records) // 7 + self.block_rows
 
     @property
     def end_cycle(self) -> float:

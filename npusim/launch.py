@@ -411,7 +411,7 @@ class Launch:
         collection walks every record of the run (1.3 s, at a random later point, after a 2M-instruction
         run)."""
         for u in self.units:
-            u.records = u.flows = u.spans = u.blocks = u.flow_blocks = None
+            u.records = u.flows = u.blocks = u.flow_blocks = None
             u.greenlet = None
         self.units = []
         self._unit_index = {}

@@ -41,7 +41,6 @@ from npusim.replay_code import C_BARRIER as _C_BARRIER, C_GM as _C_GM, C_GM_REL 
 from npusim.replay_code import C_SET as _C_SET, C_WAIT as _C_WAIT, C_XSET as _C_XSET, C_XWAIT as _C_XWAIT
 from npusim.replay_code import compiled
 from npusim.replay_dry import Registering, run_dry, unregistered
-from npusim.trace import LANE_RANK_OF_PIPE
 
 #: Module switch (tests and benchmarks compare replayed and interpreted runs with :func:`disabled`).
 ENABLED = True
@@ -293,22 +292,19 @@ def _run(unit, entry, kernel, state: tuple, gm_bases: list) -> None:
         if unreg is not None:  # a dry-run recording whose names or lines are not all numbered yet (replay_dry.py)
             resolved = unreg.settle(ops)
             if resolved is not None:
-                ops = entry.ops = _Recording(resolved, ops.tally, ops.generated, ops.runs, ops.flag_keys)
+                ops = entry.ops = _Recording(resolved, ops.generated, ops.runs, ops.flag_keys)
                 if entry.shared is not None:
                     entry.shared.ops = ops
                 unreg = None
-        summary = unit.spans is not None
         runs = ops.runs
-        runs[summary] += 1
-        n = runs[summary]
+        runs[0] += 1
+        n = runs[0]
         if n > COMPILE_AFTER and unreg is None:
-            code = entry.code = compiled(ops, summary, _S, unit, n > COMPILE_NEW_AFTER, entry)
+            code = entry.code = compiled(ops, _S, unit, n > COMPILE_NEW_AFTER, entry)
             if not state:  # the function does all of a replay: the step wrapper calls it directly
                 entry.fast = code
     if code is None:
         _replay_calls(unit, ops if unreg is None else Registering(unit.launch, ops, unreg), gm_bases)
-        if summary:
-            _tally(unit, ops)
         _restore_queues(entry)
         records = unit.records
         unit.replayed = (entry, records, len(records))
@@ -447,8 +443,7 @@ def _atomic_state(unit) -> tuple:
 # A recorded call becomes one flat tuple whose first item says what _run does with it; everything a call
 # looks up that is the same on every replay (the data path's rate and latency, the split of a transfer
 # into a local copy or a GM booking) is resolved here once.
-_LANES = LANE_RANK_OF_PIPE.tolist()  # pipe code -> trace lane, as Python ints
-#: replays of a recording (in one form: full rows or spans) by the loop before it gets a function of its own
+#: replays of a recording by the loop before it gets a function of its own
 #: (npusim/replay_code.py) when that function's source was compiled before in this process (an earlier launch,
 #: another stream): generating the source costs about what a few replayed rows do. A source not compiled before
 #: waits for COMPILE_NEW_AFTER replays: compiling costs some 100 us a call of the recording, about what 50
@@ -477,69 +472,51 @@ def _compile(unit, calls: list, bases: tuple) -> tuple | None:
     if any(lo == -_INF and sum(r[0] is gm for r in regions) > 1 for gm, _, lo, _ in regions):
         return None  # a whole-buffer base beside another base of that buffer: ambiguous
     ops = []
-    flow_lane = _LANES[FLOWCTRL]
     for kind, a in calls:
         if kind == REC_ISSUE:
             name_id, pipe, occupancy, latency, nbytes, flops, _, line = a
-            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, _LANES[pipe], None, 0, False))
+            ops.append((_C_ISSUE, pipe, name_id, occupancy, latency, nbytes, flops, line, None, 0, False))
         elif kind == REC_TRANSFER:
             name_id, pipe, path, nbytes, gm, gm_byte, gm_write, _, line = a
             rate, latency = unit.path_costs[(path, nbytes)]
             if gm is None:
-                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, _LANES[pipe], None, 0,
-                            False))
+                ops.append((_C_ISSUE, pipe, name_id, nbytes / rate, latency, nbytes, 0, line, None, 0, False))
             elif gm in based:  # a GM transfer's "occupancy" is its path rate (Launch.book_gm's)
                 where = [(i, gm_byte - byte) for i, (bgm, byte, lo, end) in enumerate(regions)
                          if bgm is gm and lo <= gm_byte < end]
                 if not where:
                     return None  # outside every region of its buffer's bases
-                ops.append((_C_GM_REL, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm, where[0],
-                            gm_write))
+                ops.append((_C_GM_REL, pipe, name_id, rate, latency, nbytes, 0, line, gm, where[0], gm_write))
             else:
-                ops.append((_C_GM, pipe, name_id, rate, latency, nbytes, 0, line, _LANES[pipe], gm, gm_byte, gm_write))
+                ops.append((_C_GM, pipe, name_id, rate, latency, nbytes, 0, line, gm, gm_byte, gm_write))
         elif kind == REC_BARRIER:
             pipe, label_id, _, line = a
-            ops.append((_C_BARRIER, pipe, label_id, line, flow_lane))
+            ops.append((_C_BARRIER, pipe, label_id, line))
         elif kind == REC_SET:
             src, key, label_id, _, line = a
             if isinstance(key, tuple) and key[:1] == ("xcore",):  # Launch.cross_set's own set_flag
                 ops.append((_C_XSET, key[1], src, label_id, line))
             else:
-                ops.append((_C_SET, src, key, label_id, line, flow_lane))
+                ops.append((_C_SET, src, key, label_id, line))
         elif kind == REC_WAIT:
             dst, key, label_id, what, _, line = a
-            ops.append((_C_WAIT, dst, key, label_id, what, line, flow_lane))
+            ops.append((_C_WAIT, dst, key, label_id, what, line))
         else:  # REC_XWAIT
             flag_id, pipe, label_id, line = a
             ops.append((_C_XWAIT, flag_id, pipe, label_id, line))
-    # rows, bytes and FLOPs per lane of the rows the replay makes itself (cross-core flags make theirs)
-    rows, nbytes, flops = [0] * 8, [0] * 8, [0] * 8
-    for op in ops:
-        kind = op[0]
-        if kind <= _C_GM_REL:
-            lane = op[8]
-            nbytes[lane] += op[5]
-            flops[lane] += op[6]
-        elif kind == _C_XSET or kind == _C_XWAIT:
-            continue
-        else:
-            lane = op[-1]
-        rows[lane] += 1
-    return _Recording(ops, tuple((lane, rows[lane], nbytes[lane], flops[lane]) for lane in range(8) if rows[lane]))
+    return _Recording(ops)
 
 
 class _Recording(tuple):
-    """A step's compiled calls, and the per-lane rows, bytes and FLOPs of the rows they make (what a
-    summary-form stream adds to its tally per replay instead of per row: CoreUnit.spans); once replayed
-    COMPILE_AFTER times in a row form (COMPILE_NEW_AFTER if its source is new; counted over the copies of a shared
-    recording in every stream), its entry gets its own function (``_Entry.code``, with its stream's constants)."""
+    """A step's compiled calls; once replayed COMPILE_AFTER times (COMPILE_NEW_AFTER if its source is new; counted
+    over the copies of a shared recording in every stream), its entry gets its own function (``_Entry.code``, with
+    its stream's constants)."""
 
-    def __new__(cls, ops, tally, generated: dict | None = None, runs: list | None = None,
-                flag_keys: list | None = None, unregistered=None):
+    def __new__(cls, ops, generated: dict | None = None, runs: list | None = None, flag_keys: list | None = None,
+                unregistered=None):
         self = super().__new__(cls, ops)
         self.unregistered = unregistered  # placeholders of names and lines a dry run met first (replay_dry.py)
-        self.tally = tally
-        self.runs = [0, 0] if runs is None else runs  # replays by the loop per row form, shared by the copies
+        self.runs = [0] if runs is None else runs  # replays by the loop, one count shared by the copies
         self.generated = {} if generated is None else generated  # npusim/replay_code.py, shared by the copies
         # the flag keys of its SetFlags and WaitFlags in order (replay_code.compiled's signature), shared
         self.flag_keys = [op[2] for op in ops if op[0] in (_C_SET, _C_WAIT)] if flag_keys is None else flag_keys
@@ -547,19 +524,10 @@ class _Recording(tuple):
 
     def copy(self) -> _Recording:
         """The same calls for another stream: the loop count, the flag keys and the generated sources shared."""
-        return _Recording(self, self.tally, self.generated, self.runs, self.flag_keys, self.unregistered)
+        return _Recording(self, self.generated, self.runs, self.flag_keys, self.unregistered)
 
 
 # -- replay ----------------------------------------------------------------------------------------
-def _tally(unit, ops: _Recording) -> None:
-    """The replayed rows' counts, bytes and FLOPs, once per step (a summary-form sink)."""
-    tally = unit.tally
-    for lane, n, nbytes, flops in ops.tally:
-        tally[lane] += n
-        tally[8 + lane] += nbytes
-        tally[16 + lane] += flops
-
-
 def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
     """:func:`_run`'s loop over the compiled calls.
 
@@ -572,13 +540,13 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
     scalar = unit.scalar_t
     ic, fc, depth, horizon = unit.issue_cycles, unit.flag_cycles, unit.depth, unit.horizon
     qstarts, pfree, pdone, flags = unit.qstarts, unit.pipe_free, unit.pipe_done, unit.flags
-    records, flows, spans = unit.records, unit.flows, unit.spans
+    records, flows = unit.records, unit.flows
     book_gm = unit.launch.book_gm
     block, sub = unit.block_idx, unit.sub_index
     for op in ops:
         kind = op[0]
         if kind <= _C_GM_REL:  # CoreUnit.issue, or CoreUnit.transfer with its GM booking
-            _, pipe, name_id, occupancy, latency, nbytes, flops, line, lane, gm, gm_byte, gm_write = op
+            _, pipe, name_id, occupancy, latency, nbytes, flops, line, gm, gm_byte, gm_write = op
             t = scalar + ic
             q = qstarts[pipe]
             if len(q) >= depth:
@@ -599,12 +567,9 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
             if done > pdone[pipe]:
                 pdone[pipe] = done
             q.append(start)
-            if spans is None:
-                records.extend((pipe, name_id, start, done, nbytes, flops, line))
-            else:
-                spans.extend((lane, start, done))
+            records.extend((pipe, name_id, start, done, nbytes, flops, line))
         elif kind == _C_BARRIER:
-            _, pipe, label_id, line, lane = op
+            _, pipe, label_id, line = op
             t = scalar + ic
             scalar = t
             if pipe < 0:  # PIPE_ALL
@@ -621,13 +586,10 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
                 pfree[pipe] = done
                 if done < start:
                     start = done
-            if spans is None:
-                records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
-            else:
-                spans.extend((lane, start, done))
+            records.extend((FLOWCTRL, label_id, start, done, 0, 0, line))
             continue
         elif kind == _C_SET:
-            _, src, key, label_id, line, lane = op
+            _, src, key, label_id, line = op
             t = scalar + ic
             scalar = t
             done = pdone[src]
@@ -640,13 +602,10 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
             if q is None:
                 q = flags[key] = deque()
             q.append((fire, src))
-            if spans is None:
-                records.extend((FLOWCTRL, label_id, fire - fc, fire, 0, 0, line))
-            else:
-                spans.extend((lane, fire - fc, fire))
+            records.extend((FLOWCTRL, label_id, fire - fc, fire, 0, 0, line))
             continue
         elif kind == _C_WAIT:
-            _, dst, key, label_id, what, line, lane = op
+            _, dst, key, label_id, what, line = op
             q = flags.get(key)
             if not q:  # never after a full key match; raise as the interpreted call would
                 unit.scalar_t = scalar
@@ -662,10 +621,7 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
                 pdone[dst] = release
             if dst == _S and release > scalar:
                 scalar = release
-            if spans is None:
-                records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
-            else:
-                spans.extend((lane, start, release))
+            records.extend((FLOWCTRL, label_id, start, release, 0, 0, line))
             flows.extend((src, fire, dst, release, label_id, block, sub))
             continue
         else:  # cross-core flags run live: a wait may suspend until the peer's set
@@ -675,11 +631,11 @@ def _replay_calls(unit, ops: tuple, gm_bases: list) -> None:
             else:
                 unit.launch.cross_set(unit, op[1], op[2], op[3], 0, op[4])
             scalar, horizon = unit.scalar_t, unit.horizon
-            records, flows, spans = unit.records, unit.flows, unit.spans
+            records, flows = unit.records, unit.flows
             continue
         if t > horizon:  # an issue or a transfer past the stream's quantum: CoreUnit.catch_up, as they do
             unit.scalar_t = scalar
             unit.catch_up()
             scalar, horizon = unit.scalar_t, unit.horizon
-            records, flows, spans = unit.records, unit.flows, unit.spans
+            records, flows = unit.records, unit.flows
     unit.scalar_t = scalar

@@ -224,10 +224,6 @@ _FLOW_DTYPES = {k: (np.int64 if k in ("set_cycle", "wait_cycle") else np.int32) 
 class TraceSink:
     """Receives a launch's records chunk by chunk; :meth:`finish` gives the launch's trace object.
 
-    A sink whose ``takes_spans`` is true needs no row's names or sources: streams then hand replayed
-    steps' rows (npusim/replay.py) as *spans* (lane, start, end per row, flat) with their per-lane counts,
-    bytes and FLOPs summed in *tally* (counts, bytes, FLOPs: 8 lanes each), through ``add_rows_spans``.
-
     ``rows(core, sub, records, watermark, blocks)``: *records* is a flat chunk of one stream (the stream's rows
     in program order); *blocks*: rows of replayed steps that go among them, each as (the length of *records*
     when it was made, its constant columns as a rows x 7 float array, its start and end cycles packed as
@@ -235,8 +231,6 @@ class TraceSink:
     ``flows(core, sub, flows)``: that stream's flag arrows, flat (a list, or a float64 array). Streams hand
     chunks interleaved.
     """
-
-    takes_spans = False
 
     def rows(self, core: int, sub: int, records: list, watermark: float, blocks=()) -> None:
         raise NotImplementedError
@@ -254,12 +248,7 @@ class TraceSink:
 class NoneSink(TraceSink):
     """``trace="none"``: records are dropped as they come; the launch gives cycles and time only."""
 
-    takes_spans = False  # the full form's packed blocks cost less than spans (docs/performance.md, session 14)
-
     def rows(self, core, sub, records, watermark, blocks=()):
-        pass
-
-    def add_rows_spans(self, core, sub, records, spans, tally, watermark):
         pass
 
     def flows(self, core, sub, flows):
@@ -320,20 +309,11 @@ class SummarySink(TraceSink):
         self.total_cycles = 0
         self.n_rows = 0
 
-    #: Since the replayed blocks' layouts (session 13) a full-form step packs its rows for less CPU than the
-    #: summary form appends spans and np.fromiter converts them: PFA N=8 S=8192 4.5 -> 2.9 s CPU
-    #: (docs/performance.md, session 14). add_rows_spans stays for a sink that opts in.
-    takes_spans = False
-
     def rows(self, core, sub, records, watermark, blocks=()):
         self.add_columns(core, sub, record_columns(core, sub, records, blocks), watermark)
 
-    def add_rows_spans(self, core, sub, records, spans, tally, watermark):
-        self.add_columns(core, sub, record_columns(core, sub, records), watermark, spans, tally)
-
-    def add_columns(self, core, sub, c, watermark, spans=None, tally=None):
-        """Fold rows (trace input columns *c*) and, from a summary-form stream, replayed rows (*spans*, with
-        their counts, bytes and FLOPs in *tally*: see :class:`TraceSink`) into the stream's summary."""
+    def add_columns(self, core, sub, c, watermark):
+        """Fold rows (trace input columns *c*) into the stream's summary."""
         st = self.streams.get((core, sub))
         if st is None:
             st = self.streams[(core, sub)] = _StreamBusy()
@@ -344,17 +324,6 @@ class SummarySink(TraceSink):
             # NOTE: bincount's float weights would round sums past 2**53: exact integer sums per lane instead
             np.add.at(st.bytes, lane, c["bytes"])
             np.add.at(st.flops, lane, c["flops"])
-        if tally is not None:
-            t = np.array(tally, np.int64).reshape(3, _N_LANES)
-            st.count += t[0]
-            st.bytes += t[1]
-            st.flops += t[2]
-        if spans:
-            a = np.fromiter(spans, np.float64, len(spans)).reshape(-1, 3)
-            lane = np.concatenate([lane, a[:, 0].astype(lane.dtype)])
-            start = np.concatenate([start, np.rint(a[:, 1]).astype(np.int64)])  # rounded as record_columns does
-            end = np.concatenate([end, np.rint(a[:, 2]).astype(np.int64)])
-            n = len(start)
         self.n_rows += n
         if not n:
             return
@@ -453,8 +422,6 @@ class FileSink(SummarySink):
     wait cycle, ``src_core, src_sub, src_pipe`` = source). Key-value metadata ``npusim`` (JSON): schema
     version, clock, names, sources, meta. :func:`read_trace_file` rebuilds the Trace.
     """
-
-    takes_spans = False
 
     def __init__(self, path: Path):
         super().__init__()

@@ -107,17 +107,12 @@ def test_pfa_replayed_steps_give_the_interpreted_trace(counted, heads, kv_heads,
             (b.total_cycles, b.instructions, b.total_bytes, str(b))
 
 
-@pytest.mark.parametrize("spans", [False, True])
-def test_summary_spans_of_replayed_rows_give_the_full_trace_summary(counted, monkeypatch, spans):
-    """With trace='summary' a replayed step's rows reach the sink as blocks of rows or, where the sink takes
-    *spans* (SummarySink no longer does by default), as (lane, start, end) spans and per-step tallies
-    (CoreUnit.spans); in small chunks, so that busy intervals stay open across many, the summary equals the
-    one computed from the full trace's rows."""
+def test_summary_of_replayed_rows_gives_the_full_trace_summary(counted, monkeypatch):
+    """With trace='summary' a replayed step's rows reach the sink as blocks of rows; in small chunks, so that busy
+    intervals stay open across many, the summary equals the one computed from the full trace's rows."""
     import npusim.core
-    import npusim.trace_sink
     from ops import prompt_flash_attention_v2
     monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 64)
-    monkeypatch.setattr(npusim.trace_sink.SummarySink, "takes_spans", spans)
     q = TensorSpec((1, 1, 4096, 64), np.float16)
     two_cores = get_chip("Ascend910B2").replace(aic_count=2, vector_core_count=4)
 
@@ -333,28 +328,25 @@ def compiled_at_once(monkeypatch):
     real = replay_code.compiled
     monkeypatch.setattr(replay, "COMPILE_AFTER", 0)
     monkeypatch.setattr(replay, "COMPILE_NEW_AFTER", 0)
-    monkeypatch.setattr(replay, "compiled", lambda *a: made.append(a[1]) or real(*a))
+    monkeypatch.setattr(replay, "compiled", lambda *a: made.append(a[0]) or real(*a))
     return made
 
 
 @pytest.mark.parametrize("extra", ["none", "cross", "all"])
-@pytest.mark.parametrize("trace, spans", [("full", False), ("summary", False), ("summary", True)])
-def test_generated_replay_gives_the_interpreted_trace(compiled_at_once, monkeypatch, extra, trace, spans):
+@pytest.mark.parametrize("trace", ["full", "summary"])
+def test_generated_replay_gives_the_interpreted_trace(compiled_at_once, monkeypatch, extra, trace):
     """A step run by its generated function (cross-core flags live, a PipeBarrier, flags set and waited
     within the step, PIPE_ALL, rows kept to the step's end as blocks and handed over in small chunks) gives the
-    interpreted trace, and the summary of the full one; also in the summary form (*spans*: a sink that takes
-    replayed rows as spans, which SummarySink no longer does by default)."""
+    interpreted trace, and the summary of the full one."""
     import npusim.core
-    import npusim.trace_sink
     monkeypatch.setattr(npusim.core, "CHUNK_ROWS", 64)
-    monkeypatch.setattr(npusim.trace_sink.SummarySink, "takes_spans", spans)
     x = TensorSpec((8192,), np.float16)
 
     def run(trace=trace):
         return launch(_mix_kernel, (GmArg("x", x), GmArg("z", x), 40, extra), block_dim=1, chip="Ascend910B2",
                       mode="timing", kernel_type="mix", progress=False, trace=trace)
     on = run()
-    assert compiled_at_once and set(compiled_at_once) == {spans}  # the summary form's functions for spans only
+    assert compiled_at_once
     with replay.disabled():
         off = run("full")
     if trace == "full":

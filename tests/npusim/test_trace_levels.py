@@ -125,8 +125,8 @@ def test_summary_carry_is_needed(monkeypatch):
     seen = []
     orig = ts.SummarySink.add_columns
 
-    def spy(self, core, sub, c, watermark, *spans):
-        orig(self, core, sub, c, watermark, *spans)
+    def spy(self, core, sub, c, watermark):
+        orig(self, core, sub, c, watermark)
         seen.append(sum(len(s) for s in self.streams[(core, sub)].open_start))
     monkeypatch.setattr(ts.SummarySink, "add_columns", spy)
     _pfa("summary")
