@@ -11,7 +11,7 @@ two sampled SameAB D = 256 misses with the three other sampled SameAB / IS_DTM c
 whole checking set (seed 695395893, 18 calls; its four misses were studied in session 12) and session 12's (seed
 3454330913, 18 calls; its basic_bn2 fp32 miss studied in session 13) and session 13's (seed 1301497499, 18 calls; its
 basic_det calls studied in session 14) and session 14's (seed 1177898169, 18 calls; its generic and basic misses
-studied in session 14). Checking set: configurations drawn at random (fresh_check, seed
+studied in session 14), and basic shapes looked at in session 15. Checking set: configurations drawn at random (fresh_check, seed
 CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -190,6 +190,15 @@ GRID = [
     ([1845, 166, 1309], [152, 439, 1321], 8, 8, 64, F16, None, {"blockDim": 9}),
     ([5963, 2818], [5963, 2818], 2, 2, 256, F32, 3, {"layout": ""}),
     ([2743], [1384], 2, 1, 64, F32, None, {"deterministic": True}),
+    # basic shapes written by hand in session 15 (helper K) to check the ramp-down tail off the tuning set, and the
+    # long call whose estimate that change moved (S 8192 x 4, +3.17% -> +6.13%): looked at, so tuning material
+    ([1200, 2600, 900], [1200, 2600, 900], 16, 16, 64, F16, 3, {}),
+    ([7000], [7000], 2, 2, 128, F16, 2, {"blockDim": 13}),
+    ([600, 3100, 1400], [600, 3100, 1400], 8, 8, 128, F16, 3, {}),
+    ([4400], [4400], 8, 2, 64, BF16, 2, {"blockDim": 7}),
+    ([3500, 800], [3500, 800], 16, 8, 128, F16, 2, {}),
+    ([9000], [9000], 2, 1, 64, F16, 2, {}),
+    ([8192] * 4, [8192] * 4, 4, 4, 128, F16, 2, {}),
 ]
 #: drawn (secrets.randbelow(2**32)) in session 14 at 07:56 UTC after the last model change of estimate.py (the
 #: deterministic rounds path priced round by round, a3a39eb; the non-deterministic samples' bandwidth buckets, step
