@@ -48,7 +48,7 @@ from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
 from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
-                                                                  section_views, tile_align)
+                                                                  cv_pitch, nd_block, section_views, tile_align)
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
@@ -444,6 +444,7 @@ class KernelFagBasic:
         # P / dS rows overwrite the first half of their own fp32 S / dP rows (pitch BASE fp32 = 512 bytes), so
         # each AIV's writes stay inside the rows it has read (CANN copyOutOffset = 2 x the fp32 offset)
         self.cast_pitch = BASE * 4 // self.inDt.itemsize
+        self.ndPitch = {}  # section -> the fp32 row pitch of its S / dP ND matrix, 0: per block (_nd)
         self.pipe = TPipe()
 
     def Process(self):
@@ -472,6 +473,23 @@ class KernelFagBasic:
     def _slot(self, region: list, task: int, j: int, dtype):
         """Block j of the task's section buffer (fp32 block pitch BASE x BASE) as a GM tensor of *dtype*."""
         return self.ws[region[task % 2] + j * BASE * BASE * 4].ReinterpretCast(dtype)
+
+    def _nd(self, s: int) -> int:
+        """Section s's ND row pitch (vectiles.cv_pitch; 0: per block), computed once."""
+        if s not in self.ndPitch:
+            self.ndPitch[s] = cv_pitch(self.t, s, self.b32)
+        return self.ndPitch[s]
+
+    def _block_at(self, region: list, task: int, s: int, off: int, k: int, dtype):
+        """(GM tensor of *dtype* at the first element of section s's k-th block in the task's buffer, its row pitch in
+        *dtype* elements): in the CV block's ND matrix at slot off (CANN's layout, cv_pitch), else slot off + k.
+        16-bit P / dS rows overwrite the first half of their fp32 rows (pitch twice the fp32 one)."""
+        r = 4 // dtype.itemsize
+        nd = self._nd(s)
+        if not nd:
+            return self._slot(region, task, off + k, dtype), BASE * r
+        row_blocks, col = divmod(nd_block(self.t, s, k, nd), BASE * nd)
+        return self._slot(region, task, off, dtype)[row_blocks * BASE * nd * r + col], nd * r
 
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
@@ -584,11 +602,16 @@ class KernelFagBasic:
 
     def Cube1(self, task: int, s: int, off: int):
         t = self.t
+        nd = self._nd(s)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
-            self.Cube1Block(task, off + j, i)
+            if nd:  # into the CV block's ND matrix at slot off
+                self.Cube1Block(task, off, i, nd_block(t, s, j, nd), nd)
+            else:
+                self.Cube1Block(task, off + j, i)
 
-    def Cube1Block(self, task: int, j: int, i: int):
-        """S = Q K^T (rope: + Q_rope K_rope^T) and dP = dY V^T of block i into slot j of the task's buffers."""
+    def Cube1Block(self, task: int, j: int, i: int, at: int = 0, pitch: int = BASE):
+        """S = Q K^T (rope: + Q_rope K_rope^T) and dP = dY V^T of block i into slot j of the task's buffers, from fp32
+        element *at* at row pitch *pitch* (a CV block's ND matrix; default: the block's own slot)."""
         t, D, Dr = self.t, self.D, self.Dr
         n1p, n2p = t.n1Size * D, t.n2Size * D
         b, n, s1o, s2o, rows, cols, _ = self._blk(i)
@@ -601,11 +624,11 @@ class KernelFagBasic:
             parts += [self._part("a", "b", self.qrGm[qro + c0], self.krGm[kro + c0], rows, cols,
                                  min(self.l1w, Dr - c0), t.n1Size * Dr, t.n2Size * Dr)
                       for c0 in range(0, Dr, self.l1w)]
-        self._mm_abt(self._slot(self.mm2, task, j, F32), parts, rows, cols, BASE)
-        self._mm_abt(self._slot(self.mm1, task, j, F32),
+        self._mm_abt(self._slot(self.mm2, task, j, F32)[at], parts, rows, cols, pitch)
+        self._mm_abt(self._slot(self.mm1, task, j, F32)[at],
                      [self._part("c", "d", self.dyGm[qo + c0], self.vGm[kvo + c0], rows, cols,
                                  min(self.l1w, D - c0), n1p, n2p) for c0 in range(0, D, self.l1w)],
-                     rows, cols, BASE)
+                     rows, cols, pitch)
 
     def _part(self, qa: str, qb: str, a_gm, b_gm, rows: int, cols: int, k: int, a_pitch: int, b_pitch: int):
         """One k range of an A B^T accumulation: loaders of A (rows x k) and B^T (cols x k) into L1 queues qa, qb."""
@@ -729,13 +752,13 @@ class KernelFagBasic:
 
     def _mm_ab_parts(self, dst, parts, m: int, width: int, dst_pitch: int):
         """dst (GM fp32, row pitch *dst_pitch*) (+)= sum_j A_j B_j, one L0C accumulation per 128 columns of width.
-        Part j: (A source in GM (the section slot), its rows, its columns, transposed, B in GM, k, B row pitch):
-        A_j is the slot block (or its transpose, a transposing L1 -> L0A load), B_j the k x width rows."""
+        Part j: (A source in GM (the section slot), its rows, its columns, transposed, B in GM, k, B row pitch, A row
+        pitch): A_j is the slot block (or its transpose, a transposing L1 -> L0A load), B_j the k x width rows."""
         for dn in range(0, width, N_CHUNK):
             w = min(N_CHUNK, width - dn)
             c = self.cQue.AllocTensor(F32)
-            for idx, (a_src, a_rows, a_cols, trans, b_gm, k, b_pitch) in enumerate(parts):
-                aL1 = self._load("s", a_src, a_rows, a_cols, self.cast_pitch)
+            for idx, (a_src, a_rows, a_cols, trans, b_gm, k, b_pitch, a_pitch) in enumerate(parts):
+                aL1 = self._load("s", a_src, a_rows, a_cols, a_pitch)
                 bL1 = self._load("b", b_gm[dn], k, w, b_pitch)
                 if trans:
                     self._split_a_transposed(aL1, a_rows, a_cols)
@@ -769,8 +792,8 @@ class KernelFagBasic:
                 for j, i in strip:
                     _, kvo = self._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i])
                     b_off = kvo if kind == "dq" else kvo // D * Dr
-                    parts.append((self._slot(self.mm1, task, j, dt), rows, t.blkCols[i], False, gm[b_off],
-                                  t.blkCols[i], pitch))
+                    a_src, a_pitch = self._block_at(self.mm1, task, s, off, j - off, dt)
+                    parts.append((a_src, rows, t.blkCols[i], False, gm[b_off], t.blkCols[i], pitch, a_pitch))
                 jobs.append((kind, i0, parts, rows, width))
         for strip in col_strips:
             i0 = strip[0][1]
@@ -783,8 +806,8 @@ class KernelFagBasic:
                 for j, i in strip:
                     qo, _ = self._rows(t.blkB[i], t.blkN[i], t.blkS1o[i], t.blkS2o[i])
                     b_off = qo if kind != "dk_rope" else qo // D * Dr
-                    parts.append((self._slot(region, task, j, dt), t.blkRows[i], cols, True, gm[b_off],
-                                  t.blkRows[i], pitch))
+                    a_src, a_pitch = self._block_at(region, task, s, off, j - off, dt)
+                    parts.append((a_src, t.blkRows[i], cols, True, gm[b_off], t.blkRows[i], pitch, a_pitch))
                 jobs.append((kind, i0, parts, cols, width))
         jobs, plain = self._atomic_order(jobs)
         for n, (kind, i0, parts, m, width) in enumerate(jobs):
@@ -1176,7 +1199,7 @@ class KernelFagBasic:
         if key not in self.views:
             align = tile_align(self.a.maskForm != "none" or self.a.dropout)
             self.views[key] = section_views(self.t, s, off, self.sub if owner is None else None, self.t.vecBaseMN,
-                                            align)
+                                            align, self._nd(s))
         return self.views[key]
 
     def _bn2_views(self, s: int, off: int):
@@ -1184,7 +1207,7 @@ class KernelFagBasic:
         key = (s, off, "bn2")
         if key not in self.views:
             align = tile_align(self.a.maskForm != "none" or self.a.dropout)
-            self.views[key] = bn2_section_views(self.t, s, off, bn2_sft_rows(self.t), align)
+            self.views[key] = bn2_section_views(self.t, s, off, bn2_sft_rows(self.t), align, self._nd(s))
         return self.views[key]
 
     def VecBlock(self, task: int, j: int, i: int):
@@ -1255,9 +1278,11 @@ class KernelFagBasic:
         self._pass_done()
 
     def _pieces_in(self, dst, region: list, task: int, v):
-        """S or dP of view *v* from its slot blocks (fp32, pitch BASE) into UB at the view's pitch."""
+        """S or dP of view *v* from its slot blocks (fp32, pitch BASE) or its CV block's ND matrix (one piece, pitch
+        v.gm_pitch) into UB at the view's pitch."""
+        gp = v.gm_pitch
         for j, lr, nr, lc, nc, uo in v.pieces:
-            CopyRowsIn(dst[uo], self._slot(region, task, j, F32)[lr * BASE + lc], nr, nc, BASE, v.pitch)
+            CopyRowsIn(dst[uo], self._slot(region, task, j, F32)[lr * gp + lc], nr, nc, gp, v.pitch)
 
     def _pieces_out_t(self, src, dst, region: list, task: int, v):
         """fp32: the transposes of view *v*'s pieces into their P^T / dS^T slot blocks, at most 64 rows at a time (the
@@ -1269,10 +1294,11 @@ class KernelFagBasic:
                               min(half, nr - r), nc, v.pitch)
 
     def _pieces_out(self, src, region: list, task: int, v, dt):
-        """P or dS of view *v* (UB, the view's pitch) back over the first half of its slot blocks' fp32 rows."""
+        """P or dS of view *v* (UB, the view's pitch) back over the first half of its slot blocks' (or ND matrix's)
+        fp32 rows."""
+        cp = v.gm_pitch * 4 // dt.itemsize
         for j, lr, nr, lc, nc, uo in v.pieces:
-            CopyRowsOut(self._slot(region, task, j, dt)[lr * self.cast_pitch + lc], src[uo], nr, nc, v.pitch,
-                        self.cast_pitch)
+            CopyRowsOut(self._slot(region, task, j, dt)[lr * cp + lc], src[uo], nr, nc, v.pitch, cp)
 
     def SubGrapA(self, task: int, v):
         """P = exp(S * scale [masked] - max) / sum of view *v*, cast over its S slots (dropout: the dropped P)."""
@@ -1662,15 +1688,15 @@ def fag_main(query, key, value, dy, attentionIn, softmaxMax, softmaxSum, attenMa
 from npusim.replay import replayable  # noqa: E402
 
 
-def _cube1_key(k: KernelFagBasic, task: int, j: int, i: int):
-    """Cube1Block: the block's shape; its mm2 slot (mm1 at a fixed distance), Q, K, dY, V (and the rope inputs)
-    move with the block."""
+def _cube1_key(k: KernelFagBasic, task: int, j: int, i: int, at: int = 0, pitch: int = BASE):
+    """Cube1Block: the block's shape and row pitch; its first element in the mm2 slot (mm1 at a fixed distance), Q,
+    K, dY, V (and the rope inputs) move with the block."""
     b, n, s1o, s2o, rows, cols, _ = k._blk(i)
     qo, kvo = k._rows(b, n, s1o, s2o)
-    bases = (k._slot(k.mm2, task, j, F32), k.qGm[qo], k.kGm[kvo], k.dyGm[qo], k.vGm[kvo])
+    bases = (k._slot(k.mm2, task, j, F32)[at], k.qGm[qo], k.kGm[kvo], k.dyGm[qo], k.vGm[kvo])
     if k.Dr:
         bases += (k.qrGm[qo // k.D * k.Dr], k.krGm[kvo // k.D * k.Dr])
-    return (rows, cols), bases
+    return (rows, cols, pitch), bases
 
 
 def _plain(k: KernelFagBasic) -> bool:
@@ -1690,9 +1716,10 @@ def _piece_shape(v) -> tuple:
 
 
 def _view_shape(k: KernelFagBasic, v) -> tuple:
-    """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch and pieces, the UB
-    side it runs in (ping-pong: the ping's or the pong's buffers) and whether it is a pair's (SubGrapB's waits)."""
-    return v.rows, v.cols, v.pitch, _piece_shape(v), k.side, k.paired
+    """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch, pieces and their GM row
+    pitch, the UB side it runs in (ping-pong: the ping's or the pong's buffers) and whether it is a pair's (SubGrapB's
+    waits)."""
+    return v.rows, v.cols, v.pitch, _piece_shape(v), v.gm_pitch, k.side, k.paired
 
 
 def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
@@ -1702,7 +1729,11 @@ def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
 
 def _slot_regions(k: KernelFagBasic, task: int, v, regions: tuple) -> list:
     """The view's slot blocks in each of *regions* (section buffers) as regions of the workspace: distinct blocks,
-    so they never overlap one another."""
+    so they never overlap one another; a view of a CV block's ND matrix (one piece): its rows from the matrix's
+    start."""
+    if v.gm_pitch != BASE:
+        j, lr, nr = v.pieces[0][:3]
+        return [(k._slot(region, task, j, F32), (lr + nr) * v.gm_pitch * 4) for region in regions]
     return [_ws_slot(k, region, task, j) for region in regions for j, *_ in v.pieces]
 
 
@@ -1821,9 +1852,9 @@ def _strip_key(k: KernelFagBasic, kind: str, task: int, i0: int, parts, m: int, 
     a_item, b_item = k.inDt.itemsize, k.inDt.itemsize
     bases = [(dst, ((m - 1) * pitch + width) * 4)]
     shape = []
-    for a_src, a_rows, a_cols, trans, b_gm, kk, b_pitch in parts:
-        bases += [(a_src, ((a_rows - 1) * k.cast_pitch + a_cols) * a_item), (b_gm, ((kk - 1) * b_pitch + width) * b_item)]
-        shape.append((a_rows, a_cols, trans, kk, b_pitch))
+    for a_src, a_rows, a_cols, trans, b_gm, kk, b_pitch, a_pitch in parts:
+        bases += [(a_src, ((a_rows - 1) * a_pitch + a_cols) * a_item), (b_gm, ((kk - 1) * b_pitch + width) * b_item)]
+        shape.append((a_rows, a_cols, trans, kk, b_pitch, a_pitch))
     return (kind, m, width, pitch, alone, tuple(shape)), tuple(bases)  # kind: which buffers B and dst are in
 
 

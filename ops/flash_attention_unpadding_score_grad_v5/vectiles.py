@@ -59,6 +59,7 @@ class VecView:
     masked: bool
     pieces: tuple
     block: int = -1  # a half block's block index (its dsink partial's slot); -1 for a tile
+    gm_pitch: int = BASE  # fp32 row pitch of the pieces' slot rows: BASE per block, the CV matrix's (cv_pitch)
 
 
 def block_view(t, i: int, j: int, lo: int, rows: int) -> VecView:
@@ -102,8 +103,31 @@ def _rect_size(h: list, w: list) -> tuple[int, int]:
     return (len(h) - 1) * BASE + h[-1], (len(w) - 1) * BASE + w[-1]
 
 
-def _views(t, off: int, grid, tiles, align: int) -> list[VecView]:
-    """*tiles* (first row, rows, first column, columns of the rectangle) as passes over the grid's slot blocks."""
+#: the templates whose cube writes a CV block's S and dP as one ND matrix (CANN: SameAB / generic s2CvExtendAlign,
+#: ..._sab.h:1132, ..._s1s2_bn2gs1s2.h:2067; S1s2Bn2 b32AlignProcessN, ..._s1s2_bn2.h:3283)
+ND_TEMPLATES = {"sameab": 16, "sameab_det": 16, "generic": 16, "basic_bn2": 8}
+
+
+def cv_pitch(t, s: int, b32: bool) -> int:
+    """fp32 row pitch of section s's S / dP in its slot: one ND matrix of the CV block's rectangle, its width
+    aligned to ND_TEMPLATES's elements (CANN's layout); 0 where the cube writes per 128 x 128 block at pitch BASE:
+    the basic templates, fp32 (its transposed P^T / dS^T slots are per block), sections that are not a full grid."""
+    align = ND_TEMPLATES.get(t.template)
+    grid = _grid(t, s) if align and not b32 else None
+    if grid is None:
+        return 0
+    return align_up(_rect_size(grid[1], grid[2])[1], align)
+
+
+def nd_block(t, s: int, k: int, pitch: int) -> int:
+    """fp32 element offset of section s's k-th block (row-major grid) in its ND matrix of row pitch *pitch*."""
+    nc = len(_grid(t, s)[2])
+    return k // nc * BASE * pitch + k % nc * BASE
+
+
+def _views(t, off: int, grid, tiles, align: int, nd: int = 0) -> list[VecView]:
+    """*tiles* (first row, rows, first column, columns of the rectangle) as passes over the grid's slot blocks, or
+    with *nd* (cv_pitch) as one piece each of the CV block's ND matrix (slot off, rows *nd* fp32 apart)."""
     first, h, w = grid
     nc = len(w)
     row_base, col_base = t.blkS1o[first] * BASE, t.blkS2o[first] * BASE
@@ -119,22 +143,27 @@ def _views(t, off: int, grid, tiles, align: int) -> list[VecView]:
                 masked = masked or bool(t.blkMasked[first + k])
                 pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
                                (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
+        if nd:
+            pieces = [(off, r0, nr, c0, ncols, 0)]
         out.append(VecView(t.blkB[first], t.blkN[first], row_base + r0, col_base + c0, nr, ncols, pitch,
-                           masked, tuple(pieces)))
+                           masked, tuple(pieces), gm_pitch=nd or BASE))
     return out
 
 
-def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int) -> list[VecView] | None:
+def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int,
+                  nd: int = 0) -> list[VecView] | None:
     """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
-    blocks (slot off + k for its k-th block, row-major); None when the section's blocks are not a full row-major
-    grid (the estimate's stand-in sections of the basic grouping), which then run by half blocks."""
+    blocks (slot off + k for its k-th block, row-major; with *nd*, cv_pitch, its ND matrix at slot off); None when
+    the section's blocks are not a full row-major grid (the estimate's stand-in sections of the basic grouping),
+    which then run by half blocks."""
     grid = _grid(t, s)
     if grid is None:
         return None
-    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align)
+    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align, nd)
 
 
-def bn2_section_views(t, s: int, off: int, chunk: int, align: int) -> list[tuple[int, int, list[VecView]]] | None:
+def bn2_section_views(t, s: int, off: int, chunk: int, align: int,
+                      nd: int = 0) -> list[tuple[int, int, list[VecView]]] | None:
     """The deterministic S1s2Bn2 tiles (bn2_tiles) of section s as passes, per softmax-grad chunk: (the chunk's first
     batch row, its rows, its passes); None when the section is not a full grid (as section_views)."""
     grid = _grid(t, s)
@@ -142,5 +171,5 @@ def bn2_section_views(t, s: int, off: int, chunk: int, align: int) -> list[tuple
         return None
     R, W = _rect_size(grid[1], grid[2])
     row_base = t.blkS1o[grid[0]] * BASE
-    return [(row_base + k, min(chunk, R - k), _views(t, off, grid, tiles, align))
+    return [(row_base + k, min(chunk, R - k), _views(t, off, grid, tiles, align, nd))
             for k, tiles in zip(range(0, R, chunk), bn2_tiles(R, W, t.vecBaseM, t.cvTrim, chunk))]
