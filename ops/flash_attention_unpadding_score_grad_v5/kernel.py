@@ -1711,7 +1711,11 @@ def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
 
 
 def _piece_shape(v) -> tuple:
-    """A pass's pieces without their slot blocks (the slots are bases that move)."""
+    """A pass's pieces without their slot blocks (the slots are bases that move); a view of a CV block's ND matrix
+    without its first row too (its rows' start is the base, _slot_regions), so that tiles of different rows of
+    tiles share a recording."""
+    if v.gm_pitch != BASE:
+        return tuple(piece[2:] for piece in v.pieces)
     return tuple(piece[1:] for piece in v.pieces)
 
 
@@ -1729,11 +1733,12 @@ def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
 
 def _slot_regions(k: KernelFagBasic, task: int, v, regions: tuple) -> list:
     """The view's slot blocks in each of *regions* (section buffers) as regions of the workspace: distinct blocks,
-    so they never overlap one another; a view of a CV block's ND matrix (one piece): its rows from the matrix's
-    start."""
+    so they never overlap one another; a view of a CV block's ND matrix (one piece): its rows, from the start of its
+    first row (its 16-bit P / dS rows start there too)."""
     if v.gm_pitch != BASE:
-        j, lr, nr = v.pieces[0][:3]
-        return [(k._slot(region, task, j, F32), (lr + nr) * v.gm_pitch * 4) for region in regions]
+        j, lr, nr, lc, nc, _ = v.pieces[0]
+        gp = v.gm_pitch
+        return [(k._slot(region, task, j, F32)[lr * gp], ((nr - 1) * gp + lc + nc) * 4) for region in regions]
     return [_ws_slot(k, region, task, j) for region in regions for j, *_ in v.pieces]
 
 
