@@ -449,7 +449,8 @@ def test_sample_rounds_hold_the_fill_and_the_last_rounds():
 
 def test_dtm_sample_runs_the_whole_prologue_where_it_runs_most_of_it(monkeypatch):
     """Where the IS_DTM sample would run DTM_WHOLE_PROLOGUE of the prologue or more it runs all of it, in its one
-    run; below, a shorter run beside the sample's lightest round gives the prologue's line."""
+    run; below, it runs that share, and the prologue's line goes through the first half of it read off the same run
+    (_half_prologue: no second run)."""
     a = _det_multibatch_call()
     monkeypatch.setattr(estimate_module, "DTM_BLOCKS", 300)
     fractions, runs = [], []
@@ -459,13 +460,14 @@ def test_dtm_sample_runs_the_whole_prologue_where_it_runs_most_of_it(monkeypatch
     real_plan = estimate_module._sample_tiling
     monkeypatch.setattr(estimate_module, "_sample_tiling", lambda *x, **k: fractions.append(x[5] if len(x) > 5 else
                                                                                              1.0) or real_plan(*x, **k))
-    for f, launches in ((0.8, 1), (0.6, 2)):
+    for f, launches in ((0.8, 1), (0.6, 1)):
         fractions.clear()
         runs.clear()
         monkeypatch.setattr(estimate_module, "_prologue_fraction", lambda problem, til, f=f: f)
         fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
         sampled = fractions[:launches]  # the sample launches' prologue shares (then the groups' tiling, 1.0)
-        assert sampled == ([1.0] if f >= estimate_module.DTM_WHOLE_PROLOGUE else [f, f / 2]), fractions
+        assert sampled == ([1.0] if f >= estimate_module.DTM_WHOLE_PROLOGUE else [f]), fractions
+        assert fractions[launches:] == [1.0]  # the reduction groups' tiling (_reduce_ops), not a launch
 
 
 def _one_run_work(sizes):
@@ -604,3 +606,29 @@ def test_basic_sample_runs_each_cores_tail_whole(monkeypatch):
     assert all(len(v[0]) < 14 for v in pos.values()) and sum(len(v[0]) for v in pos.values()) in seen
     tim = fag(*args, **kw, mode="timing", tiling={"blockDim": 3})
     assert abs(est.time_us / tim.time_us - 1) < 0.02, (est.time_us, tim.time_us)
+
+
+@pytest.mark.unsanitized  # sample launches of a few rounds, as estimate mode runs them (api._estimate: unsanitized)
+def test_half_prologue_is_where_a_run_of_half_the_prologue_ends():
+    """_half_prologue reads off one IS_DTM sample where its prologue would have ended with half of each AIV's sfmg
+    steps: a second sample of the same rounds that runs that share of the prologue ends its prologue there (within
+    1%; that second run is what the estimate no longer simulates). 2/3 of this call's prologue is 16 whole steps of
+    64 rows per AIV, half of it 8."""
+    from ops.flash_attention_unpadding_score_grad_v5.estimate import estimate_plan
+    from ops.flash_attention_unpadding_score_grad_v5.launch import launch_main
+    a = _det_multibatch_call()
+    problem = fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4}).extra["problem"]
+    spec = get_chip("Ascend910B2").replace(aicore_timeout_s=float("inf"))
+    til, work = estimate_plan(problem, spec, {"blockDim": 4}, True)
+    inputs = estimate_module._spec_inputs(problem)
+    positions = estimate_module._round_cores(work, [0, 1, 5, 8, 9])
+
+    def sample(f):  # (trace, prologue end) of the rounds' sample with the share f of the prologue
+        til_f, _ = estimate_module._sample_tiling(problem, til, work, list(range(4)), positions, f)
+        res = launch_main(problem, til_f, spec, "timing", inputs, estimate_module._ws(til))
+        return res.trace, estimate_module._trace_ends(res.trace, 4)[1]
+    trace, end = sample(2 / 3)
+    h, cycle = estimate_module._half_prologue(trace, end)
+    assert h == 0.5 and cycle < end
+    _, shorter = sample(2 / 3 * h)
+    assert cycle == pytest.approx(shorter, rel=0.01), (cycle, shorter, end)
