@@ -152,6 +152,7 @@ CLASS_PROBES = 4096  # sections of a core classified at most to sample its mix o
 STREAM_STEPS = 192
 STREAM_AIVS = 8  # AIVs of a pre/post miniature beyond that (the launch's AIVs all stream alike, in step)
 STREAM_SAMPLE = 16  # steps per AIV of the longer pre/post miniature
+DSINK_SLOTS = (32, 64)  # blocks per head of the two PostDsink runs whose line prices the half-block templates' dsink
 
 
 def _line(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
@@ -1117,13 +1118,37 @@ def _post_cycles(problem, til, spec) -> float:
     return _streamed(steps, spec, run)
 
 
+def _dsink_cycles(problem, til, spec, blocks: int) -> float:
+    """Cycles PostDsink adds to the post launch where the half-block templates (basic, basic_det) take a sink: AIV 0
+    first sums each head's dsink partials, one 8-float slot per block and AIV half, in slot order (sink_slots), then
+    runs its share of dq / dk / dv; the other AIVs do not wait, so it lengthens the launch by its own time (basic_det
+    S 3000 N 16/4 D 64 with a sink: post 167.6k cycles in timing mode, 57.7k without it). The estimate's tiling lists
+    no blocks, so the sums run on a tiling of DSINK_SLOTS[0] and [1] blocks of two rows per head (two slots each;
+    a block of one row has one: counted as two), their cycles over a run without the sink on a line to the launch's
+    slots per head. SameAB's dsink (PostDsinkSab, dsinkCores) is not priced: N1 heads over the AIVs, a step each."""
+    if not problem.sink or til.dsinkCores:
+        return 0.0
+    n1 = til.n1Size
+    outs = {k: TensorSpec((1,), problem.dtype) for k in ("dq", "dk", "dv")}
+
+    def run(per_head: int, sink: bool) -> float:
+        sub = replace(til, blkB=(0,) * (per_head * n1), blkN=tuple(np.repeat(np.arange(n1), per_head).tolist()),
+                      blkRows=(BASE,) * (per_head * n1))
+        kw = {"dsink": TensorSpec((n1,), np.float32)} if sink else {}
+        return launch_post(problem if sink else replace(problem, sink=False), sub, spec, "timing", _ws(til),
+                           outs | kw).cycles
+    a, b = DSINK_SLOTS
+    base = run(a, False)
+    return max(0.0, _line(a, run(a, True), b, run(b, True), blocks / n1) - base)
+
+
 def estimate_fag(problem, til, spec, work) -> tuple[Estimate, dict]:
     """Estimated cycles and time of the three launches (module docstring), and each launch's cycles.
     ``error_bound`` is NaN: the error is measured by benchmarks/estimate_accuracy_fag.py, not guaranteed."""
     inputs = _spec_inputs(problem)
     spec = spec.replace(aicore_timeout_s=float("inf"))  # samples never stop at the timeout: the verdict does
     parts = {"pre": _pre_cycles(til, spec), "main": _main_cycles(problem, til, work, spec, inputs),
-             "post": _post_cycles(problem, til, spec)}
+             "post": _post_cycles(problem, til, spec) + _dsink_cycles(problem, til, spec, work.blocks)}
     cycles = int(round(sum(parts.values())))
     per_block = parts["main"] / work.blocks if work.blocks else 0.0
     est = Estimate(cycles=cycles, time_us=cycles / spec.clock_hz * 1e6,
