@@ -69,3 +69,26 @@ def test_caller_freeze_and_disabled_collector_left_alone(caller_state):
     seen.clear()
     _launch(_seen_by_kernel(seen))
     assert not gc.isenabled() and seen[0][1] is False and gc.get_freeze_count() == 0
+
+
+def test_a_loop_of_launches_does_not_keep_their_garbage(caller_state, monkeypatch):
+    """Each launch's objects form reference cycles that the next launch's freeze would move, garbage by then, out
+    of every collection the collector itself starts (gc.freeze zeroes its older generations' counts): a loop of
+    launches kept them all. The full collection run_collector starts when due frees them (share 0: due before
+    every run once a run has left objects behind)."""
+    import weakref
+
+    from npusim.launch import current_unit
+    monkeypatch.setattr(gc_policy, "FULL_COLLECTION_SHARE", 0.0)
+    gc.set_threshold(700, 10, 10)
+    launches = []
+
+    def kernel(*args):
+        launch = current_unit().launch
+        if not launches or launches[-1]() is not launch:  # once per launch (the kernel runs per block)
+            launches.append(weakref.ref(launch))
+        add_custom(*args)
+    for _ in range(12):
+        _launch(kernel)
+    alive = [r() is not None for r in launches]
+    assert len(alive) == 12 and sum(alive) <= 2, alive
