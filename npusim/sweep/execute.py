@@ -30,26 +30,16 @@ class SerialRunner:
         pass
 
 
-#: what a pool's fork server imports once, so that each worker forked from it starts with them loaded
-WORKER_PRELOAD = ["npusim", "npusim.sweep.run"]
-
-
 class PoolRunner:
-    """A local process pool of *workers* processes: forked from a fork server on Linux (a small process that has
-    imported npusim: WORKER_PRELOAD), spawned elsewhere.
+    """A local process pool of *workers* processes (forked on Linux: the parent's imports are reused).
 
-    Why not forked from the caller: a process that has run many launches holds their garbage (npusim/gc_policy.py:
-    the per-launch freeze keeps it from the collector), 4.3 GB after 1,200 PFA points, and workers forked from it
-    copied that heap page by page as they ran (2.5M minor faults and 0.93 s CPU a point against 0.09 s from a fresh
-    caller: docs/sweep.md)."""
+    Forked, not started from a fork server: with npusim/gc_policy.py collecting the launches' garbage, a worker
+    forked from a caller that has run 1,200 points costs what a fresh one does (docs/sweep.md), and a fork
+    server costs each pool its imports and each worker its first point's warm-up."""
 
     def __init__(self, workers: int):
         self.workers = workers
-        if sys.platform.startswith("linux"):
-            ctx = mp.get_context("forkserver")
-            ctx.set_forkserver_preload(WORKER_PRELOAD)
-        else:
-            ctx = mp.get_context("spawn")
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
     def stream(self, points: Iterable[Point]) -> Iterator[dict]:
@@ -67,8 +57,8 @@ class PoolRunner:
 
 def same_code(row: dict, point: Point) -> dict:
     """*row* as a worker made it, unless the worker's key of *point* differs from the caller's: then the worker
-    imported other model sources than the caller hashed (files changed since the caller read them), and the row
-    is an error under the caller's key (an error is run again next time, never cached)."""
+    (spawned, off Linux) imported other model sources than the caller hashed (files changed since the caller read
+    them), and the row is an error under the caller's key (an error is run again next time, never cached)."""
     if row["point_id"] != point.key:
         row.update(point_id=point.key, status="error", error="the worker's model sources differ from the caller's "
                    "(changed during the sweep): run it again")

@@ -219,25 +219,10 @@ def test_local_pool_and_dask_cluster_equal_the_serial_run_bit_for_bit(tmp_path):
     pd.testing.assert_frame_equal(_bits(by_client), _bits(serial))
 
 
-def test_pool_workers_do_not_start_with_the_callers_heap():
-    """A local pool's workers start from a fork server, not as forks of the caller: what the caller holds (a
-    long session's launch garbage: docs/sweep.md, npusim/sweep/execute.py) is not in their heap, which a worker
-    would otherwise copy page by page as it runs (sys.getallocatedblocks: the interpreter's small blocks)."""
-    import sys
-
-    from npusim.sweep.execute import PoolRunner
-    held = [[] for _ in range(1_000_000)]  # one small block each
-    runner = PoolRunner(2)
-    try:
-        blocks = [runner.pool.submit(sys.getallocatedblocks).result() for _ in range(4)]
-    finally:
-        runner.close()
-    assert sys.getallocatedblocks() > len(held) > max(blocks)
-
-
 def test_a_row_from_other_model_sources_is_an_error_under_the_callers_key(tmp_path):
-    """A pool worker imports the model afresh: if its sources changed since the caller hashed them, the row it
-    made (its own key) comes back as an error under the caller's key, run again next time, not cached."""
+    """A spawned pool worker (off Linux) imports the model afresh: if its sources changed since the caller hashed
+    them, the row it made (its own key) comes back as an error under the caller's key, run again next time, not
+    cached."""
     from npusim.sweep.execute import same_code
     from npusim.sweep.search import planned_points
     point = planned_points(load_study(pfa_study(tmp_path)))[0]
