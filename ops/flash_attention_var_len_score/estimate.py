@@ -146,12 +146,19 @@ class Work:
         self.core_tiles = cum_t[st[1:]] - cum_t[st[:-1]]
         self.core_proxy = cum_p[st[1:]] - cum_p[st[:-1]]
         self.total_tiles = int(cum_t[-1])
-        gm_all, gm_pse = _gm_bytes(problem, blk, self.tiles, self.last_cols, w)
+        gm_all, gm_pse = _gm_bytes(problem, blk, self.tiles, self.last_cols, w, self._mask_reads(w))
         self.gm_bytes, self.pse_bytes = float(gm_all[self.item_blk].sum()), float(gm_pse[self.item_blk].sum())
         if problem.dtype.itemsize == 4:  # the AIVs' V^T pre-pass: V in, V^T to the workspace (kernel.TransposeV)
             self.gm_bytes += 2.0 * problem.N2 * problem.T2 * problem.D * 4
         if self.template != SAME_AB and self.total_tiles <= LOCKSTEP_TASKS:
             self.core_proxy = self._lockstep_proxy(w)
+
+    def _mask_reads(self, w: int) -> np.ndarray:
+        """Mask window bytes each block reads (next side and pre side), for _gm_bytes."""
+        s1b, p = self.sizes["s1BaseSize"], self.problem
+        nxt, pre = _mask_sides(p, self.blk, s1b, w, self.tiles)
+        return (_next_window_bytes(p, self.blk, s1b, w, self.tiles, self.last_cols, nxt)
+                + _pre_window_bytes(p, self.blk, s1b, w, self.tiles, self.last_cols, pre))
 
     def _lockstep_proxy(self, w: int) -> np.ndarray:
         """Vector-master: each AI Core's proxy as the sum of its lockstep steps (LOCKSTEP_LONE), from
@@ -199,14 +206,19 @@ class Work:
                     masked=int(n * self.masked.sum()), skipped=int(n * skipped.sum()))
 
 
-def _gm_bytes(problem, blk, tiles, last_cols, w: int) -> tuple[np.ndarray, np.ndarray]:
+def _gm_bytes(problem, blk, tiles, last_cols, w: int, mask_bytes) -> tuple[np.ndarray, np.ndarray]:
     """GM bytes one item of each block moves as the kernel issues its copies (reads and writes, L2 or HBM):
-    Q in and attention_out out per item (ComputeMm1, ProcessVec2); K and V per key column (ComputeMm1Chunk,
-    ComputeMm2Chunk; fp32: V^T from the workspace, as many bytes); per score element of the tiles' 64-aligned
-    width the fp32 scores to the workspace and back (Fixpipe of mm1, vec1's copy in) and the probabilities
-    in the input type (vec1's copy out, mm2's load); per tile and row the fp32 mm2 result to the workspace
-    and back (vec2). Returns (all bytes, of which the full pse's, read once per score element: its reads
-    are each a page's first)."""
+    Q in and attention_out out per item (ComputeMm1, ProcessVec2), softmax_max and softmax_sum out (8 fp32
+    per row each); K and V per key column (ComputeMm1Chunk, ComputeMm2Chunk; fp32: V^T from the workspace,
+    as many bytes); the fp32 scores to the workspace (Fixpipe of mm1: the tiles' columns) and back (vec1's
+    copy in: their 64-aligned width), the probabilities in the input type out (vec1: the aligned width)
+    and in again (mm2's load: the columns, once per 128 columns of D); per tile and row the fp32 mm2
+    result to the workspace and back, and the running output's round trip through the workspace between
+    tiles (vec2: written after every tile but the last, read before every tile but the first); the mask
+    windows' bytes (*mask_bytes*, Work._mask_reads). These match the bytes the timing-mode launch books
+    on the tuning grid's calls to 0.2% (masks with a prefix: a little over; byte-mode dropout's mask
+    workspace is not counted). Returns (all bytes, of which the full pse's, read once per score element:
+    its reads are each a page's first)."""
     isz, D = problem.dtype.itemsize, problem.D
     dp = -(-D // 16) * 16
     live = tiles > 0
@@ -214,8 +226,10 @@ def _gm_bytes(problem, blk, tiles, last_cols, w: int) -> tuple[np.ndarray, np.nd
     width = np.where(live, np.maximum(tiles - 1, 0) * _a64(w) + _a64(last_cols), 0).astype(np.float64)
     span = (blk["end"] - blk["start"]).astype(np.float64) * live
     pse = rows * span * isz * (problem.pse_form == "full")
-    total = (2 * rows * D * isz * live + 2 * span * D * isz + rows * width * (2 * 4 + 2 * isz)
-             + tiles * rows * dp * 4 * 2 + pse)
+    carried = np.maximum(tiles - 1, 0)  # tiles after which the running output goes to the workspace
+    scores = rows * (width * (4 + isz) + span * (4 + isz * -(-D // 128)))
+    total = (2 * rows * D * isz * live + 2 * rows * 8 * 4 * live + 2 * span * D * isz + scores
+             + (tiles + carried) * rows * dp * 4 * 2 + mask_bytes + pse)
     return total, pse
 
 
@@ -230,10 +244,17 @@ def _masked_tiles(problem, blk, s1b: int, w: int, tiles):
     """Computed tiles holding a masked element (docs/fa_varlen.md step 4): all with a full mask; with
     the compressed or prefix mask those reaching past the next edge (j - i > next_lu, j >= prefix) or,
     with a pre side, before the pre edge (j - i < -pre_lu). Tile k covers [start + k*W, end_k)."""
+    nxt, pre = _mask_sides(problem, blk, s1b, w, tiles)
+    return np.minimum(nxt + pre, tiles)
+
+
+def _mask_sides(problem, blk, s1b: int, w: int, tiles) -> tuple[np.ndarray, np.ndarray]:
+    """Per block, the masked tiles of the next side (or all, a full mask), at the item's end, and of the pre
+    side (sparse mode 4), at its start: a tile on both sides reads two mask windows (ApplyMask)."""
     if problem.mask_form == "none":
-        return np.zeros_like(tiles)
+        return np.zeros_like(tiles), np.zeros_like(tiles)
     if problem.mask_form == "full":
-        return tiles.copy()
+        return tiles.copy(), np.zeros_like(tiles)
     b, start, end = blk["b"], blk["start"], blk["end"]
     x0 = blk["s1o"] * s1b
     x1 = x0 + blk["rows"] - 1
@@ -243,10 +264,47 @@ def _masked_tiles(problem, blk, s1b: int, w: int, tiles):
     # next side: tile k holds (i, j) with j - i > nxt and j >= prefix iff end_k - 1 >= max(prefix, x0 + nxt + 1)
     lim = np.maximum(prefix, x0 + nxt + 1)
     clean = np.where(end <= lim, tiles, np.clip((lim - start + 1) // w, 0, np.maximum(tiles - 1, 0)))
-    masked = tiles - clean
+    pre_side = np.zeros_like(tiles)
     if problem.sparse_mode == 4:  # pre side: start + k*W < x1 - pre
-        masked = masked + np.clip(-(-(x1 - pre - start) // w), 0, tiles)
-    return np.minimum(masked, tiles)
+        pre_side = np.clip(-(-(x1 - pre - start) // w), 0, tiles)
+    return tiles - clean, pre_side
+
+
+def _next_window_bytes(problem, blk, s1b: int, w: int, tiles, last_cols, nxt_side) -> np.ndarray:
+    """Mask bytes the next side's windows read per block: masked tile k (columns c_k .. c_k + its pitch, W
+    or the last tile's 64-aligned width) for the rows i with i + next < c_k + pitch, whose diagonal falls in
+    or before it (ApplyMask's _causal_window; per UB slice, which rounds this up). A full mask, or a prefix,
+    reads every row of every masked tile."""
+    rows = blk["rows"].astype(np.float64)
+    whole = np.where(nxt_side > 0, last_cols + np.maximum(nxt_side - 1, 0) * w, 0) * rows
+    if problem.mask_form != "causal_2048":
+        return whole
+    x0 = (blk["s1o"] * s1b).astype(np.float64)
+    u0 = blk["start"] - np.asarray(problem.next_tokens_lu, np.int64)[blk["b"]] - x0  # tile k: u0 + (k+1)W rows
+    k1 = (tiles - nxt_side).astype(np.float64)  # the first masked tile
+    kc = np.clip(np.ceil((rows - u0) / w) - 1, k1, np.maximum(tiles - 1, k1))  # from here on every row reads
+    m = kc - k1
+    partial = m * u0 + w * m * (k1 + 1 + kc) / 2.0  # rows read over tiles k1 .. kc - 1 (not the last)
+    full_rows = np.maximum(tiles - 1 - kc, 0) * rows  # tiles kc .. the last but one
+    last_rows = np.clip(u0 + (tiles - 1) * w + _a64(last_cols), 0, rows)  # the last tile: its 64-aligned pitch
+    return np.where(nxt_side > 0, (partial + full_rows) * w + last_rows * last_cols, 0.0)
+
+
+def _pre_window_bytes(problem, blk, s1b: int, w: int, tiles, last_cols, pre_side) -> np.ndarray:
+    """Mask bytes the pre side's windows read per block (sparse mode 4): tile k (columns from c = start + k*W)
+    reads its columns for the rows i >= c + pre (ApplyMask reads per UB slice, whose rows round this up)."""
+    if problem.sparse_mode != 4:
+        return np.zeros(len(tiles))
+    x0 = (blk["s1o"] * s1b).astype(np.float64)
+    x1 = x0 + blk["rows"] - 1
+    c0 = blk["start"] + np.asarray(problem.pre_tokens_lu, np.int64)[blk["b"]]  # the row a tile 0 window starts at
+    k0 = np.clip(np.floor((x0 - c0) / w) + 1, 0, pre_side)  # tiles whose every row reads
+    m = pre_side - k0
+    rows = blk["rows"].astype(np.float64)
+    row_sum = k0 * rows + m * (x1 - c0 + 1) - w * m * (k0 + pre_side - 1) / 2.0  # rows read over the tiles
+    last_rows = np.clip(x1 - np.maximum(x0, c0 + (tiles - 1) * w) + 1, 0, rows)
+    short = np.where((pre_side >= tiles) & (tiles > 0), last_rows * (w - last_cols), 0.0)  # a narrower last tile
+    return row_sum * w - short
 
 
 def _tile_proxy(problem, rows, pitch, extra: float):
