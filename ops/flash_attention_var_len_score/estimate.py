@@ -425,6 +425,9 @@ def _bandwidth_floor(work: Work, kin, spec, touched: dict, steady_touched: int) 
     HBM all along (a 910B4 call of the tuning set with a 455 MB pse: HBM busy 94% of the launch in timing
     mode, the sample's estimate 23% short, with the floor 11% short: the queue itself is not modelled;
     the sample re-run at hit scales over the launch's range and averaged by work was still 16% short).
+    With every booked byte counted (session 15: the running output's round trip was missing, 8% of the
+    bytes) that call's floor is 6.8% short: its HBM is busy all along but for the first and last tenth of
+    the launch (78% and 61% busy there), and its HBM bytes come out 3% under the launch's (2.04 GB).
     estimate_fa takes the larger of the two, the floor plus the pipeline fill (the sample's fixed cycles)."""
     scale = min(1.0, spec.l2_bytes / steady_touched) if steady_touched > 0 else 1.0
     first = work.pse_bytes + sum(touched.get(g.name, g.array.nbytes) for g in kin.gm[:3])
