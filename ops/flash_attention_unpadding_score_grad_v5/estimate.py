@@ -120,7 +120,7 @@ BASIC_SAMPLE_SECTIONS = 8
 GENERIC_SAMPLE_SECTIONS = 16
 #: templates whose sampled cores are extended over their own launch ring steps with repeats and class changes priced
 #: apart (_step_pricer, _step_extension); the others at the steady line over the size and steps they have left
-STEP_PAIR_TEMPLATES = ("generic",)
+STEP_PAIR_TEMPLATES = ("generic", "sameab")
 #: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
 #: block: basic_bn2, whose cores run whole (batch, key/value head) pairs of full, band-edge, corner and short-row CV
 #: blocks of very different costs per block (on the tuning set's four sampled basic_bn2 calls: -0.77% .. -0.08% by the
@@ -556,7 +556,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # blocks; the launch ends with the latest of them, not always the most loaded by blocks (generic S 328/972/1338
     # kv 434/2848/385 N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
     if til.template in STEP_PAIR_TEMPLATES and steady is not None:
-        grown = _step_extension(work, cores, marks, steady)
+        grown = _step_extension(work, cores, marks, steady, left)
         return prologue - p_big + max(e_big[j] + grown[j] for j in range(k)) + overhead
     steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
                   for j, c in enumerate(cores)]
@@ -565,10 +565,11 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
                                   for j in range(k)) + overhead
 
 
-def _step_extension(work, cores: list, marks: list, steady: tuple) -> list[float]:
+def _step_extension(work, cores: list, marks: list, steady: tuple, span: np.ndarray) -> list[float]:
     """Per simulated core, the cycles its launch adds to its sample run: its launch ring steps priced
-    (_step_pricer) less its sample's steps priced the same way, at least 0."""
-    price = _step_pricer(marks, steady)
+    (_step_pricer; *span*: the size each core is extended over, its weight) less its sample's steps priced the same
+    way, at least 0."""
+    price = _step_pricer(marks, steady, span)
     return [max(0.0, price(_launch_step_sizes(work, c)) - price(np.diff(marks[j][1], prepend=0.0)))
             for j, c in enumerate(cores)]
 
@@ -583,36 +584,43 @@ def _launch_step_sizes(work, core: int) -> np.ndarray:
                      for t in range(max(hi - lo for lo, hi in runs))], float)
 
 
-def _window_repeats(marks: list) -> list[tuple[float, float]]:
-    """(size, cycles) of every repeat step (the size of the step before it) in the sample's steady window
-    (_steady_cost's: MARK_HEAD steps in, MARK_TAIL before the end), over the simulated cores."""
+def _window_repeats(marks: list, span: np.ndarray) -> list[tuple[float, float, float]]:
+    """(size, cycles, weight) of every repeat step (the size of the step before it) in the sample's steady window
+    (_steady_cost's: MARK_HEAD steps in, MARK_TAIL before the end), over the simulated cores, each weighted as
+    _steady_cost weighs its window (*span*: the size the core is extended over); cores of weight 0 left out."""
     out = []
-    for t, w in marks:
+    for (t, w), weight in zip(marks, span):
+        if weight <= 0:
+            continue
         a, b = min(MARK_HEAD, len(t) - 1), len(t) - 1 - MARK_TAIL
         if b <= a:
             a, b = 0, len(t) - 1
         size = np.diff(w, prepend=0.0)
-        out += [(float(size[i]), float(t[i] - t[i - 1])) for i in range(max(a + 1, 1), b + 1)
+        out += [(float(size[i]), float(t[i] - t[i - 1]), float(weight)) for i in range(max(a + 1, 1), b + 1)
                 if size[i - 1] == size[i]]
     return out
 
 
-def _step_pricer(marks: list, steady: tuple):
+def _step_pricer(marks: list, steady: tuple, span: np.ndarray):
     """A function pricing a sequence of ring-step sizes (the cycles of its steps after the first): a repeat (a step
-    the size of the one before) on the line fitted to the sample window's repeats (_window_repeats), a class change
-    on *steady*, the line over all the window's steps; where the repeats hold fewer than two sizes (or their line
-    falls with size), *steady* for both.
+    the size of the one before) on the line fitted (weighted least squares, _steady_cost's weights *span*) to the
+    sample window's repeats (_window_repeats), a class change on *steady*, the line over all the window's steps;
+    where the repeats hold fewer than two sizes (or their line falls with size), *steady* for both.
 
     Why: a sample keeps each class change of a core's run while it shortens its runs of equal steps, and a class
     change costs off the line (its interval holds the ring's refill). Generic S 1845/166/1309 kv 152/439/1321 N 8/8
     D 64 blockDim 9: the latest core's sample held exactly the launch's 6 class changes and 1 of its 11 repeats; 664
     fractals after 190 cost 66.1k cycles, after 664 51.2k; the window's line, read mostly off class changes (11.1k a
-    step + 68.0 a fractal), priced the launch's repeats (5.4k + 69.2 on the repeats alone) 10% high: +4.18%."""
-    repeats = _window_repeats(marks)
+    step + 68.0 a fractal), priced the launch's repeats (5.4k + 69.2 on the repeats alone) 10% high: +4.18%.
+    Weighted because the cores extended least weigh least in the launch's end: SameAB S 2592 N 16/8 D 256 sparse 3,
+    whose latest core extends only 1024-fractal repeats (183.8k cycles in its window), came out -1.13% unweighted
+    (the other cores' cheap 1024 steps before a small one, 147k, set the line at 179.9k), -0.95% weighted."""
+    repeats = _window_repeats(marks, span)
     rep_step, rep_size = steady
-    if len({x for x, _ in repeats}) >= 2:
-        x, y = np.array(repeats).T
-        fit = np.linalg.lstsq(np.stack([np.ones(len(x)), x], 1), y, rcond=None)[0]
+    if len({x for x, _, _ in repeats}) >= 2:
+        x, y, weight = np.array(repeats).T
+        root = np.sqrt(weight)
+        fit = np.linalg.lstsq(np.stack([np.ones(len(x)), x], 1) * root[:, None], y * root, rcond=None)[0]
         if fit[1] > 0:
             rep_step, rep_size = float(fit[0]), float(fit[1])
 

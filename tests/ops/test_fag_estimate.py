@@ -496,7 +496,7 @@ def test_step_extension_prices_repeats_apart_from_class_changes():
     left = np.array([float(sum(launch) - sum(sample))])
     steady = estimate_module._steady_cost([(t, w)], left)
     real = float(_ring_cycles(launch)[1:-1].sum() - _ring_cycles(sample)[1:-1].sum())  # same head and tail
-    grown = estimate_module._step_extension(_one_run_work(launch), [0], [(t, w)], steady)
+    grown = estimate_module._step_extension(_one_run_work(launch), [0], [(t, w)], steady, left)
     assert grown[0] == pytest.approx(real, rel=1e-9)
     old = steady[0] * (len(launch) - len(sample)) + steady[1] * left[0]
     assert old > 1.05 * real  # the old extension, which the repeats' pricing replaces, is off by more than 5%
@@ -507,7 +507,7 @@ def test_step_pricer_falls_back_to_the_steady_line_without_two_repeat_sizes():
     sample = [664, 664, 1024, 664, 1024, 664, 664, 1024]
     t, w = np.cumsum(_ring_cycles(sample)), np.cumsum(sample).astype(float)
     steady = estimate_module._steady_cost([(t, w)], np.array([1.0]))
-    price = estimate_module._step_pricer([(t, w)], steady)
+    price = estimate_module._step_pricer([(t, w)], steady, np.array([1.0]))
     sizes = [664, 664, 664, 1024, 1024]
     assert price(sizes) == pytest.approx(sum(steady[0] + steady[1] * s for s in sizes[1:]))
 
@@ -646,3 +646,17 @@ def test_post_estimate_holds_the_half_block_templates_dsink_sums():
     assert tim.tiling.template == "basic_det" and not tim.tiling.dsinkCores
     post = tim.extra["launches"]["post"].cycles
     assert est.extra["launch_cycles"]["post"] == pytest.approx(post, rel=0.10), (est.extra["launch_cycles"], post)
+def test_step_pricer_weighs_each_cores_repeats_by_the_size_it_is_extended_over():
+    """The repeats' line is weighted as the steady line is: a core extended over nothing does not move it, and a
+    core's repeats count in proportion to the size it has left (two cores on different lines: the fit leans to the
+    heavier one)."""
+    sizes = [664, 664, 1024, 1024, 664, 664, 1024, 1024, 664]
+    t, w = np.cumsum(_ring_cycles(sizes)), np.cumsum(sizes).astype(float)
+    u = np.cumsum(_ring_cycles(sizes) * 1.2)  # a core 20% dearer throughout
+    steady = estimate_module._steady_cost([(t, w), (u, w)], np.array([1.0, 0.0]))
+    alone = estimate_module._step_pricer([(t, w)], steady, np.array([1.0]))
+    with_idle = estimate_module._step_pricer([(t, w), (u, w)], steady, np.array([1.0, 0.0]))
+    heavy = estimate_module._step_pricer([(t, w), (u, w)], steady, np.array([1.0, 3.0]))
+    run = [1024] * 6
+    assert with_idle(run) == pytest.approx(alone(run)) == pytest.approx(5 * (5000.0 + 70.0 * 1024))
+    assert heavy(run) == pytest.approx(5 * 1.15 * (5000.0 + 70.0 * 1024))  # (1 x 1.0 + 3 x 1.2) / 4
