@@ -17,7 +17,7 @@ Session 8's checking draw (seed 2026112472), session 9's first two (2026112491, 
 first (446320475) were looked at while the estimate changed, session 9's last (495394660) was run with
 the model before session 10's change, and session 10's last (265458558) was studied afterwards (its misses
 joined GRID): they are not the checking set any more; their rows are in git history. Session 11's draw
-(845899516) joined GRID in session 15 before the model changed: CHECK_SEED must be redrawn before the next check.
+(845899516) joined GRID in session 15 before the model changed; CHECK_SEED was redrawn after that change.
 """
 from __future__ import annotations
 
@@ -139,9 +139,11 @@ def call(sq, skv, n1, n2, d, dt, mode, opt, run_mode):
 
 
 CHECK_ALWAYS = [([s], [s], 1, 1, 128, F16, None, {}) for s in (1024, 4096, 16384)]  # fa_forward_910B2.csv
-CHECK_SEED = 845899516  # session 11's draw, fixed after the last estimate change (the bandwidth floor), before
-# the set was drawn or run. 265458558 (session 10's) was studied afterwards: its four misses are in GRID; earlier
-# draws (2026112472, 2026112491, 992144328, 446320475, 495394660) were looked at while changing the estimate
+CHECK_SEED = 449800989  # drawn (secrets.randbelow(2**32)) in session 15 at 10:28 UTC after the last estimate change
+# (the bandwidth floor's full byte count, 2065fae), before the set was drawn or run. 845899516 (session 11's) was
+# looked at in session 15 and joined GRID; 265458558 (session 10's) was studied afterwards: its four misses are in
+# GRID; earlier draws (2026112472, 2026112491, 992144328, 446320475, 495394660) were looked at while changing the
+# estimate
 CHECK_CONFIGS = 14
 MAX_CHECK_WORK = 1 << 27  # score elements per configuration at most (N1 x sum Sq x Skv, halved by a causal mask)
 CHIPS = ("Ascend910B2", "Ascend910B2", "Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend910_9391")

@@ -200,11 +200,12 @@ GRID = [
     ([9000], [9000], 2, 1, 64, F16, 2, {}),
     ([8192] * 4, [8192] * 4, 4, 4, 128, F16, 2, {}),
 ]
-#: drawn (secrets.randbelow(2**32)) in session 14 at 07:56 UTC after the last model change of estimate.py (the
-#: deterministic rounds path priced round by round, a3a39eb; the non-deterministic samples' bandwidth buckets, step
-#: sizes and WHOLE_SHARE) and after the last FAG timing change (5bf9c4b, dsink as CANN 8d2ad255), run once; earlier
-#: draws 620261124, 620261125, 820261124, 869883353, 1736963294, 695395893, 3454330913 and 1301497499 were looked at
-CHECK_SEED = 1177898169
+#: drawn (secrets.randbelow(2**32)) in session 15 at 10:28 UTC after the last model change of estimate.py (the
+#: generic and SameAB sampled cores priced over their own ring steps, 0633b4b; the basic tail run whole, d7beae0; the
+#: IS_DTM prologue read off the sample, 7818d39) and after the last FAG timing change (S/dP as one ND matrix per CV
+#: block, 51138ff), run once; earlier draws 620261124, 620261125, 820261124, 869883353, 1736963294, 695395893,
+#: 3454330913, 1301497499 and 1177898169 were looked at
+CHECK_SEED = 2640874598
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata

@@ -203,7 +203,7 @@ CALIBRATION_ROW = ("calibration vs the 910B2 board files (`benchmarks/calibratio
 ESTIMATE_ROWS = {  # saved result -> README row (tuning and checking halves or sets, the saved seed)
     "estimate_accuracy_pfa": "estimate mode vs timing mode, PFA, tuned on 60 configurations, checked on 14 fresh ones "
                              "plus the quick-tour and calibration shapes (`benchmarks/estimate_accuracy_pfa.py`)",
-    "estimate_accuracy_fa": "same, FlashAttentionVarLenScore, tuned on 44 configurations, checked on 14 fresh ones "
+    "estimate_accuracy_fa": "same, FlashAttentionVarLenScore, tuned on 58 configurations, checked on 14 fresh ones "
                             "plus the calibration shapes (`benchmarks/estimate_accuracy_fa.py`)",
     "estimate_accuracy_spkc": "same, ScatterPaKvCache, tuned on 47 calls, checked on 14 fresh ones "
                               "(`benchmarks/estimate_accuracy_spkc.py`)",
