@@ -48,7 +48,7 @@ from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
 from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
-                                                                  cv_pitch, nd_block, section_views, tile_align)
+                                                                  nd_block, nd_layout, section_views, tile_align)
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
@@ -444,7 +444,7 @@ class KernelFagBasic:
         # P / dS rows overwrite the first half of their own fp32 S / dP rows (pitch BASE fp32 = 512 bytes), so
         # each AIV's writes stay inside the rows it has read (CANN copyOutOffset = 2 x the fp32 offset)
         self.cast_pitch = BASE * 4 // self.inDt.itemsize
-        self.ndPitch = {}  # section -> the fp32 row pitch of its S / dP ND matrix, 0: per block (_nd)
+        self.ndLayout = {}  # section -> (fp32 row pitch, block columns) of its S / dP ND matrix, (0, 0): per block
         self.pipe = TPipe()
 
     def Process(self):
@@ -474,22 +474,26 @@ class KernelFagBasic:
         """Block j of the task's section buffer (fp32 block pitch BASE x BASE) as a GM tensor of *dtype*."""
         return self.ws[region[task % 2] + j * BASE * BASE * 4].ReinterpretCast(dtype)
 
+    def _nd_layout(self, s: int) -> tuple[int, int]:
+        """Section s's ND (row pitch, block columns) (vectiles.nd_layout; pitch 0: per block), computed once: the
+        cube and the strips place every block of the section with it."""
+        if s not in self.ndLayout:
+            self.ndLayout[s] = nd_layout(self.t, s, self.b32)
+        return self.ndLayout[s]
+
     def _nd(self, s: int) -> int:
-        """Section s's ND row pitch (vectiles.cv_pitch; 0: per block), computed once."""
-        if s not in self.ndPitch:
-            self.ndPitch[s] = cv_pitch(self.t, s, self.b32)
-        return self.ndPitch[s]
+        """Section s's ND row pitch (vectiles.cv_pitch; 0: per block)."""
+        return self._nd_layout(s)[0]
 
     def _block_at(self, region: list, task: int, s: int, off: int, k: int, dtype):
         """(GM tensor of *dtype* at the first element of section s's k-th block in the task's buffer, its row pitch in
         *dtype* elements): in the CV block's ND matrix at slot off (CANN's layout, cv_pitch), else slot off + k.
         16-bit P / dS rows overwrite the first half of their fp32 rows (pitch twice the fp32 one)."""
         r = 4 // dtype.itemsize
-        nd = self._nd(s)
+        nd, nc = self._nd_layout(s)
         if not nd:
             return self._slot(region, task, off + k, dtype), BASE * r
-        row_blocks, col = divmod(nd_block(self.t, s, k, nd), BASE * nd)
-        return self._slot(region, task, off, dtype)[row_blocks * BASE * nd * r + col], nd * r
+        return self._slot(region, task, off, dtype)[k // nc * BASE * nd * r + k % nc * BASE], nd * r
 
     # ---------------------------------------------------------------------------------------- cube
     def ProcessCube(self):
@@ -602,10 +606,10 @@ class KernelFagBasic:
 
     def Cube1(self, task: int, s: int, off: int):
         t = self.t
-        nd = self._nd(s)
+        nd, nc = self._nd_layout(s)
         for j, i in enumerate(range(t.secStart[s], t.secStart[s + 1])):
             if nd:  # into the CV block's ND matrix at slot off
-                self.Cube1Block(task, off, i, nd_block(t, s, j, nd), nd)
+                self.Cube1Block(task, off, i, nd_block(j, nd, nc), nd)
             else:
                 self.Cube1Block(task, off + j, i)
 

@@ -108,21 +108,28 @@ def _rect_size(h: list, w: list) -> tuple[int, int]:
 ND_TEMPLATES = {"sameab": 16, "sameab_det": 16, "generic": 16, "basic_bn2": 8}
 
 
+def nd_layout(t, s: int, b32: bool) -> tuple[int, int]:
+    """(fp32 row pitch, block columns) of section s's S / dP ND matrix from one walk of its blocks (_grid), so that
+    the kernel can keep both per section and place each block with nd_block; (0, 0) where the cube writes per
+    block (cv_pitch)."""
+    align = ND_TEMPLATES.get(t.template)
+    grid = _grid(t, s) if align and not b32 else None
+    if grid is None:
+        return 0, 0
+    return align_up(_rect_size(grid[1], grid[2])[1], align), len(grid[2])
+
+
 def cv_pitch(t, s: int, b32: bool) -> int:
     """fp32 row pitch of section s's S / dP in its slot: one ND matrix of the CV block's rectangle, its width
     aligned to ND_TEMPLATES's elements (CANN's layout); 0 where the cube writes per 128 x 128 block at pitch BASE:
     the basic templates, fp32 (its transposed P^T / dS^T slots are per block), sections that are not a full grid."""
-    align = ND_TEMPLATES.get(t.template)
-    grid = _grid(t, s) if align and not b32 else None
-    if grid is None:
-        return 0
-    return align_up(_rect_size(grid[1], grid[2])[1], align)
+    return nd_layout(t, s, b32)[0]
 
 
-def nd_block(t, s: int, k: int, pitch: int) -> int:
-    """fp32 element offset of section s's k-th block (row-major grid) in its ND matrix of row pitch *pitch*."""
-    nc = len(_grid(t, s)[2])
-    return k // nc * BASE * pitch + k % nc * BASE
+def nd_block(k: int, pitch: int, cols: int) -> int:
+    """fp32 element offset of the k-th block of a row-major grid of *cols* block columns in its ND matrix of row
+    pitch *pitch* (nd_layout's pair)."""
+    return k // cols * BASE * pitch + k % cols * BASE
 
 
 def _views(t, off: int, grid, tiles, align: int, nd: int = 0) -> list[VecView]:
