@@ -253,7 +253,7 @@ def _keys(work, gs, fine: bool = False) -> np.ndarray:
     blocks, masked = _counts(work, gs)
     area = np.zeros(len(gs), np.int64)
     if fine and hasattr(work, "listed"):
-        area = np.array([sum(_fractals(blk[4], blk[5]) for blk in work.listed[int(g)]) for g in gs], np.int64)
+        area = _section_areas(work, gs)
     return np.stack([blocks, masked, area], axis=1).reshape(-1, 3)
 
 
@@ -577,10 +577,9 @@ def _step_extension(work, cores: list, marks: list, steady: tuple, span: np.ndar
 def _launch_step_sizes(work, core: int) -> np.ndarray:
     """The sizes (as _section_sizes) of *core*'s ring steps in the launch, in order: step t holds the t-th section
     of each AIV run (_aiv_runs, tiling.core_steps)."""
-    def size(local: int) -> float:
-        return float(sum(_fractals(blk[4], blk[5]) for blk in work.listed[core + local * work.block_dim]))
     runs = _aiv_runs(work, core)
-    return np.array([sum(size(lo + t) for lo, hi in runs if lo + t < hi)
+    size = _section_areas(work, core + work.block_dim * np.arange(max(hi for _, hi in runs)))
+    return np.array([sum(float(size[lo + t]) for lo, hi in runs if lo + t < hi)
                      for t in range(max(hi - lo for lo, hi in runs))], float)
 
 
@@ -592,11 +591,9 @@ def _window_repeats(marks: list, span: np.ndarray) -> list[tuple[float, float, f
     for (t, w), weight in zip(marks, span):
         if weight <= 0:
             continue
-        a, b = min(MARK_HEAD, len(t) - 1), len(t) - 1 - MARK_TAIL
-        if b <= a:
-            a, b = 0, len(t) - 1
+        a, b = _steady_window(len(t))
         size = np.diff(w, prepend=0.0)
-        out += [(float(size[i]), float(t[i] - t[i - 1]), float(weight)) for i in range(max(a + 1, 1), b + 1)
+        out += [(float(size[i]), float(t[i] - t[i - 1]), float(weight)) for i in range(a + 1, b + 1)
                 if size[i - 1] == size[i]]
     return out
 
@@ -660,9 +657,7 @@ def _steady_cost(marks: list, span: np.ndarray) -> tuple[float, float] | None:
     spent = grown = 0.0
     rows, cycles, weights = [], [], []
     for (t, w), weight in zip(marks, span):
-        a, b = min(MARK_HEAD, len(t) - 1), len(t) - 1 - MARK_TAIL
-        if b <= a:
-            a, b = 0, len(t) - 1
+        a, b = _steady_window(len(t))
         spent += weight * (t[b] - t[a])
         grown += weight * (w[b] - w[a])
         if weight > 0:
@@ -677,6 +672,13 @@ def _steady_cost(marks: list, span: np.ndarray) -> tuple[float, float] | None:
     design = np.stack([np.ones(len(rows)), np.array(rows, float)], 1) * root[:, None]
     per_step, per_block = np.linalg.lstsq(design, np.array(cycles) * root, rcond=None)[0]
     return (float(per_step), float(per_block)) if per_block > 0 else (0.0, spent / grown)
+
+
+def _steady_window(marks: int) -> tuple[int, int]:
+    """(first, last) mark of a core's steady window among its *marks* ring-step marks: MARK_HEAD steps in, MARK_TAIL
+    before the end; all of them where that leaves no step. _steady_cost and _window_repeats read the same window."""
+    a, b = min(MARK_HEAD, marks - 1), marks - 1 - MARK_TAIL
+    return (a, b) if b > a else (0, marks - 1)
 
 
 def _section_sizes(sample, listed: bool) -> np.ndarray:
@@ -695,8 +697,14 @@ def _core_sizes(work, cores: list) -> np.ndarray:
     cover, else 64 per block."""
     if not hasattr(work, "listed"):
         return 64.0 * work.core_blocks[cores].astype(float)
-    return np.array([float(_keys(work, c + work.block_dim * np.arange(int(work.core_sections[c])), True)[:, 2].sum())
+    return np.array([float(_section_areas(work, c + work.block_dim * np.arange(int(work.core_sections[c]))).sum())
                      for c in cores])
+
+
+def _section_areas(work, gs) -> np.ndarray:
+    """The area (16 x 16 fractals its listed CV blocks cover) of each global section of *gs*: _keys' fine class
+    column; _core_sizes sums it per core, _launch_step_sizes per ring step."""
+    return np.array([sum(_fractals(blk[4], blk[5]) for blk in work.listed[int(g)]) for g in gs], np.int64)
 
 
 def _fractals(rows, cols):
