@@ -341,7 +341,7 @@ class Sanitizer:
                 self._report("out-of-bounds", rec, None, shadow.name, r, f"outside GM {gm.name}")
         me = clock.idx
         vc, rc = clock.vc[pipe], clock.rc[pipe]
-        atomic = rec[_ATOM]
+        atomic = rec[_ATOM] and write  # a load under SetAtomicAdd is a plain read: it races atomic stores
         for c in near:
             for w in c[0]:
                 if atomic and w[_ATOM]:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from npusim.kernel import (Adds, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyParams, GetBlockIdx, HardEvent,
-                           Pipe, PipeBarrier, SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
+                           Pipe, PipeBarrier, SetAtomicAdd, SetAtomicNone, SetFlag, SyncAll, TBuf, TPipe, TPosition,
+                           WaitFlag)
 from npusim.errors import KernelError
 from npusim.launch import GmArg, launch
 
@@ -124,3 +125,42 @@ def test_atomic_store_of_other_dtypes_is_refused():
     with pytest.raises(KernelError, match="NotImplementedError: DataCopyPad to GM under SetAtomicAdd: only fp32"):
         launch(kernel, (GmArg("out", np.zeros(16, np.float16)),), block_dim=1, chip="Ascend910B2",
                kernel_type="vector")
+
+
+def _load_after_atomic_store(x, out, flagged):
+    """AIV 0 adds its values into *out* under SetAtomicAdd; AIV 1, later and also under SetAtomicAdd, loads the same
+    bytes back, after a cross-core flag from AIV 0 only if *flagged*."""
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, ROWS * COLS * 4)
+    ub = buf.Get(np.float32)
+    SetAtomicAdd(np.float32)
+    if GetBlockIdx() == 0:
+        DataCopy(ub, x, ROWS * COLS)
+        SetFlag(HardEvent.MTE2_MTE3, 0)
+        WaitFlag(HardEvent.MTE2_MTE3, 0)
+        DataCopy(out, ub, ROWS * COLS)
+        if flagged:
+            SyncAll()
+    else:
+        DataCopy(ub, x, ROWS * COLS)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        for _ in range(40):  # the load comes well after AIV 0's store in simulated time
+            Adds(ub, ub, 0.0, ROWS * COLS)
+            PipeBarrier(Pipe.V)
+        SetFlag(HardEvent.V_MTE2, 0)
+        WaitFlag(HardEvent.V_MTE2, 0)
+        if flagged:
+            SyncAll()
+        DataCopy(ub, out, ROWS * COLS)
+    SetAtomicNone()
+
+
+@pytest.mark.parametrize("flagged, faults", [(False, ["gm-race"]), (True, [])])
+def test_sanitizer_reports_a_load_under_set_atomic_add_against_another_cores_atomic_store(flagged, faults):
+    """SetAtomicAdd makes stores atomic, not loads: a load racing another core's atomic store is a gm-race."""
+    x = np.ones(ROWS * COLS, np.float32)
+    res = launch(_load_after_atomic_store, (GmArg("x", x), GmArg("out", np.zeros(ROWS * COLS, np.float32)), flagged),
+                 block_dim=2, chip="Ascend910B2", kernel_type="vector", sanitize=True)
+    assert sorted(set(res.sanitizer.df.fault)) == faults, res.sanitizer.summary()
