@@ -82,9 +82,10 @@ class DaskRunner:
         if not points:
             return
         futures = self.client.map(run_point, points, pure=False)
+        by = dict(zip(futures, points))
         try:
             for f in dask_completed(futures):
-                yield f.result()
+                yield same_code(f.result(), by[f])
         finally:
             self.client.cancel(futures)
 

@@ -232,6 +232,24 @@ def test_a_row_from_other_model_sources_is_an_error_under_the_callers_key(tmp_pa
     assert stale["point_id"] == point.key and stale["status"] == "error" and "sources differ" in stale["error"]
 
 
+def _row_of_other_sources(point):
+    """A worker's row made under another key than the caller's (its model sources changed)."""
+    return {"point_id": "0" * 20, "status": "ok", "error": None}
+
+
+def test_dask_runner_turns_a_row_from_other_model_sources_into_an_error(tmp_path, monkeypatch):
+    """The Dask path checks each worker's key against the caller's, as the local pool does."""
+    distributed = pytest.importorskip("distributed")
+    from npusim.sweep import execute
+    from npusim.sweep.search import planned_points
+    point = planned_points(load_study(pfa_study(tmp_path)))[0]
+    monkeypatch.setattr(execute, "run_point", _row_of_other_sources)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        with distributed.Client(lc) as client:
+            rows = list(execute.DaskRunner(client).stream([point]))
+    assert len(rows) == 1 and rows[0]["point_id"] == point.key and rows[0]["status"] == "error"
+
+
 def test_random_sample_is_seeded_and_counts(tmp_path):
     study = pfa_study(tmp_path, output=None, tiling={"sOuter": "all", "sInner": [256, 512]},
                       search={"kind": "random", "samples": 5, "seed": 3})
