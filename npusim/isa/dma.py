@@ -174,6 +174,13 @@ def _check_atomic_store(what: str, unit, dst, src) -> None:
                                   "is modelled")
 
 
+def _add_atomically(unit, ins, dst, start: float) -> None:
+    """Hand an MTE3 store's fp32 adds (*ins*._atomic_placement) to the launch, committed at *start* in
+    simulated-time order with the other atomic adds (launch.Launch.atomic_add)."""
+    index, values = ins._atomic_placement()
+    unit.launch.atomic_add(unit, dst.gm.name, _data(dst), index, values, start)
+
+
 def _nonneg(what: str, **values) -> None:
     for key, v in values.items():
         if v < 0:
@@ -302,8 +309,7 @@ class DataCopy:
                 self.execute()
             start = _send(unit, self.name, _P_MTE3, path, nbytes, dst.gm, dst.byte_offset, True)
             if unit.atomic is not None and unit.full and nbytes:
-                index, values = self._atomic_placement()
-                unit.launch.atomic_add(unit, dst.gm.name, _data(dst), index, values, start)
+                _add_atomically(unit, self, dst, start)
         else:
             if src.buffer.kind is not _BK_UB or dst.buffer.kind is not _BK_UB:
                 raise NotImplementedError(f"DataCopy {src.buffer.kind} -> {dst.buffer.kind} is not modelled "
@@ -506,15 +512,15 @@ class DataCopyPad:
         if p.blockLen % item or gm_stride % item:
             raise NotImplementedError(f"DataCopyPad: blockLen {p.blockLen} and GM stride {gm_stride} bytes must be "
                                       f"whole {item}-byte elements")
-        atomic = store and _unit_of(dst, src).atomic is not None
+        unit = _unit_of(dst, src)
+        atomic = store and unit.atomic is not None
         if atomic:
-            _check_atomic_store("DataCopyPad", _unit_of(dst, src), dst, src)
+            _check_atomic_store("DataCopyPad", unit, dst, src)
         if store and (pad.leftPadding or pad.rightPadding or pad.isPad):
             raise NotImplementedError("DataCopyPad UB -> GM with padding is not modelled")
         self.left = pad.leftPadding * item
         self.foot = _ceil(self.left + p.blockLen + pad.rightPadding * item, BLOCK) * BLOCK
         nbytes = p.blockCount * p.blockLen
-        unit = _unit_of(dst, src)
         if p.blockCount and p.blockLen:
             ub_pitch = self.foot + (p.dstStride if load else p.srcStride) * BLOCK
             gm_span = (p.blockCount - 1) * (p.blockLen + gm_stride) + p.blockLen
@@ -528,8 +534,7 @@ class DataCopyPad:
         else:
             start = _send(unit, self.name, _P_MTE3, "ub_to_gm", nbytes, dst.gm, dst.byte_offset, True)
             if atomic and unit.full and nbytes:
-                index, values = self._atomic_placement()
-                unit.launch.atomic_add(unit, dst.gm.name, _data(dst), index, values, start)
+                _add_atomically(unit, self, dst, start)
 
     def _atomic_placement(self) -> tuple:
         """(destination element index, copied source values) of a UB -> GM store under SetAtomicAdd (fp32)."""
