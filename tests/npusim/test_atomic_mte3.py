@@ -11,6 +11,11 @@ from npusim.launch import GmArg, launch
 
 ROWS, COLS = 4, 24  # 24 fp32 = 96 B a row: DataCopyPad's UB rows are padded to 96 B, its GM rows 128 B apart
 GM_PITCH = 32
+UB_FLOATS = 128  # each AIV's UB values (the strided forms read rows up to 32 floats apart)
+# the (UB row pitch, GM row pitch, row length) in fp32 of each store form
+FORMS = {"pad": (24, 32, 24), "params": (24, 32, 24), "count": (24, 24, 24),
+         "pad80": (32, 32, 20),  # 80-byte rows (not whole 32-byte blocks), UB rows 96 + 32 B apart (srcStride 1)
+         "params_stride": (24, 32, 16)}  # 2 blocks a row, UB gaps of one block, GM gaps of two
 
 
 def _store(out, ub, form):
@@ -19,6 +24,10 @@ def _store(out, ub, form):
         DataCopyPad(out, ub, DataCopyExtParams(ROWS, COLS * 4, 0, (GM_PITCH - COLS) * 4, 0))
     elif form == "params":  # blocks of 3 x 32 B, GM gaps of one 32-byte block
         DataCopy(out, ub, DataCopyParams(ROWS, COLS * 4 // 32, 0, (GM_PITCH - COLS) * 4 // 32))
+    elif form == "pad80":
+        DataCopyPad(out, ub, DataCopyExtParams(ROWS, 80, 1, GM_PITCH * 4 - 80, 0))
+    elif form == "params_stride":
+        DataCopy(out, ub, DataCopyParams(ROWS, 2, 1, 2))
     else:
         DataCopy(out, ub, ROWS * COLS)
 
@@ -27,14 +36,14 @@ def _kernel(x, out, slow_block, repeats, form, atomic):
     """AIV b loads its [ROWS, COLS] values and adds them into *out*; *slow_block* first burns vector time."""
     pipe = TPipe()
     buf = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, ROWS * COLS * 4)
+    pipe.InitBuffer(buf, UB_FLOATS * 4)
     b = GetBlockIdx()
     ub = buf.Get(np.float32)
-    DataCopy(ub, x[b * ROWS * COLS], ROWS * COLS)
+    DataCopy(ub, x[b * UB_FLOATS], UB_FLOATS)
     SetFlag(HardEvent.MTE2_V, 0)
     WaitFlag(HardEvent.MTE2_V, 0)
     for _ in range(repeats if b == slow_block else 0):
-        Adds(ub, ub, 0.0, ROWS * COLS)
+        Adds(ub, ub, 0.0, UB_FLOATS)
         PipeBarrier(Pipe.V)
     SetFlag(HardEvent.V_MTE3, 0)
     WaitFlag(HardEvent.V_MTE3, 0)
@@ -45,28 +54,28 @@ def _kernel(x, out, slow_block, repeats, form, atomic):
         SetAtomicNone()
 
 
-def _placed(values: np.ndarray, form: str) -> np.ndarray:
-    """Where a [ROWS, COLS] block lands in *out*: rows GM_PITCH apart, or contiguous for the count form."""
+def _placed(ub: np.ndarray, form: str) -> np.ndarray:
+    """*out*'s added values (zero elsewhere) when *form* stores the UB values *ub* (computed here row by row from
+    FORMS, independently of the simulator's placement)."""
+    ub_pitch, gm_pitch, length = FORMS[form]
     flat = np.zeros(ROWS * GM_PITCH, np.float32)
-    if form == "count":
-        flat[:ROWS * COLS] = values.reshape(-1)
-    else:
-        flat.reshape(ROWS, GM_PITCH)[:, :COLS] = values
+    for r in range(ROWS):
+        flat[r * gm_pitch:r * gm_pitch + length] = ub[r * ub_pitch:r * ub_pitch + length]
     return flat
 
 
-def _run(form, slow_block, atomic=True, sanitize=None, dtype=np.float32):
+def _run(form, slow_block, atomic=True):
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((2, ROWS, COLS)).astype(np.float32)
+    x = rng.standard_normal((2, UB_FLOATS)).astype(np.float32)
     x[1] *= 3e4  # magnitudes that make the fp32 addition order visible
     init = rng.standard_normal(ROWS * GM_PITCH).astype(np.float32)
-    out = init.astype(dtype)
+    out = init.copy()
     res = launch(_kernel, (GmArg("x", x.reshape(-1)), GmArg("out", out), slow_block, 60, form, atomic), block_dim=2,
-                 chip="Ascend910B2", kernel_type="vector", sanitize=sanitize)
+                 chip="Ascend910B2", kernel_type="vector")
     return res, x, init, out
 
 
-@pytest.mark.parametrize("form", ["pad", "params", "count"])
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("slow_block, first", [(0, 1), (1, 0)])
 def test_atomic_stores_add_in_fp32_in_simulated_time_order(form, slow_block, first):
     """The AIV whose store starts first adds first (log), whatever the Python order; the result is the fp32 sum in
@@ -86,7 +95,7 @@ def test_plain_store_still_overwrites():
     res, x, init, out = _run("pad", 0, atomic=False)
     assert res.atomic_log == []
     got = out.reshape(ROWS, GM_PITCH)
-    assert any(np.array_equal(got[:, :COLS], x[i]) for i in (0, 1))
+    assert any(np.array_equal(got[:, :COLS], x[i, :ROWS * COLS].reshape(ROWS, COLS)) for i in (0, 1))
     assert np.array_equal(got[:, COLS:], init.reshape(ROWS, GM_PITCH)[:, COLS:])
 
 
@@ -94,7 +103,7 @@ def test_plain_store_still_overwrites():
 def test_sanitizer_accepts_two_cores_atomic_stores_and_reports_plain_ones(mode):
     """Two AIVs' atomic stores to the same bytes need no cross-core flag; the same stores without SetAtomicAdd race."""
     rng = np.random.default_rng(3)
-    x = rng.standard_normal(2 * ROWS * COLS).astype(np.float32)
+    x = rng.standard_normal(2 * UB_FLOATS).astype(np.float32)
     for atomic, faults in ((True, []), (False, ["gm-race"])):
         out = np.zeros(ROWS * GM_PITCH, np.float32)
         res = launch(_kernel, (GmArg("x", x), GmArg("out", out), 0, 5, "pad", atomic), block_dim=2,
@@ -104,7 +113,7 @@ def test_sanitizer_accepts_two_cores_atomic_stores_and_reports_plain_ones(mode):
 
 def test_atomic_store_in_timing_mode_costs_a_plain_store():
     """Timing mode: an atomic store is an MTE3 transfer like any other (same cycles as the plain store)."""
-    x = np.zeros(2 * ROWS * COLS, np.float32)
+    x = np.zeros(2 * UB_FLOATS, np.float32)
     cycles = [launch(_kernel, (GmArg("x", x), GmArg("out", np.zeros(ROWS * GM_PITCH, np.float32)), 0, 5, "pad",
                                atomic), block_dim=2, chip="Ascend910B2", kernel_type="vector", mode="timing").cycles
               for atomic in (True, False)]
