@@ -429,10 +429,10 @@ def _record(unit, fn, kernel, args, bases: tuple, state: tuple, full_key: tuple)
 
 
 def _atomic_state(unit) -> tuple:
-    """What a step's atomic Fixpipes depend on and leave behind: the SetAtomicAdd dtype in force and the atomic adds
-    queued so far (Launch.atomic_add).
+    """What a step's atomic stores (Fixpipes, and MTE3 DataCopy/DataCopyPad UB -> GM) depend on and leave behind:
+    the SetAtomicAdd dtype in force and the atomic adds queued so far (Launch.atomic_add).
 
-    A step that leaves both as it found them replays exactly: its atomic Fixpipes are transfers like any other in
+    A step that leaves both as it found them replays exactly: its atomic stores are transfers like any other in
     timing mode (their adds are queued in full mode only, where nothing replays), and the SetAtomic state it enters
     with is in its key. A step that changes either (a SetAtomicAdd left on, an add queued) is never replayed.
     """

@@ -68,14 +68,15 @@ def compiled(ops, scalar_pipe: int, unit, new: bool = True, entry=None):
     (about 0.2 us a character of source, some 100 us a call) waits for a later call with *new*.
 
     Besides scheduling the calls it does what the replay of a step does after them: the flush of a full chunk (the
-    step's time slices left the rows to its end), the queue changes of the recorded call (``entry.slots_after``, ``next_after``, ``queued_after``) and the stream's mark of
-    the step replayed last (``unit.replayed``: replayable()'s shortcut to the next step). Kernel attributes
-    (replayable's *state*) are left to the caller.
+    step's time slices left the rows to its end), the queue changes of the recorded call (``entry.slots_after``,
+    ``next_after``, ``queued_after``) and the stream's mark of the step replayed last (``unit.replayed``:
+    replayable()'s shortcut to the next step). Kernel attributes (replayable's *state*) are left to the caller.
 
-    The stream's flag table at the start of the step decides which waits the step resolves itself. Every replay of a recording starts with the same number of pending
-    sets of each flag (they are part of its key, npusim/replay.py), so a WaitFlag that takes a SetFlag of the
-    same step is resolved here: the set's fire cycle is read from a local variable, and the sets no wait of the
-    step takes are appended to the table at its end (in order, after the sets pending before the step).
+    The stream's flag table at the start of the step decides which waits the step resolves itself. Every replay of a
+    recording starts with the same number of pending sets of each flag (they are part of its key, npusim/replay.py),
+    so a WaitFlag that takes a SetFlag of the same step is resolved here: the set's fire cycle is read from a local
+    variable, and the sets no wait of the step takes are appended to the table at its end (in order, after the sets
+    pending before the step).
 
     The source is kept in ``ops.generated``, which the copies of a shared recording in other streams share,
     and its compiled function in ``_CODE``; the entry's function is that code with this entry's constants as its

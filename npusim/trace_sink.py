@@ -319,14 +319,13 @@ class SummarySink(TraceSink):
             st = self.streams[(core, sub)] = _StreamBusy()
         lane, start, end = LANE_RANK_OF_PIPE[c["pipe"]], c["start"], c["end"]
         n = len(start)
-        if n:
-            st.count += np.bincount(lane, minlength=_N_LANES)
-            # NOTE: bincount's float weights would round sums past 2**53: exact integer sums per lane instead
-            np.add.at(st.bytes, lane, c["bytes"])
-            np.add.at(st.flops, lane, c["flops"])
         self.n_rows += n
         if not n:
             return
+        st.count += np.bincount(lane, minlength=_N_LANES)
+        # NOTE: bincount's float weights would round sums past 2**53: exact integer sums per lane instead
+        np.add.at(st.bytes, lane, c["bytes"])
+        np.add.at(st.flops, lane, c["flops"])
         if start.min() < st.closed_to:
             raise NpusimError(f"trace summary: core{core} sub-core {sub} issued an instruction starting at "
                               f"{int(start.min())}, before its closed busy intervals (<= {st.closed_to})")
