@@ -660,3 +660,46 @@ def test_step_pricer_weighs_each_cores_repeats_by_the_size_it_is_extended_over()
     run = [1024] * 6
     assert with_idle(run) == pytest.approx(alone(run)) == pytest.approx(5 * (5000.0 + 70.0 * 1024))
     assert heavy(run) == pytest.approx(5 * 1.15 * (5000.0 + 70.0 * 1024))  # (1 x 1.0 + 3 x 1.2) / 4
+
+
+def test_dtm_sample_with_a_slope_pse_runs_a_second_sample_for_the_prologue(monkeypatch):
+    """A SameAB IS_DTM call whose prologue holds more than VecSftg's sfmg steps (here the alibi-slope table of a
+    slope pse, _sfmg_only false) cannot read its prologue's half off the sample (_half_prologue): below
+    DTM_WHOLE_PROLOGUE it runs a second sample, the lightest sampled round alone at half the sample's prologue share,
+    and the prologue's line goes through both runs."""
+    from tests.ops.fag_cases import make_case
+    a, _ = make_case(seq_q=[1024, 700], seq_kv=[1024, 700], n1=8, n2=2, d=64, slopes="N", pse_type=3)
+    monkeypatch.setattr(estimate_module, "DTM_BLOCKS", 300)
+    monkeypatch.setattr(estimate_module, "_prologue_fraction", lambda problem, til: 0.6)
+    fractions, runs = [], []
+    real_cores, real_plan = estimate_module._round_cores, estimate_module._sample_tiling
+    monkeypatch.setattr(estimate_module, "_round_cores", lambda work, rounds: runs.append(list(rounds)) or
+                        real_cores(work, rounds))
+    monkeypatch.setattr(estimate_module, "_sample_tiling", lambda *x, **k: fractions.append(x[5] if len(x) > 5 else
+                                                                                             1.0) or real_plan(*x, **k))
+    est = fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
+    assert est.tiling.template == "sameab_det" and est.tiling.sabDtm
+    assert fractions == [0.6, 0.3, 1.0], fractions  # the sample, the second run at half its share, the reductions
+    sample, second = runs[0], runs[1]
+    assert len(second) == 1 and second[0] in sample  # one round of the sample's (its lightest)
+
+
+def test_generic_sampled_cores_are_extended_by_the_step_pricer(monkeypatch):
+    """A sampled generic call (STEP_PAIR_TEMPLATES) extends its sampled cores with _step_extension, whose result sets
+    the launch's end: every core's extension 1,000 cycles longer makes the main launch exactly 1,000 cycles longer."""
+    from tests.ops.fag_cases import make_case
+    a, _ = make_case(seq_q=[900, 400], seq_kv=[1000, 400], n1=4, d=128, sparse_mode=3, causal=True)
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    monkeypatch.setattr(estimate_module, "SAMPLE_BLOCKS", 0)  # GENERIC_SAMPLE_SECTIONS of 34 per core: sampled
+    base = fag(**a, mode="estimate", tiling={"blockDim": 2})
+    assert base.tiling.template == "generic"
+    calls = []
+    real = estimate_module._step_extension
+
+    def longer(work, cores, *rest):
+        calls.append(list(cores))
+        return [g + 1000.0 for g in real(work, cores, *rest)]
+    monkeypatch.setattr(estimate_module, "_step_extension", longer)
+    est = fag(**a, mode="estimate", tiling={"blockDim": 2})
+    assert calls == [[0, 1]]
+    assert est.extra["launch_cycles"]["main"] == pytest.approx(base.extra["launch_cycles"]["main"] + 1000.0, abs=1e-6)
