@@ -45,7 +45,6 @@ from npusim.types import SubCore
 from ops.flash_attention_var_len_score.golden import mmad, row_sum
 
 _F32 = np.dtype(np.float32)
-_AIC = int(SubCore.AIC)  # the atomic log's sub-core of the cube's Fixpipe adds
 NEG = np.float32(-np.finfo(np.float32).max)
 _BASE = 128
 # *trim* (the tiling's cvTrim, the column granularity of a CV block's rectangle) names the template: SameAB's 8,
@@ -598,10 +597,10 @@ def fag_golden(problem, query, key_in, value, dy, softmax_max, softmax_sum, atte
         shapes |= {"dq_rope": (p.T1, p.N1, p.rope_d), "dk_rope": (p.T2, p.N2, p.rope_d)}
     acc = {k: np.zeros(v, _F32) for k, v in shapes.items()}
     log = atomics if atomics is not None else [(None, c) for c in range(block_dim) for w in fifo[c] if not w[5]]
-    # the cube's adds only: the AIVs' atomic adds are SameAB's dsink partials (one writer per slot, _sab_dsink)
-    log = [entry for entry in log if len(entry) < 3 or entry[2] == _AIC]
     if dtm:  # no atomic adds but basic_det's lone dk/dv strips, which the rounds below add in their place
         log = []
+    else:  # the cube's adds only: the AIVs' atomic adds are SameAB's dsink partials (one writer per slot, _sab_dsink)
+        log = [entry for entry in log if len(entry) < 3 or entry[2] == SubCore.AIC]
     taken = {c: 0 for c in fifo}
 
     def stores(core):  # the core's plain first writes before its next add

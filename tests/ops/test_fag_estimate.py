@@ -646,6 +646,8 @@ def test_post_estimate_holds_the_half_block_templates_dsink_sums():
     assert tim.tiling.template == "basic_det" and not tim.tiling.dsinkCores
     post = tim.extra["launches"]["post"].cycles
     assert est.extra["launch_cycles"]["post"] == pytest.approx(post, rel=0.10), (est.extra["launch_cycles"], post)
+
+
 def test_step_pricer_weighs_each_cores_repeats_by_the_size_it_is_extended_over():
     """The repeats' line is weighted as the steady line is: a core extended over nothing does not move it, and a
     core's repeats count in proportion to the size it has left (two cores on different lines: the fit leans to the
