@@ -555,7 +555,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # every simulated core's larger run extended at the steady cost per step and per block to its real steps and
     # blocks; the launch ends with the latest of them, not always the most loaded by blocks (generic S 328/972/1338
     # kv 434/2848/385 N 16/4 D 256: the cores of 168 blocks end 9% before those of 166, whose CV blocks are larger)
-    if til.template in STEP_PAIR_TEMPLATES and steady is not None:
+    if til.template in STEP_PAIR_TEMPLATES and steady is not None and hasattr(work, "listed"):
+        # the step pricer reads each section's CV blocks; beyond LISTED_WORK_BLOCKS the counted basic sections stand
+        # in (estimate_plan) and the steady line below prices them
         grown = _step_extension(work, cores, marks, steady, left)
         return prologue - p_big + max(e_big[j] + grown[j] for j in range(k)) + overhead
     steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)

@@ -705,3 +705,17 @@ def test_generic_sampled_cores_are_extended_by_the_step_pricer(monkeypatch):
     est = fag(**a, mode="estimate", tiling={"blockDim": 2})
     assert calls == [[0, 1]]
     assert est.extra["launch_cycles"]["main"] == pytest.approx(base.extra["launch_cycles"]["main"] + 1000.0, abs=1e-6)
+
+
+
+def test_step_pricer_left_out_beyond_the_listing_budget():
+    """Beyond LISTED_WORK_BLOCKS a SameAB / generic call's work is counted, not listed (estimate_plan): its sampled
+    cores are extended on the steady line, not by the step pricer, which reads listed CV blocks (this T = 256K SameAB
+    shape of the accuracy benchmark's HUGE list raised AttributeError there)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from estimate_accuracy_fag import HUGE, call
+    cfg = next(c for name, *c in HUGE if name.startswith("T=256K"))
+    res, _ = call(*cfg, "estimate")
+    assert res.tiling.template == "sameab" and res.extra["launch_cycles"]["main"] > 0
