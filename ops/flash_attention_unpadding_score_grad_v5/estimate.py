@@ -408,7 +408,10 @@ def _balanced_window(t: np.ndarray, w: np.ndarray, until: float) -> tuple[int, i
     size = np.diff(np.concatenate(([0.0], w)))
     lo = min(MARK_HEAD, len(t) - 1)
     hi = min(len(t) - 1 - MARK_TAIL, int(np.searchsorted(t, until, side="right")) - 1)
-    pairs = [(y - x, x, y) for x in range(lo, hi) for y in range(x + 1, hi + 1) if size[x] == size[y]]
+    span = {}  # per size, its first and last step in lo .. hi: the longest window of that size
+    for i in range(lo, hi + 1):
+        span[size[i]] = (span.get(size[i], (i,))[0], i)
+    pairs = [(b - a, a, b) for a, b in span.values() if b > a]
     if pairs:
         return max(pairs)[1:]
     return (lo, hi) if hi > lo else None

@@ -148,9 +148,10 @@ def _views(t, off: int, grid, tiles, align: int, nd: int = 0) -> list[VecView]:
                 lc0, lc1 = max(c0, c * BASE) - c * BASE, min(c0 + ncols, c * BASE + w[c]) - c * BASE
                 k = a * nc + c
                 masked = masked or bool(t.blkMasked[first + k])
-                pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
-                               (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
-        if nd:
+                if not nd:
+                    pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
+                                   (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
+        if nd:  # one piece: the CV block's ND matrix
             pieces = [(off, r0, nr, c0, ncols, 0)]
         out.append(VecView(t.blkB[first], t.blkN[first], row_base + r0, col_base + c0, nr, ncols, pitch,
                            masked, tuple(pieces), gm_pitch=nd or BASE))
