@@ -430,6 +430,31 @@ def test_priced_rounds_prices_periods_and_reductions_apart():
     assert sample_stamps(launch)[-1] - sample_stamps(launch)[0] == pytest.approx(body, rel=1e-12)
 
 
+def test_period_line_prices_a_falling_line_at_the_periods_mean():
+    """The middle periods' line over the two rounds' blocks is kept where it rises (or is flat), and where it falls
+    every period is priced at the sampled periods' mean, also through _priced_rounds: a falling line extrapolated
+    past the sampled pairs priced the launch's periods low (SameAB IS_DTM S 614/279/2636: -4.45%)."""
+    pair = np.array([400.0, 450.0, 500.0, 550.0])
+    rising = np.array([100_000.0, 104_000.0, 108_000.0, 112_000.0])
+    falling = np.array([130_000.0, 120_000.0, 128_000.0, 100_000.0])
+    launch_pairs = np.array([500.0, 600.0, 700.0])
+    kept = estimate_module._period_line(pair, rising)(launch_pairs)
+    np.testing.assert_allclose(kept, estimate_module._ops_line(pair, rising)(launch_pairs), rtol=1e-12)
+    np.testing.assert_allclose(kept, [108_000.0, 116_000.0, 124_000.0], rtol=1e-9)
+    np.testing.assert_allclose(estimate_module._period_line(pair, falling)(launch_pairs), [119_500.0] * 3, rtol=1e-12)
+    # _priced_rounds: rounds 0, 1, 3, 5, 7, 8 of 9 sampled; the four middle periods fall with their pairs' blocks
+    blocks = np.array([200.0, 200.0, 250.0, 250.0, 300.0, 300.0, 350.0, 350.0, 400.0])  # pairs 450 .. 750
+    sample = [0, 1, 3, 5, 7, 8]
+    stamps, t = [10_000.0], 10_000.0
+    for i, p in enumerate([90_000.0, *falling, 50_000.0]):
+        t += p
+        stamps.append(t)
+        t += 20_000.0
+        stamps.append(t)
+    body = estimate_module._priced_rounds(np.array(stamps), sample, blocks, np.full(9, 40.0))
+    assert body == pytest.approx(90_000.0 + 50_000.0 + 7 * 119_500.0 + 9 * 20_000.0, rel=1e-12)
+
+
 def test_sample_rounds_hold_the_fill_and_the_last_rounds():
     """An IS_DTM sample holds rounds 0 and 1, the last two and evenly spaced ones within DTM_BLOCKS; all rounds when
     the launch fits."""
