@@ -478,7 +478,7 @@ class KernelFagBasic:
         """Section s's ND (row pitch, block columns) (vectiles.nd_layout; pitch 0: per block), computed once: the
         cube and the strips place every block of the section with it."""
         if s not in self.ndLayout:
-            self.ndLayout[s] = nd_layout(self.t, s, self.b32)
+            self.ndLayout[s] = nd_layout(self.t, s)
         return self.ndLayout[s]
 
     def _nd(self, s: int) -> int:
@@ -849,9 +849,9 @@ class KernelFagBasic:
                 for j, i in strip:
                     b = t.blkB[i]
                     tk, kvh = self.a.cuKv[b] + t.blkS2o[i] * BASE, t.blkN[i] // t.gSize
-                    parts.append(self._part("s", "b", self._slot(self.mm1, task, j, F32),
-                                            self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w, t.blkCols[i], BASE,
-                                            t.t2Pitch))
+                    ds, ds_pitch = self._block_at(self.mm1, task, s, off, j - off, F32)  # dS: the ND matrix
+                    parts.append(self._part("s", "b", ds, self.kT[(kvh * D + dn) * t.t2Pitch + tk], rows, w,
+                                            t.blkCols[i], ds_pitch, t.t2Pitch))
                 calls.append((dst[dn], parts, rows, w, dpitch))
             jobs.append(("dq", i0, calls))
         for strip in col_strips:
@@ -1203,7 +1203,7 @@ class KernelFagBasic:
         if key not in self.views:
             align = tile_align(self.a.maskForm != "none" or self.a.dropout)
             self.views[key] = section_views(self.t, s, off, self.sub if owner is None else None, self.t.vecBaseMN,
-                                            align, self._nd(s))
+                                            align, self._nd(s), self.b32)
         return self.views[key]
 
     def _bn2_views(self, s: int, off: int):
@@ -1211,7 +1211,7 @@ class KernelFagBasic:
         key = (s, off, "bn2")
         if key not in self.views:
             align = tile_align(self.a.maskForm != "none" or self.a.dropout)
-            self.views[key] = bn2_section_views(self.t, s, off, bn2_sft_rows(self.t), align, self._nd(s))
+            self.views[key] = bn2_section_views(self.t, s, off, bn2_sft_rows(self.t), align, self._nd(s), self.b32)
         return self.views[key]
 
     def VecBlock(self, task: int, j: int, i: int):
@@ -1289,10 +1289,10 @@ class KernelFagBasic:
             CopyRowsIn(dst[uo], self._slot(region, task, j, F32)[lr * gp + lc], nr, nc, gp, v.pitch)
 
     def _pieces_out_t(self, src, dst, region: list, task: int, v):
-        """fp32: the transposes of view *v*'s pieces into their P^T / dS^T slot blocks, at most 64 rows at a time (the
-        Gather offsets' buffer holds 64 rows)."""
+        """fp32: the transposes of view *v*'s pieces per block (block_pieces) into their P^T / dS^T slot blocks, at
+        most 64 rows at a time (the Gather offsets' buffer holds 64 rows)."""
         half = BASE // 2
-        for j, lr, nr, lc, nc, uo in v.pieces:
+        for j, lr, nr, lc, nc, uo in v.block_pieces:
             for r in range(0, nr, half):
                 self.CopyOutT(src[uo + r * v.pitch], dst, self._slot(region, task, j, F32)[lc * BASE], lr + r,
                               min(half, nr - r), nc, v.pitch)
@@ -1373,8 +1373,9 @@ class KernelFagBasic:
         if self.b32:  # fp32: dS over its own dP rows, and dS^T (dK's A operand) gathered into the free S buffer
             SetFlag(HardEvent.V_MTE3, 1)
             WaitFlag(HardEvent.V_MTE3, 1)
+            gp = v.gm_pitch
             for j, lr, nr, lc, nc, uo in v.pieces:
-                CopyRowsOut(self._slot(self.mm1, task, j, F32)[lr * BASE + lc], dP[uo], nr, nc, pitch, BASE)
+                CopyRowsOut(self._slot(self.mm1, task, j, F32)[lr * gp + lc], dP[uo], nr, nc, pitch, gp)
             self._pieces_out_t(dP, S, self.mmT[1], task, v)
         else:
             Cast(out, ds, RoundMode.CAST_ROUND, cnt)
@@ -1718,8 +1719,8 @@ def _piece_shape(v) -> tuple:
     """A pass's pieces without their slot blocks (the slots are bases that move); a view of a CV block's ND matrix
     without its first row too (its rows' start is the base, _slot_regions), so that tiles of different rows of
     tiles share a recording."""
-    if v.gm_pitch != BASE:
-        return tuple(piece[2:] for piece in v.pieces)
+    if v.gm_pitch != BASE:  # fp32: its per-block transposes' pieces too (whole slot blocks are the regions)
+        return tuple(piece[2:] for piece in v.pieces) + tuple(piece[1:] for piece in v.tpieces)
     return tuple(piece[1:] for piece in v.pieces)
 
 
@@ -1738,12 +1739,16 @@ def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
 def _slot_regions(k: KernelFagBasic, task: int, v, regions: tuple) -> list:
     """The view's slot blocks in each of *regions* (section buffers) as regions of the workspace: distinct blocks,
     so they never overlap one another; a view of a CV block's ND matrix (one piece): its rows, from the start of its
-    first row (its 16-bit P / dS rows start there too)."""
-    if v.gm_pitch != BASE:
-        j, lr, nr, lc, nc, _ = v.pieces[0]
-        gp = v.gm_pitch
-        return [(k._slot(region, task, j, F32)[lr * gp], ((nr - 1) * gp + lc + nc) * 4) for region in regions]
-    return [_ws_slot(k, region, task, j) for region in regions for j, *_ in v.pieces]
+    first row (its 16-bit P / dS rows start there too), except in fp32's per-block P^T / dS^T buffers (k.mmT)."""
+    out = []
+    for region in regions:
+        if v.gm_pitch != BASE and not any(region is r for r in k.mmT):
+            j, lr, nr, lc, nc, _ = v.pieces[0]
+            gp = v.gm_pitch
+            out.append((k._slot(region, task, j, F32)[lr * gp], ((nr - 1) * gp + lc + nc) * 4))
+        else:
+            out += [_ws_slot(k, region, task, j) for j, *_ in v.block_pieces]
+    return out
 
 
 def _mask_key(k: KernelFagBasic, v) -> tuple:

@@ -60,6 +60,12 @@ class VecView:
     pieces: tuple
     block: int = -1  # a half block's block index (its dsink partial's slot); -1 for a tile
     gm_pitch: int = BASE  # fp32 row pitch of the pieces' slot rows: BASE per block, the CV matrix's (cv_pitch)
+    tpieces: tuple = ()  # fp32 with an ND matrix: the per-block pieces its P^T / dS^T transposes go to (npusim's slots)
+
+    @property
+    def block_pieces(self) -> tuple:
+        """The view's pieces per 128 x 128 slot block (fp32's transposed P^T / dS^T slots are per block)."""
+        return self.tpieces or self.pieces
 
 
 def block_view(t, i: int, j: int, lo: int, rows: int) -> VecView:
@@ -108,22 +114,22 @@ def _rect_size(h: list, w: list) -> tuple[int, int]:
 ND_TEMPLATES = {"sameab": 16, "sameab_det": 16, "generic": 16, "basic_bn2": 8}
 
 
-def nd_layout(t, s: int, b32: bool) -> tuple[int, int]:
+def nd_layout(t, s: int) -> tuple[int, int]:
     """(fp32 row pitch, block columns) of section s's S / dP ND matrix from one walk of its blocks (_grid), so that
     the kernel can keep both per section and place each block with nd_block; (0, 0) where the cube writes per
     block (cv_pitch)."""
     align = ND_TEMPLATES.get(t.template)
-    grid = _grid(t, s) if align and not b32 else None
+    grid = _grid(t, s) if align else None
     if grid is None:
         return 0, 0
     return align_up(_rect_size(grid[1], grid[2])[1], align), len(grid[2])
 
 
-def cv_pitch(t, s: int, b32: bool) -> int:
+def cv_pitch(t, s: int) -> int:
     """fp32 row pitch of section s's S / dP in its slot: one ND matrix of the CV block's rectangle, its width
-    aligned to ND_TEMPLATES's elements (CANN's layout); 0 where the cube writes per 128 x 128 block at pitch BASE:
-    the basic templates, fp32 (its transposed P^T / dS^T slots are per block), sections that are not a full grid."""
-    return nd_layout(t, s, b32)[0]
+    aligned to ND_TEMPLATES's elements (CANN's layout, fp32 inputs too); 0 where the cube writes per 128 x 128 block
+    at pitch BASE: the basic templates, sections that are not a full grid."""
+    return nd_layout(t, s)[0]
 
 
 def nd_block(k: int, pitch: int, cols: int) -> int:
@@ -132,9 +138,10 @@ def nd_block(k: int, pitch: int, cols: int) -> int:
     return k // cols * BASE * pitch + k % cols * BASE
 
 
-def _views(t, off: int, grid, tiles, align: int, nd: int = 0) -> list[VecView]:
+def _views(t, off: int, grid, tiles, align: int, nd: int = 0, b32: bool = False) -> list[VecView]:
     """*tiles* (first row, rows, first column, columns of the rectangle) as passes over the grid's slot blocks, or
-    with *nd* (cv_pitch) as one piece each of the CV block's ND matrix (slot off, rows *nd* fp32 apart)."""
+    with *nd* (cv_pitch) as one piece each of the CV block's ND matrix (slot off, rows *nd* fp32 apart); *b32* with
+    *nd*: the per-block pieces too, as tpieces (fp32's P^T / dS^T slots)."""
     first, h, w = grid
     nc = len(w)
     row_base, col_base = t.blkS1o[first] * BASE, t.blkS2o[first] * BASE
@@ -148,18 +155,19 @@ def _views(t, off: int, grid, tiles, align: int, nd: int = 0) -> list[VecView]:
                 lc0, lc1 = max(c0, c * BASE) - c * BASE, min(c0 + ncols, c * BASE + w[c]) - c * BASE
                 k = a * nc + c
                 masked = masked or bool(t.blkMasked[first + k])
-                if not nd:
+                if not nd or b32:
                     pieces.append((off + k, lr0, lr1 - lr0, lc0, lc1 - lc0,
                                    (a * BASE + lr0 - r0) * pitch + c * BASE + lc0 - c0))
+        tpieces = tuple(pieces) if nd and b32 else ()
         if nd:  # one piece: the CV block's ND matrix
             pieces = [(off, r0, nr, c0, ncols, 0)]
         out.append(VecView(t.blkB[first], t.blkN[first], row_base + r0, col_base + c0, nr, ncols, pitch,
-                           masked, tuple(pieces), gm_pitch=nd or BASE))
+                           masked, tuple(pieces), gm_pitch=nd or BASE, tpieces=tpieces))
     return out
 
 
 def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int,
-                  nd: int = 0) -> list[VecView] | None:
+                  nd: int = 0, b32: bool = False) -> list[VecView] | None:
     """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
     blocks (slot off + k for its k-th block, row-major; with *nd*, cv_pitch, its ND matrix at slot off); None when
     the section's blocks are not a full row-major grid (the estimate's stand-in sections of the basic grouping),
@@ -167,11 +175,11 @@ def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: i
     grid = _grid(t, s)
     if grid is None:
         return None
-    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align, nd)
+    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align, nd, b32)
 
 
 def bn2_section_views(t, s: int, off: int, chunk: int, align: int,
-                      nd: int = 0) -> list[tuple[int, int, list[VecView]]] | None:
+                      nd: int = 0, b32: bool = False) -> list[tuple[int, int, list[VecView]]] | None:
     """The deterministic S1s2Bn2 tiles (bn2_tiles) of section s as passes, per softmax-grad chunk: (the chunk's first
     batch row, its rows, its passes); None when the section is not a full grid (as section_views)."""
     grid = _grid(t, s)
@@ -179,5 +187,5 @@ def bn2_section_views(t, s: int, off: int, chunk: int, align: int,
         return None
     R, W = _rect_size(grid[1], grid[2])
     row_base = t.blkS1o[grid[0]] * BASE
-    return [(row_base + k, min(chunk, R - k), _views(t, off, grid, tiles, align, nd))
+    return [(row_base + k, min(chunk, R - k), _views(t, off, grid, tiles, align, nd, b32))
             for k, tiles in zip(range(0, R, chunk), bn2_tiles(R, W, t.vecBaseM, t.cvTrim, chunk))]

@@ -1,6 +1,6 @@
 """The S / dP workspace as CANN lays it out: one ND matrix per CV block (row pitch: the block's width aligned, CANN
 s2CvExtendAlign / b32AlignProcessN), so each vector tile copies S and dP in, and P and dS out, in one DataCopyPad;
-fp32 and the basic templates keep their per-block slots. Bit-exactness of these calls: test_fag_golden and
+fp32 too (its transposed P^T / dS^T, npusim's own, stay per block); the basic templates keep their per-block slots. Bit-exactness of these calls: test_fag_golden and
 test_fag_pingpong."""
 import pytest
 
@@ -15,6 +15,7 @@ CASES = {  # (make_case keywords, deterministic, template)
     "generic": (dict(seq_q=[300, 200], seq_kv=[400, 250], n1=2, d=64), False, "generic"),
     "bn2": (dict(seq_q=[300, 500], seq_kv=[400, 600], n1=4, n2=2, d=64, layout=""), True, "basic_bn2"),
     "fp32": (dict(seq_q=[600], seq_kv=[400], n1=4, n2=2, d=64, dtype="fp32"), False, "generic"),
+    "fp32_bn2": (dict(seq_q=[300, 200], seq_kv=[400, 250], n1=2, d=64, dtype="fp32", layout=""), True, "basic_bn2"),
 }
 
 
@@ -41,18 +42,19 @@ def test_each_tile_is_one_copy_of_its_cv_matrix(name, copied_views):
     check_golden_and_accuracy(a, p, res)
     views = copied_views
     assert views
-    if p.dtype.itemsize == 4:  # fp32: per-block slots, a tile over two blocks is two pieces
-        assert all(v.gm_pitch == BASE for v in views)
-        assert any(len(v.pieces) > 1 for v in views)
-        return
     assert all(len(v.pieces) == 1 and v.gm_pitch != BASE for v in views)
+    if p.dtype.itemsize == 4:  # fp32: the transposes' per-block pieces cover the tile, and some span two blocks
+        assert all(sum(nr * nc for _, _, nr, _, nc, _ in v.tpieces) == v.rows * v.cols for v in views)
+        assert any(len(v.tpieces) > 1 for v in views)
+    else:
+        assert all(not v.tpieces for v in views)
     assert all(v.gm_pitch % ND_TEMPLATES[template] == 0 and v.gm_pitch >= v.cols for v in views)
     spanning = [v for v in views if v.pieces[0][3] // BASE != (v.pieces[0][3] + v.cols - 1) // BASE]
     assert spanning  # tiles across two 128-column blocks: one copy where per-block slots took two
 
 
 def test_cv_pitch_aligns_the_rectangle_width():
-    """300 columns: 304 (16) on SameAB / generic, 304 (8) on S1s2Bn2 too; 130: 144 / 136; fp32 and basic: 0."""
+    """300 columns: 304 (16) on SameAB / generic, 304 (8) on S1s2Bn2 too; 130: 144 / 136; basic: 0."""
     from types import SimpleNamespace
 
     def tiling(template, cols):
@@ -62,9 +64,8 @@ def test_cv_pitch_aligns_the_rectangle_width():
         return SimpleNamespace(template=template, secStart=[0, n], blkS1o=[0] * n, blkS2o=list(range(n)),
                                blkRows=[BASE] * n, blkCols=widths)
 
-    assert cv_pitch(tiling("sameab", 300), 0, False) == 304
-    assert cv_pitch(tiling("basic_bn2", 300), 0, False) == 304
-    assert cv_pitch(tiling("generic", 130), 0, False) == 144
-    assert cv_pitch(tiling("basic_bn2", 130), 0, False) == 136
-    assert cv_pitch(tiling("sameab", 300), 0, True) == 0
-    assert cv_pitch(tiling("basic", 300), 0, False) == 0
+    assert cv_pitch(tiling("sameab", 300), 0) == 304
+    assert cv_pitch(tiling("basic_bn2", 300), 0) == 304
+    assert cv_pitch(tiling("generic", 130), 0) == 144
+    assert cv_pitch(tiling("basic_bn2", 130), 0) == 136
+    assert cv_pitch(tiling("basic", 300), 0) == 0
