@@ -47,8 +47,9 @@ from ops.common.rowops import BroadcastRows, BytesToBits, CopyRowsIn, CopyRowsOu
 from ops.common.transpose import TransposeHeads, TransposeOffsets
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, FagTilingData
 from ops.flash_attention_unpadding_score_grad_v5.tiling import ALIBI_COLS
-from ops.flash_attention_unpadding_score_grad_v5.vectiles import (VEC_ROWS_MAX, block_view, bn2_section_views,
-                                                                  nd_block, nd_layout, section_views, tile_align)
+from ops.flash_attention_unpadding_score_grad_v5.vectiles import (SFMG_DB_INPUT_ELEMS, VEC_ROWS_MAX, block_view,
+                                                                  bn2_section_views, nd_block, nd_layout, pp_pairs,
+                                                                  section_views, tile_align)
 
 CUBE2VEC, VEC2CUBE = 1, 2  # cross-core flags of the basic template (SameAB: SYNC_C1_V1, SYNC_V1_C2)
 CUBE2ADD = 3  # SameAB IS_DTM: SYNC_C2_V1, the core's partials are in its workspace slot (basic_det: CUBE2VECDET)
@@ -462,7 +463,7 @@ class KernelFagBasic:
                 TransposeHeads(self.dyGm, self.dyT, t.t1Size, t.n1Size, self.D, t.t1Pitch, w)
             if self.t.template == "basic_bn2":  # its softmax-grad rows come per CV block (SoftmaxGradCv)
                 SyncAll()
-            else:
+            elif not self.t.tndS1PP:  # TND_S1_PP: per tile, beside it (SfmgTile); no prologue, no SyncAll
                 self.VecSftg()
             self.ProcessVector()
 
@@ -984,6 +985,8 @@ class KernelFagBasic:
             Duplicate(self.ub["zeros"].Get(F16), 0.0, self.cmpChunk)
             PipeBarrier(Pipe.V)
         t = self.t
+        if t.tndS1PP:  # SfmgTile's row sums (both sides in turn: one vector pipe)
+            self._ub_buf("sfrow", rmax * 4)
         if t.template == "basic_bn2":  # SoftmaxGradCv: its [rows, 8] result (a step's Brcb writes whole 8-row
             # groups), row sums, attention_in rows (b16)
             for name, nbytes in (("sfmgcv", (bn2_sft_rows(t) + 8) * 32), ("sfrow", SFT_ROWS * 4),
@@ -1057,7 +1060,10 @@ class KernelFagBasic:
                 if self.a.sink and t.vecBaseMN:  # dsinkSumLocal: this AIV's sum over the CV block's tiles
                     Duplicate(self.ub["dsinkSum"].Get(F32), 0.0, 8)
                     PipeBarrier(Pipe.V)
-                if views is not None and len(self.ubs) == 2:  # generic: pairs of column tiles of a tile row
+                if views is not None and t.tndS1PP:  # TND_S1_PP: pairs of row tiles, sfmg per tile (SfmgTile)
+                    for pair in pp_pairs(views):
+                        self.VecPair(task, pair)
+                elif views is not None and len(self.ubs) == 2:  # generic: pairs of column tiles of a tile row
                     for pair in column_pairs(views):
                         self.VecPair(task, pair)
                 elif views is not None:
@@ -1203,7 +1209,7 @@ class KernelFagBasic:
         if key not in self.views:
             align = tile_align(self.a.maskForm != "none" or self.a.dropout)
             self.views[key] = section_views(self.t, s, off, self.sub if owner is None else None, self.t.vecBaseMN,
-                                            align, self._nd(s), self.b32)
+                                            align, self._nd(s), self.b32, self.D if self.t.tndS1PP else 0)
         return self.views[key]
 
     def _bn2_views(self, s: int, off: int):
@@ -1240,6 +1246,8 @@ class KernelFagBasic:
         a, t = self.a, self.t
         if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
             self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
+        elif t.tndS1PP:  # computed into this side's sfmg8 before SubGrapA (SfmgTile)
+            self.sf8 = self.ub["sfmg8"].Get(F32)
         else:
             self.sf8 = self.ub["sfmg8"].Get(F32)
             DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
@@ -1259,15 +1267,25 @@ class KernelFagBasic:
         SubGrapA's copies out (MTE3_MTE2 per tile), the pong's dP, where it reuses the fp32 scratch, for the pong's
         SubGrapA vector work (V_MTE2). Their vector work waits for no copy out (CANN's right subgraph has no MTE3_V
         wait, ..._s1s2_bn2.h:3570-3668): it follows its dP copy in, which follows its own tile's copies out, so
-        neither waits for the other tile's. One tile (an odd count's last) runs as a pass of its own."""
-        if len(views) == 1:
+        neither waits for the other tile's. One tile (an odd count's last) runs as a pass of its own, except in
+        TND_S1_PP (ping-pong pairs of row tiles, ..._s1s2_bn2gs1s2.h:2334-2393), where each tile's sfmg rows come
+        first (SfmgTile, ping then pong) and a lone tile runs as a ping."""
+        pp = self.t.tndS1PP
+        if len(views) == 1 and not pp:
             self.VecTile(task, views[0])
             return
+        if pp:
+            for self.side, v in enumerate(views):
+                self.ub = self.ubs[self.side]
+                self.SfmgTile(v.b, v.n, v.row0, v.rows)
+                SetFlag(HardEvent.V_MTE2, 4 + self.side)
         for self.side, v in enumerate(views):
             self.ub = self.ubs[self.side]
+            if pp:  # its copies in wait for its sfmg's vector work (structMte2WaitVPing / Pong)
+                WaitFlag(HardEvent.V_MTE2, 4 + self.side)
             self.SubGrapA(task, v)
             SetFlag(HardEvent.MTE3_MTE2, 6 + self.side)
-        alias = self.ubs[1]["dp"] is self.ubs[0].get("tmp")
+        alias = len(views) == 2 and self.ubs[1]["dp"] is self.ubs[0].get("tmp")
         if alias:
             SetFlag(HardEvent.V_MTE2, 7)
         self.paired = True
@@ -1280,6 +1298,26 @@ class KernelFagBasic:
             self.SubGrapB(task, v)
         self.side, self.ub, self.paired = 0, self.ubs[0], False
         self._pass_done()
+
+    def SfmgTile(self, b: int, n: int, row0: int, rows: int):
+        """TND_S1_PP's CalcSoftMaxGradPingPong (..._s1s2_bn2gs1s2.h:647-717): sfmg of query rows row0 .. row0 + rows
+        of (b, n) into this side's sfmg8, D whole: dY and attention_in rows (b16) into the top of the side's S and dP
+        buffers, cast to fp32 below them, SoftmaxGradFront (the prologue's arithmetic, so the same values),
+        broadcast to 8 (VecPair then sets V_MTE2 for the tile's SubGrapA copies in, which reuse those buffers)."""
+        t, dt, D, ub = self.t, self.inDt, self.D, self.ub
+        dp = c16(D)
+        pitch = t.n1Size * D
+        q = (self.a.cuQ[b] + row0) * pitch + n * D
+        top = (BASE * BASE // 2 * 4 - SFMG_DB_INPUT_ELEMS * dt.itemsize) // dt.itemsize  # clear of the fp32 rows
+        x, y = ub["s"].Get(F32), ub["dp"].Get(F32)
+        dyL, oL = ub["s"].Get(dt)[top], ub["dp"].Get(dt)[top]
+        CopyRowsIn(dyL, self.dyGm[q], rows, D, pitch, dp)
+        CopyRowsIn(oL, self.oGm[q], rows, D, pitch, dp)
+        SetFlag(HardEvent.MTE2_V, 4 + self.side)
+        WaitFlag(HardEvent.MTE2_V, 4 + self.side)
+        row = ub["sfrow"].Get(F32)
+        SoftmaxGradFront(row, x, y, dyL, oL, y, rows, D, dp)  # acc: y, free after the product
+        BroadcastRows(ub["sfmg8"].Get(F32), row, rows)
 
     def _pieces_in(self, dst, region: list, task: int, v):
         """S or dP of view *v* from its slot blocks (fp32, pitch BASE) or its CV block's ND matrix (one piece, pitch
@@ -1823,6 +1861,12 @@ def _vecpass_key(k: KernelFagBasic, task: int, v):
     return key, (*regions, *_stat_bases(k, v), *mask_bases)
 
 
+def _sfmg_tile_key(k: KernelFagBasic, b: int, n: int, row0: int, rows: int):
+    """SfmgTile: its rows and UB side (and D, dtype); the dY and attention_in rows move (bases)."""
+    q = (k.a.cuQ[b] + row0) * k.t.n1Size * k.D + n * k.D
+    return (rows, k.side, k.D, k.inDt.str), (k.dyGm[q], k.oGm[q])
+
+
 def _drop_key(k: KernelFagBasic, b: int, n: int, row0: int, col0: int, rows: int, cols: int) -> tuple:
     """(key, bases) of Dropout on rows x cols at (row0, col0) of (b, n): the keep bits' row pitch (Skv) in the key;
     bit mode reads the drop mask from the slice's first byte (a base), byte mode the adapter's bytes (a region of the
@@ -1947,6 +1991,7 @@ KernelFagBasic.ReduceRows = replayable(_reduce_key, shared=True)(KernelFagBasic.
 KernelFagBasic.Cube23Block = replayable(_cube23_key, shared=True)(KernelFagBasic.Cube23Block)
 KernelFagBasic.Cube1Block = replayable(_cube1_key, shared=True)(KernelFagBasic.Cube1Block)
 KernelFagBasic.SubGrapA = replayable(_suba_key, shared=True)(KernelFagBasic.SubGrapA)
+KernelFagBasic.SfmgTile = replayable(_sfmg_tile_key, shared=True)(KernelFagBasic.SfmgTile)
 KernelFagBasic.SubGrapB = replayable(_subb_key, shared=True)(KernelFagBasic.SubGrapB)
 KernelFagBasic.VecBlock = replayable(_vecblock_key, shared=True)(KernelFagBasic.VecBlock)
 KernelFagBasic.VecTile = replayable(_vecpass_key, shared=True)(KernelFagBasic.VecTile)

@@ -209,6 +209,16 @@ def generic_cv_ratio(problem) -> tuple[int, int]:
     return s1r, s2r
 
 
+def generic_s1_pingpong(problem) -> bool:
+    """isTndS1PingPong (..._tiling_s1s2_bn2gs1s2.cpp:1026-1030): the generic kernel's TND_S1_PP variant, for an S1
+    CV ratio above 1 (generic_cv_ratio), an input that is not fp32, and neither pse nor atten_mask given (TND: every
+    call here). Its AIVs walk a CV block's tiles S2 outer, in pairs of S1 tiles, each tile's softmax-grad rows
+    computed into UB beside it (vectiles.pp_tiles; docs/fag.md "Pipeline")."""
+    p = problem
+    return (generic_cv_ratio(p)[0] != 1 and np.dtype(p.dtype).itemsize != 4 and p.pse_form == "none"
+            and p.atten_mask_shape is None)
+
+
 def generic_cv_inner(problem) -> tuple[int, int]:
     """(s1CvInner, cvS2Inner) of the generic template: min(128, s1 aligned to 16) x s1CvRatio by min(64, s2 aligned
     to 16) x s2CvRatio, s1 / s2 the longest sequences (FuzzyForBestSplit keeps 128 x 64 for every shape npusim

@@ -33,7 +33,7 @@ from npusim.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID,
 from ops.flash_attention_unpadding_score_grad_v5.templates import (GEN_S1_INNER, GEN_S2_INNER, SAB_BASE_MN,
                                                                    align_up, bn2_cv_inner,
                                                                    bn2_vec_base_n, bn2_vec_tile, cann_template,
-                                                                   generic_cv_inner,
+                                                                   generic_cv_inner, generic_s1_pingpong,
                                                                    generic_split_balance, sab_cv_inner,
                                                                    sab_deterministic, tiling_view)
 
@@ -117,6 +117,7 @@ class FagTilingData:
     cvTrim: int = 0  # SameAB 8 / generic 64: a CV block is the rectangle CANN computes (cv_rectangle); 0: kept blocks
     vecBaseMN: int = 0  # SameAB / generic: baseMN, the elements of a vector tile at most (vectiles.py); 0: half blocks
     vecBaseM: int = 0  # deterministic S1s2Bn2: its vector tile's rows (baseM; its columns: cvTrim); 0: other templates
+    tndS1PP: bool = False  # generic TND_S1_PP (templates.generic_s1_pingpong): S1 tile pairs, sfmg rows per tile in UB
     dtmBasic: bool = False  # basic_det: one partial slot per core, reduction from the first partial (16-AIV
     # groups for dq, dk, dv), dk/dv strips with one writer in the round added by the cube itself
 
@@ -664,6 +665,7 @@ def fag_tiling(problem, chip, overrides: dict | None = None, deterministic: bool
         alibiOffset=alibi_off, dropAdapterBits=p.drop_mask_bits if p.dropout and not bit_mode else 0,
         qTOffset=t_offs[0], kTOffset=t_offs[1], dyTOffset=t_offs[2], t1Pitch=t1p, t2Pitch=t2p, mmTOffset=mm_t,
         vecBaseMN=vec_base_mn(template, p),
+        tndS1PP=template == "generic" and generic_s1_pingpong(tiling_view(p, deterministic)),
         vecBaseM=bn2_vec_tile(tiling_view(p, True))[0] if template == "basic_bn2" else 0)
 
 

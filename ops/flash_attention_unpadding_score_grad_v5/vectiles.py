@@ -18,6 +18,8 @@ from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE
 
 VEC_S2_LEN = 256  # VEC_S2_LEN: a vector tile's columns at most
 VEC_ROWS_MAX = 128  # s1VecSize's cap (a repeat's stride field)
+SFMG_DB_INPUT_ELEMS = 18 * 1024 // 4  # SFMG_DB_INPUT_UBSIZE / 4: one TND_S1_PP side's fp32 sfmg input at most
+SFMG_S1_ALIGN = 8  # SFMG_S1_ALIGN_NUM: TND_S1_PP tile rows are a multiple of 8 where above 8
 
 
 def tile_align(masked_or_dropout: bool) -> int:
@@ -40,6 +42,35 @@ def vec_tiles(rows: int, cols: int, base_mn: int, align: int, share: int | None)
     half = l1 // 2
     rows_of = range(l1) if share is None else range(half) if share == 0 else range(half, l1)
     return [(a * s1, min(s1, rows - a * s1), c * s2, min(s2, cols - c * s2)) for a in rows_of for c in range(l2)]
+
+
+def _align8_down(x: int) -> int:
+    return x // SFMG_S1_ALIGN * SFMG_S1_ALIGN if x > SFMG_S1_ALIGN else x
+
+
+def pp_tile_rows(rows: int, cols: int, base_mn: int, align: int, d: int) -> int:
+    """s1VecSize of the generic kernel's TND_S1_PP variant (..._s1s2_bn2gs1s2.h:2255-2277): the rows whose fp32
+    dY and attention_in (D aligned to 16, sfmgdInner: D is not split) fit SFMG_DB_INPUT_UBSIZE, at most the
+    rectangle's rows, and at most the rows baseMN gives the tile's aligned width (capped at 128), each aligned down to
+    8 where above 8."""
+    sfmg = _align8_down(min(SFMG_DB_INPUT_ELEMS // align_up(d, 16) // SFMG_S1_ALIGN * SFMG_S1_ALIGN, rows))
+    graph_ab = _align8_down(min(base_mn // align_up(min(cols, VEC_S2_LEN), align), rows, VEC_ROWS_MAX))
+    return max(1, min(sfmg, graph_ab))
+
+
+def pp_tiles(rows: int, cols: int, base_mn: int, align: int, d: int) -> list[tuple[int, int, int, int]]:
+    """The TND_S1_PP tiles (first row, rows, first column, columns) of a rows x cols rectangle in the kernel's order
+    (..._s1s2_bn2gs1s2.h:2334-2393): column tiles outer, row tiles inner (pp_pairs pairs them two by two)."""
+    s1, s2 = pp_tile_rows(rows, cols, base_mn, align, d), min(cols, VEC_S2_LEN)
+    return [(a, min(s1, rows - a), c, min(s2, cols - c)) for c in range(0, cols, s2) for a in range(0, rows, s1)]
+
+
+def pp_pairs(views: list) -> list:
+    """TND_S1_PP's ping-pong pairs: per column of tiles, row tiles two at a time (a column's odd last one alone)."""
+    cols = {}
+    for v in views:
+        cols.setdefault(v.col0, []).append(v)
+    return [col[k:k + 2] for col in cols.values() for k in range(0, len(col), 2)]
 
 
 @dataclass(frozen=True)
@@ -167,15 +198,17 @@ def _views(t, off: int, grid, tiles, align: int, nd: int = 0, b32: bool = False)
 
 
 def section_views(t, s: int, off: int, share: int | None, base_mn: int, align: int,
-                  nd: int = 0, b32: bool = False) -> list[VecView] | None:
+                  nd: int = 0, b32: bool = False, pp_d: int = 0) -> list[VecView] | None:
     """The tiles (vec_tiles) of section s's rectangle that one AIV computes, as passes over the section's slot
     blocks (slot off + k for its k-th block, row-major; with *nd*, cv_pitch, its ND matrix at slot off); None when
     the section's blocks are not a full row-major grid (the estimate's stand-in sections of the basic grouping),
-    which then run by half blocks."""
+    which then run by half blocks. *pp_d*: the head dim of a TND_S1_PP call (pp_tiles; 0: vec_tiles)."""
     grid = _grid(t, s)
     if grid is None:
         return None
-    return _views(t, off, grid, vec_tiles(*_rect_size(grid[1], grid[2]), base_mn, align, share), align, nd, b32)
+    size = _rect_size(grid[1], grid[2])
+    tiles = pp_tiles(*size, base_mn, align, pp_d) if pp_d else vec_tiles(*size, base_mn, align, share)
+    return _views(t, off, grid, tiles, align, nd, b32)
 
 
 def bn2_section_views(t, s: int, off: int, chunk: int, align: int,

@@ -49,6 +49,11 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                                  {"blockDim": 2}, "sameab"),
     "sameab_dtm_slope_dropbits": (dict(seq_q=[1100], seq_kv=[1100], n1=2, d=32, sparse_mode=2, causal=True,
                                        dropout=0.9, pse_type=2, slopes="N"), True, {"blockDim": 2}, "sameab_det"),
+    # the generic TND_S1_PP variant: row-tile pairs, each tile's sfmg rows computed in UB (SfmgTile)
+    "generic_s1pp_dropbits": (dict(seq_q=[600, 300], seq_kv=[100, 120], n1=2, d=64, dropout=0.9), False,
+                              {"blockDim": 2}, "generic"),
+    "generic_s1pp_short_keys": (dict(seq_q=[2100, 2100], seq_kv=[200, 150], n1=2, d=128), False, {"blockDim": 2},
+                                "generic"),
 }
 
 
@@ -68,6 +73,8 @@ RECORDED = {
     "prefix_dropbits": {"SubGrapA", "SubGrapB"},
     "fp32_alibi_dropbits_sink": {"SubGrapA", "SubGrapB", "_mm_abt"},
     "sameab_dtm_slope_dropbits": {"SubGrapA", "SubGrapB"},
+    "generic_s1pp_dropbits": {"SfmgTile", "SubGrapA", "SubGrapB"},
+    "generic_s1pp_short_keys": {"SfmgTile", "SubGrapA", "SubGrapB"},
 }
 
 
