@@ -121,6 +121,13 @@ GENERIC_SAMPLE_SECTIONS = 16
 #: templates whose sampled cores are extended over their own launch ring steps with repeats and class changes priced
 #: apart (_step_pricer, _step_extension); the others at the steady line over the size and steps they have left
 STEP_PAIR_TEMPLATES = ("generic", "sameab")
+#: of those, the templates whose ring steps are priced by their context (_context_pricer: own size, next size, growth
+#: over the step before): SameAB, whose step is one CV block both AIVs share by rows. A generic step holds two CV
+#: blocks, each worked whole by its own AIV, and costs by the larger one's vector pass where the two differ (S 1845/166
+#: /1309 kv 152/439/1321 blockDim 9, timing mode: 84 + 512 fractals 52.3k cycles, 152 + 512 51.2k, 224 + 512 55.7k,
+#: 512 + 512 76.1k), which a line over the step's summed sizes does not follow (that call +2.61% on it, -0.01% on
+#: _step_pricer); lines with per-AIV growth or the larger run's size did no better on the generic tuning calls
+CONTEXT_TEMPLATES = ("sameab",)
 #: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
 #: block: basic_bn2, whose cores run whole (batch, key/value head) pairs of full, band-edge, corner and short-row CV
 #: blocks of very different costs per block (on the tuning set's four sampled basic_bn2 calls: -0.77% .. -0.08% by the
@@ -561,7 +568,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     if til.template in STEP_PAIR_TEMPLATES and steady is not None and hasattr(work, "listed"):
         # the step pricer reads each section's CV blocks; beyond LISTED_WORK_BLOCKS the counted basic sections stand
         # in (estimate_plan) and the steady line below prices them
-        grown = _step_extension(work, cores, marks, steady, left)
+        grown = _step_extension(work, cores, marks, steady, left, til.template in CONTEXT_TEMPLATES)
         return prologue - p_big + max(e_big[j] + grown[j] for j in range(k)) + overhead
     steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
                   for j, c in enumerate(cores)]
@@ -570,11 +577,12 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
                                   for j in range(k)) + overhead
 
 
-def _step_extension(work, cores: list, marks: list, steady: tuple, span: np.ndarray) -> list[float]:
+def _step_extension(work, cores: list, marks: list, steady: tuple, span: np.ndarray,
+                    context: bool = False) -> list[float]:
     """Per simulated core, the cycles its launch adds to its sample run: its launch ring steps priced
-    (_step_pricer; *span*: the size each core is extended over, its weight) less its sample's steps priced the same
-    way, at least 0."""
-    price = _step_pricer(marks, steady, span)
+    (_step_pricer, or with *context* _context_pricer; *span*: the size each core is extended over, its weight) less
+    its sample's steps priced the same way, at least 0."""
+    price = (_context_pricer if context else _step_pricer)(marks, steady, span)
     return [max(0.0, price(_launch_step_sizes(work, c)) - price(np.diff(marks[j][1], prepend=0.0)))
             for j, c in enumerate(cores)]
 
@@ -630,6 +638,50 @@ def _step_pricer(marks: list, steady: tuple, span: np.ndarray):
         sizes = np.asarray(sizes, float)
         repeat = sizes[1:] == sizes[:-1]
         return float(np.sum(np.where(repeat, rep_step + rep_size * sizes[1:], steady[0] + steady[1] * sizes[1:])))
+    return price
+
+
+def _context_columns(sizes: np.ndarray) -> np.ndarray:
+    """Per ring step after the first of a sequence of step *sizes*, the columns its cycles are a line over: 1, its
+    own size (its Cube23), the next step's size (whose Cube1 runs in its interval; the last step has none, and its own
+    size stands in, in the launch and the sample alike) and its growth over the step before (a step after a smaller
+    one waits for its own vector pass, which the short interval before did not hide)."""
+    sizes = np.asarray(sizes, float)
+    own = sizes[1:]
+    nxt = np.append(sizes[2:], sizes[-1:])
+    return np.stack([np.ones(len(own)), own, nxt, np.maximum(own - sizes[:-1], 0.0)], 1)
+
+
+def _context_pricer(marks: list, steady: tuple, span: np.ndarray):
+    """A function pricing a sequence of ring-step sizes (the cycles of its steps after the first) on the line over
+    _context_columns fitted (weighted least squares, _steady_cost's weights *span*) to every step of the sample's
+    steady window (_steady_window); _step_pricer where the window holds fewer than two sizes or no more steps than
+    columns.
+
+    Why: on SameAB the interval between two SetAtomicNone marks holds this step's Cube23 and the next step's Cube1,
+    so a step costs by its own size and the next one's, and a step after a smaller one also waits for its vector
+    pass. SameAB S 2149/3653/3191 N 4/4 D 128 bf16 band (session 15's check), timing mode: a 1024-fractal step 137k
+    cycles after a 224 or 160 one, 102-110k between two 1024s, 79-85k before a small one. The sample keeps each
+    class change and shortens the runs of repeats, so its repeats were mostly the cheap ones before a change:
+    _step_pricer priced the launch's repeats at 91.3k and its class changes at 108.3k, short by 139k on the latest
+    core against 68k in its sample: -4.58%, -0.63% on this line (the sample's mean per (previous, own, next) triple
+    is within 1% of the launch's)."""
+    rows, cycles, weights = [], [], []
+    for (t, w), weight in zip(marks, span):
+        if weight <= 0:
+            continue
+        a, b = _steady_window(len(t))
+        rows.append(_context_columns(np.diff(w, prepend=0.0))[a:b])
+        cycles.append(np.diff(t)[a:b])
+        weights.append(np.full(b - a, float(weight)))
+    rows = np.concatenate(rows) if rows else np.zeros((0, 4))
+    if len(rows) <= rows.shape[1] or len(np.unique(rows[:, 1])) < 2:
+        return _step_pricer(marks, steady, span)
+    root = np.sqrt(np.concatenate(weights))
+    coef = np.linalg.lstsq(rows * root[:, None], np.concatenate(cycles) * root, rcond=None)[0]
+
+    def price(sizes) -> float:
+        return float(np.sum(_context_columns(sizes) @ coef)) if len(sizes) > 1 else 0.0
     return price
 
 

@@ -537,6 +537,43 @@ def test_step_pricer_falls_back_to_the_steady_line_without_two_repeat_sizes():
     assert price(sizes) == pytest.approx(sum(steady[0] + steady[1] * s for s in sizes[1:]))
 
 
+def _context_ring_cycles(sizes, head=90000.0):
+    """Synthetic SameAB ring-step cycles: 6k + 80 a fractal of the step's own size (its Cube23) + 30 of the next
+    step's (its Cube1; the last step's own size stands in) + 40 of its growth over the step before (its exposed
+    vector pass); a dear first step."""
+    s = np.asarray(sizes, float)
+    nxt = np.append(s[2:], s[-1:])
+    return np.r_[head, 6000.0 + 80.0 * s[1:] + 30.0 * nxt + 40.0 * np.maximum(s[1:] - s[:-1], 0.0)]
+
+
+def test_context_pricer_prices_steps_by_own_next_and_growth():
+    """A SameAB core whose launch repeats a period of six 1024-fractal steps and a 224 one and whose sample keeps the
+    class changes with few repeats (most of them before a change, the cheap ones): the context extension is exact,
+    where _step_pricer, which prices every repeat alike, is off by more than 3%."""
+    launch = ([1024] * 6 + [224]) * 6
+    sample = [1024, 1024, 224, 1024, 224, 1024, 1024, 224, 1024, 224]
+    t, w = 50000.0 + np.cumsum(_context_ring_cycles(sample)), np.cumsum(sample).astype(float)
+    left = np.array([float(sum(launch) - sum(sample))])
+    steady = estimate_module._steady_cost([(t, w)], left)
+    real = float(_context_ring_cycles(launch)[1:].sum() - _context_ring_cycles(sample)[1:].sum())
+    work = _one_run_work(launch)
+    context = estimate_module._step_extension(work, [0], [(t, w)], steady, left, context=True)
+    repeats = estimate_module._step_extension(work, [0], [(t, w)], steady, left)
+    assert context[0] == pytest.approx(real, rel=1e-9)
+    assert abs(repeats[0] / real - 1) > 0.03
+
+
+def test_context_pricer_falls_back_to_the_step_pricer_on_one_size():
+    """Where the sample's steady window holds one step size, no line over sizes can be fitted: _step_pricer prices."""
+    sample = [1024] * 12
+    t, w = np.cumsum(_context_ring_cycles(sample)), np.cumsum(sample).astype(float)
+    span = np.array([1.0])
+    steady = estimate_module._steady_cost([(t, w)], span)
+    sizes = [1024, 224, 1024, 1024]
+    assert estimate_module._context_pricer([(t, w)], steady, span)(sizes) == pytest.approx(
+        estimate_module._step_pricer([(t, w)], steady, span)(sizes), rel=1e-12)
+
+
 def test_launch_step_sizes_pair_each_aivs_run():
     """Step t of a generic core holds the t-th section of each AIV run; the longer run's last steps hold its own."""
     work = SimpleNamespace(block_dim=2, core_sections=np.array([5, 0]), core_aiv_split=np.array([3, 0]),
@@ -731,6 +768,28 @@ def test_generic_sampled_cores_are_extended_by_the_step_pricer(monkeypatch):
     assert calls == [[0, 1]]
     assert est.extra["launch_cycles"]["main"] == pytest.approx(base.extra["launch_cycles"]["main"] + 1000.0, abs=1e-6)
 
+
+
+def test_context_pricer_extends_sampled_sameab_cores_only(monkeypatch):
+    """CONTEXT_TEMPLATES: a sampled SameAB call's cores are extended by _context_pricer, a sampled generic call's by
+    _step_pricer (a generic step holds two AIVs' CV blocks and costs by the larger one's vector pass)."""
+    from tests.ops.fag_cases import make_case
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    monkeypatch.setattr(estimate_module, "SAMPLE_BLOCKS", 0)
+    calls = []
+    real = estimate_module._context_pricer
+
+    def counted(*args):
+        calls.append(len(args[0]))
+        return real(*args)
+    monkeypatch.setattr(estimate_module, "_context_pricer", counted)
+    for kw, template, expected in (
+            (dict(seq_q=[1200, 1300], seq_kv=[1200, 1300], n1=4, d=192, sparse_mode=3), "sameab", [2]),
+            (dict(seq_q=[900, 400], seq_kv=[1000, 400], n1=4, d=128, sparse_mode=3), "generic", [])):
+        a, _ = make_case(**kw, causal=True)
+        calls.clear()
+        assert fag(**a, mode="estimate", tiling={"blockDim": 2}).tiling.template == template
+        assert calls == expected
 
 
 def test_step_pricer_left_out_beyond_the_listing_budget():
