@@ -1026,12 +1026,17 @@ class KernelFagBasic:
         (dP in the fp32 scratch when there is one, free once SubGrapA's are done), softmax statistics and sfmg rows,
         and its b16 casts (basic_bn2: in o16, SoftmaxGradCv's, free between chunks). CANN's kernels always pair
         their tiles (..._s1s2_bn2.h VectorByS1S2, ..._s1s2_bn2gs1s2.h ComputeVec); their UB plans reuse the mask,
-        pse and statistics buffers for dP, which npusim's do not."""
+        pse and statistics buffers for dP, which npusim's do not (generic pse_type 0/1 without dropout fits since
+        session 16: the pong's casts in the free scratch)."""
         alias = "tmp" in self.ub and not self.b32  # fp32: SubGrapA gathers P^T from the scratch into dP's buffer
+        # the scratch is free again by SubGrapA's cast when only the pse slice passes through it (no dropped P, no
+        # sink product): the pong then casts into its dP buffer, the scratch, as the ping into its own (CANN casts
+        # into the b16 pse node, inside the node its dP reuses)
+        scratch_free = alias and not (self.a.dropout or self.a.sink)
         own = [("s", tile_bytes), ("max8", stat_bytes), ("sum8", stat_bytes)]
         own += [("sfmg8", stat_bytes)] if "sfmg8" in self.ub else []
         own += [] if alias else [("dp", tile_bytes)]
-        out_own = not (self.b32 or "o16" in self.ub or (self.outInDp and not alias))
+        out_own = not (self.b32 or "o16" in self.ub or (self.outInDp and (scratch_free or not alias)))
         own += [("out", out_bytes)] if out_own else []
         extra = sum(nbytes for _, nbytes in own)
         if self.ubBytes + extra > UB_BYTES:

@@ -21,9 +21,15 @@ CALLS = {  # name: (make_case keywords, deterministic, pairs expected)
     "generic_dropout": (dict(seq_q=[600, 300], seq_kv=[700, 300], n1=2, d=64, dropout=0.9), False, True),
     "generic_band_d80": (dict(seq_q=[800], seq_kv=[900], n1=2, d=80, sparse_mode=4, causal=True, pre=200, nxt=100),
                          False, True),
-    # slope pse + dropout on S1s2Bn2: the pong is still about 6 KiB short of UB
+    # generic pse_type 0/1 alone: the pong casts into its dP buffer, the fp32 scratch, free after the pse slice
+    "generic_alibi": (dict(seq_q=[300, 260], seq_kv=[300, 260], n1=2, d=64, sparse_mode=3, causal=True, alibi="B",
+                           pse_type=1), False, True),
+    # slope pse + dropout on S1s2Bn2: the pong is still about 6 KiB short of UB; generic alibi + dropout: the dropped
+    # P holds the scratch at the cast, and an own cast buffer does not fit
     "bn2_slope_dropout": (dict(seq_q=[300, 170], seq_kv=[300, 170], n1=2, d=64, layout="", dropout=0.8, slopes="N",
                                pse_type=3), True, False),
+    "generic_alibi_dropout": (dict(seq_q=[300, 260], seq_kv=[300, 260], n1=2, d=64, sparse_mode=3, causal=True,
+                                   alibi="B", pse_type=1, dropout=0.9), False, False),
 }
 
 

@@ -54,6 +54,9 @@ CASES = {  # name: (make_case keywords, deterministic, tiling override, the temp
                               {"blockDim": 2}, "generic"),
     "generic_s1pp_short_keys": (dict(seq_q=[2100, 2100], seq_kv=[200, 150], n1=2, d=128), False, {"blockDim": 2},
                                 "generic"),
+    # generic pse_type 0/1 in ping-pong pairs: the pong's casts in the fp32 scratch
+    "generic_alibi_pairs": (dict(seq_q=[700, 300], seq_kv=[700, 300], n1=2, d=64, sparse_mode=3, causal=True,
+                                 alibi="B", pse_type=1), False, {"blockDim": 2}, "generic"),
 }
 
 
@@ -75,6 +78,7 @@ RECORDED = {
     "sameab_dtm_slope_dropbits": {"SubGrapA", "SubGrapB"},
     "generic_s1pp_dropbits": {"SfmgTile", "SubGrapA", "SubGrapB"},
     "generic_s1pp_short_keys": {"SfmgTile", "SubGrapA", "SubGrapB"},
+    "generic_alibi_pairs": {"SubGrapA", "SubGrapB"},
 }
 
 
