@@ -458,7 +458,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     *args* may contain callables ``f(launch) -> value`` wrapped in :class:`GmArg` to create GM buffers.
     *l2_warm* = (touched_bytes, names) starts the L2 model in the steady state of a larger launch: the GM
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
-    *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way).
+    *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way); an optional
+    third item {name: [(byte start, byte end, factor), ...]} counts each new page of those ranges of that buffer
+    *factor* times in the touched bytes (GmBuffer.count_pages: a sample's cores standing for more cores).
     *sanitize*: check the schedule (npusim.sanitizer, docs/sanitizer.md); the result's ``sanitizer`` holds
     the reports, and a hang or bad access becomes a report instead of an error. None: sanitize when
     called inside ``npusim.sanitizer.sanitizing()`` (how operators pass ``sanitize=True`` on).
@@ -501,12 +503,15 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
             Sanitizer(collector).attach(run)
     args = tuple(a.make(run) if isinstance(a, GmArg) else a for a in args)
     if l2_warm is not None:
-        touched, names = l2_warm
+        touched, names = l2_warm[:2]
+        counted = l2_warm[2] if len(l2_warm) > 2 else {}
         run.l2.set_touched(int(touched))
         for a in args:
             gm = getattr(a, "gm", None)
             if gm is not None and gm.name in names:
                 gm.warm(names[gm.name] if isinstance(names, dict) else 1.0)
+            if gm is not None and gm.name in counted:
+                gm.count_pages(counted[gm.name])
     max_blocks = chip.aiv_count if (kernel_type == "vector" and chip.core_split) else chip.aic_count
     if isinstance(block_dim, bool) or not isinstance(block_dim, numbers.Integral) or not 1 <= block_dim <= max_blocks:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"block_dim: {block_dim!r} out of range [1, {max_blocks}] for a "

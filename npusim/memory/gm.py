@@ -76,7 +76,8 @@ def _pattern(first: int, n: int, fraction: float) -> np.ndarray:
 class GmBuffer:
     """One global-memory allocation shared by all cores of a launch."""
 
-    __slots__ = ("name", "data", "dtype", "size", "npages", "_resident", "_pages", "_chunks", "_fill", "_l2")
+    __slots__ = ("name", "data", "dtype", "size", "npages", "_resident", "_pages", "_chunks", "_fill", "_l2",
+                 "_counted")
 
     def __init__(self, name: str, array, l2_model: "L2Model"):
         self.name = name
@@ -96,6 +97,7 @@ class GmBuffer:
         # page several times cheaper than by indexing the array, for performance reasons (benchmarks/sim_speed.py)
         self._pages = memoryview(self._resident) if self._resident is not None else None
         self._l2 = l2_model
+        self._counted = None  # page ranges whose new pages count more than once in L2's touched bytes (count_pages)
 
     @property
     def resident(self) -> np.ndarray:
@@ -116,6 +118,29 @@ class GmBuffer:
             self._fill = fraction
             self._chunks.clear()
 
+    def count_pages(self, ranges) -> None:
+        """Count each page of the byte ranges *ranges* ((start, end, factor), ...) *factor* times in L2's touched
+        bytes when it is first touched (residency and hits as ever). Why: an estimate sample runs k of a launch's n
+        busy cores, and a page each core keeps to itself (its section buffers) stands for the n / k cores' pages
+        of its kind that the launch touches at about the same time, so the sample's touched bytes follow the
+        launch's across the L2 size."""
+        self._counted = [(start // L2_PAGE_BYTES, -(-end // L2_PAGE_BYTES), float(factor))
+                         for start, end, factor in ranges if end > start] or None
+
+    def _new_bytes(self, p0: int, fresh: np.ndarray | None) -> float:
+        """The touched bytes that the new pages among p0, p0 + 1, ... (*fresh*: which are new; None: p0 alone) add,
+        each counted as count_pages set."""
+        n = 1 if fresh is None else int(np.count_nonzero(fresh))
+        extra = 0.0
+        for lo, hi, factor in self._counted:
+            if fresh is None:
+                inside = int(lo <= p0 < hi)
+            else:
+                a, b = max(lo - p0, 0), min(hi - p0, fresh.size)
+                inside = int(np.count_nonzero(fresh[a:b])) if b > a else 0
+            extra += (factor - 1.0) * inside
+        return (n + extra) * L2_PAGE_BYTES
+
     def touch(self, byte_start: int, nbytes: int) -> float:
         """Mark [byte_start, +nbytes) resident in L2; return the fraction that was already resident."""
         p0 = byte_start // L2_PAGE_BYTES
@@ -126,35 +151,45 @@ class GmBuffer:
             # 1.0 times the capacity scale below is the scale itself, for performance reasons (benchmarks/sim_speed.py)
             return self._l2.scale
         n = p1 - p0
+        counted = self._counted
+        new = None
         if pages is not None and n == 1:  # one page not resident yet: set without a slice, as above
             hit = 0
             pages[p0] = True
+            if counted is not None:
+                new = self._new_bytes(p0, None)
         elif self._chunks is None:
             pages = self._resident[p0:p1]
             # NOTE: a Python int, so the cycle arithmetic downstream stays in Python floats (the same IEEE
             # doubles as numpy's, several times faster to add and compare), for performance reasons
             hit = int(np.count_nonzero(pages))
             if hit < n:
+                if counted is not None:
+                    new = self._new_bytes(p0, ~pages)
                 pages[:] = True
         else:
-            hit = self._mark_chunks(p0, p1)
+            hit, new = self._mark_chunks(p0, p1)
         l2 = self._l2
         if hit < n:
-            l2.set_touched(l2.touched_bytes + (n - hit) * L2_PAGE_BYTES)
+            l2.set_touched(l2.touched_bytes + ((n - hit) * L2_PAGE_BYTES if new is None else new))
         return hit / n * l2.scale  # (a scale of 1.0 leaves hit / n as it is)
 
-    def _mark_chunks(self, p0: int, p1: int) -> int:
-        """Mark pages [p0, p1) of a chunked buffer resident; return how many already were."""
-        hit = 0
+    def _mark_chunks(self, p0: int, p1: int) -> tuple[int, float | None]:
+        """Mark pages [p0, p1) of a chunked buffer resident; return how many already were and, where count_pages
+        set ranges, the touched bytes the new ones add (else None)."""
+        hit, new = 0, None if self._counted is None else 0.0
         for c in range(p0 // CHUNK_PAGES, (p1 - 1) // CHUNK_PAGES + 1):
             chunk = self._chunks.get(c)
             if chunk is None:
                 first = c * CHUNK_PAGES
                 chunk = self._chunks[c] = _pattern(first, min(CHUNK_PAGES, self.npages - first), self._fill)
-            pages = chunk[max(p0 - c * CHUNK_PAGES, 0):p1 - c * CHUNK_PAGES]
+            lo = max(p0 - c * CHUNK_PAGES, 0)
+            pages = chunk[lo:p1 - c * CHUNK_PAGES]
             hit += int(np.count_nonzero(pages))
+            if new is not None:
+                new += self._new_bytes(c * CHUNK_PAGES + lo, ~pages)
             pages[:] = True
-        return hit
+        return hit, new
 
 
 class L2Model:

@@ -57,6 +57,7 @@ from ops.common.ragged import ragged_arange
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
                                                                 dtm_groups, sab_vec_kinds, sfmg_rows)
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, launch_main, launch_post, launch_pre
+from ops.flash_attention_unpadding_score_grad_v5.sample_l2 import counted_pages
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
 from ops.flash_attention_unpadding_score_grad_v5.work import count_work
@@ -491,7 +492,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         cores = list(positions)
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         share = max(1.0, busy / len(cores))
-        res = launch_main(problem, sample, contention_chip(spec, share), "timing", inputs, _ws(til), l2_warm=warm,
+        # listed work: the busy cores the sample leaves out write section buffers of their own (sample_l2)
+        l2 = warm + (counted_pages(til, busy, len(cores)),) if listed else warm
+        res = launch_main(problem, sample, contention_chip(spec, share), "timing", inputs, _ws(til), l2_warm=l2,
                           bw_bucket_cycles=_sample_bucket(share))
         ends, prologue_end = _trace_ends(res.trace, len(cores))
         if ring:

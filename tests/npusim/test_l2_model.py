@@ -108,3 +108,58 @@ def test_a_finished_launch_drops_its_record_tables():
         gc.enable()
     assert len(res.trace.columns["core"]) > 0
     assert all(u.records is None and u.flows is None for u in alive)
+
+
+def test_count_pages_counts_each_new_page_of_a_range_factor_times():
+    """count_pages: a page of a counted range adds factor pages to the touched bytes the first time only, pages
+    outside the ranges one, and hits and residency stay what they are without it (a page straddling a range's
+    end counts in it: the range is whole pages)."""
+    page = L2_PAGE_BYTES
+    plain, counted = L2Model(1 << 30), L2Model(1 << 30)
+    a = GmBuffer("x", TensorSpec((10 * page,), np.uint8), plain)
+    b = GmBuffer("x", TensorSpec((10 * page,), np.uint8), counted)
+    b.count_pages([(2 * page, 4 * page + 1, 3.0), (8 * page, 9 * page, 0.5)])
+    for start, size in [(0, page), (page, 3 * page), (2 * page, page), (4 * page, 100), (7 * page, 3 * page),
+                        (0, 10 * page)]:
+        assert a.touch(start, size) == b.touch(start, size)
+    assert a.resident.tolist() == b.resident.tolist() == [True] * 10
+    assert plain.touched_bytes == 10 * page
+    assert counted.touched_bytes == (6 + 3 * 3 + 0.5) * page  # pages 2, 3, 4 thrice, page 8 half, 6 others once
+
+
+def test_count_pages_in_a_chunked_buffer_equals_the_dense_count(monkeypatch):
+    """The chunked residency of huge buffers counts the ranges' new pages as the dense bitmap does."""
+    from npusim.memory import gm as gm_mod
+
+    rng = np.random.default_rng(3)
+    n, page = 50, L2_PAGE_BYTES
+    ranges = [(5 * page + 7, 21 * page, 2.5), (30 * page, 41 * page - 3, 4.0)]
+    dense = GmBuffer("x", TensorSpec((n * page,), np.uint8), L2Model(1 << 30))
+    monkeypatch.setattr(gm_mod, "DENSE_PAGES", 10)
+    monkeypatch.setattr(gm_mod, "CHUNK_PAGES", 8)
+    chunked = GmBuffer("x", TensorSpec((n * page,), np.uint8), L2Model(1 << 30))
+    dense.count_pages(ranges)
+    chunked.count_pages(ranges)
+    for _ in range(40):
+        start = int(rng.integers(0, (n - 1) * page))
+        size = int(rng.integers(1, 12 * page))
+        dense.touch(start, size)
+        chunked.touch(start, size)
+        assert dense._l2.touched_bytes == chunked._l2.touched_bytes
+
+
+def test_l2_warm_counted_ranges_reach_the_launchs_buffer():
+    """launch's l2_warm third item counts the named buffer's ranges (four 32 KiB pages read, two counted twice)."""
+    spec = get_chip("Ascend910B2")
+    seen = {}
+
+    def kernel(src):
+        _read_four_times(src)
+        seen["touched"] = src.gm._l2.touched_bytes
+
+    for counted in ({}, {"src": [(0, 2 * L2_PAGE_BYTES, 2.0)]}):
+        arg = GmArg("src", TensorSpec((4 * 32 * 1024,), np.float16))
+        launch(kernel, (arg,), block_dim=1, chip=spec, kernel_type="vector", mode="timing",
+               l2_warm=(0, {}, counted))
+        seen[bool(counted)] = seen["touched"]
+    assert seen[False] == 8 * L2_PAGE_BYTES and seen[True] == 10 * L2_PAGE_BYTES
