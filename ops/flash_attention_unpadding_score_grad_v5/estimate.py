@@ -493,7 +493,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         share = max(1.0, busy / len(cores))
         # listed work: the busy cores the sample leaves out write section buffers of their own (sample_l2)
-        l2 = warm + (counted_pages(til, busy, len(cores)),) if listed else warm
+        l2 = warm + (counted_pages(til, work, cores),) if listed else warm
         res = launch_main(problem, sample, contention_chip(spec, share), "timing", inputs, _ws(til), l2_warm=l2,
                           bw_bucket_cycles=_sample_bucket(share))
         ends, prologue_end = _trace_ends(res.trace, len(cores))
