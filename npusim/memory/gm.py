@@ -151,12 +151,11 @@ class GmBuffer:
             # 1.0 times the capacity scale below is the scale itself, for performance reasons (benchmarks/sim_speed.py)
             return self._l2.scale
         n = p1 - p0
-        counted = self._counted
-        new = None
+        new = None  # the touched bytes of the new pages where count_pages set ranges
         if pages is not None and n == 1:  # one page not resident yet: set without a slice, as above
             hit = 0
             pages[p0] = True
-            if counted is not None:
+            if self._counted is not None:
                 new = self._new_bytes(p0, None)
         elif self._chunks is None:
             pages = self._resident[p0:p1]
@@ -164,7 +163,7 @@ class GmBuffer:
             # doubles as numpy's, several times faster to add and compare), for performance reasons
             hit = int(np.count_nonzero(pages))
             if hit < n:
-                if counted is not None:
+                if self._counted is not None:
                     new = self._new_bytes(p0, ~pages)
                 pages[:] = True
         else:

@@ -25,8 +25,9 @@ def head_rows_pages(token, heads: int, d: int, reach, itemsize: int) -> int:
 
 def start_touched(pages: int, full_bytes: int, l2_bytes: int) -> int:
     """Touched bytes a sample's L2 model starts at: *pages* (the bytes of the pages the launch's copies touch)
-    where they fit L2, so that the hit scale is 1 all launch long, as in the launch; else steady_l2_touched of
-    *full_bytes* (the tensors' full sizes: what the estimates were measured with beyond L2)."""
+    where they fit L2, so that the inputs alone keep the hit scale at 1, as in the launch (the workspace's pages may
+    still take the launch past L2: FAG counts its per-core ones, sample_l2); else steady_l2_touched of *full_bytes*
+    (the tensors' full sizes: what the estimates were measured with beyond L2)."""
     if pages <= l2_bytes:
         return pages
     return steady_l2_touched(full_bytes, l2_bytes)

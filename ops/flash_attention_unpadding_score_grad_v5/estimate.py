@@ -30,7 +30,9 @@ stands for the whole:
   extrapolated on its own line. The samples' L2 model starts with the inputs resident and its touched bytes
   at the inputs' pages the launch's copies touch (_touched_inputs: strided per-head copies touch a fraction
   of a tensor's pages in the model); where those exceed L2, at the launch's average L2 state
-  (npusim.estimate.steady_l2_touched of the inputs' sizes).
+  (npusim.estimate.steady_l2_touched of the inputs' sizes). Samples of listed work then count each new page of
+  their cores' own section buffers for the busy cores each stands for (sample_l2), so that their touched bytes pass
+  L2 where the launch's do.
 - pre and post (streaming vector kernels on every AIV): simulated whole up to STREAM_STEPS steps per
   AIV; beyond that as two miniatures on a few AIVs with the L2 shrunk in proportion (_streamed).
 
