@@ -36,12 +36,19 @@ def TransposeOffsets(o, rows: int, cols: int, src_pitch: int) -> None:
     PipeBarrier(Pipe.V)
 
 
+def unit_tokens(D: int) -> int:
+    """Tokens of one head TransposeHeads moves per unit: as many as fit 8 KiB of fp32 rows of D (padded to 8), 8 to
+    64 (the Gather offsets' rows; estimates count the pages a unit's copy touches with it)."""
+    d8 = -(-D // 8) * 8
+    return max(8, min(64, 8192 // d8) // 8 * 8)
+
+
 def TransposeHeads(src_gm, dst_gm, tokens: int, heads: int, D: int, dst_pitch: int, workers: int = 0) -> None:
     """src [tokens, heads, D] (fp32 GM) -> dst [heads, D, dst_pitch]: token t of head n, column d at
     ``(n * D + d) * dst_pitch + t``. Units of R tokens of one head are split over *workers* AIVs (0: all of
     the launch's). Own TPipe, reset at the end; no SyncAll."""
     d8 = -(-D // 8) * 8
-    R = max(8, min(64, 8192 // d8) // 8 * 8)
+    R = unit_tokens(D)
     pipe = TPipe()
     vin, vout, offs = TBuf(), TBuf(), TBuf()
     pipe.InitBuffer(vin, R * d8 * 4)

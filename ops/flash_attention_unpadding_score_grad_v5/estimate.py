@@ -51,10 +51,11 @@ import numpy as np
 from npusim.estimate import Estimate, contention_chip
 from npusim.launch import TimeoutVerdict
 from npusim.memory.bandwidth import BUCKET_CYCLES
-from npusim.memory.gm import TensorSpec
+from npusim.memory.gm import TensorSpec, page_union
 from npusim.types import Pipe
 from ops.common.cube_tiles import c16
-from ops.common.l2_warm import head_rows_pages, start_touched
+from ops.common.l2_warm import start_touched
+from ops.common.transpose import unit_tokens
 from ops.common.ragged import ragged_arange
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
                                                                 dtm_groups, sab_vec_kinds, sfmg_rows)
@@ -1269,29 +1270,43 @@ def _touched_inputs(problem, sizes: dict) -> int:
     (KernelFagBasic.Cube1Block / Cube23, in D chunks): of a TND tensor of H heads and D columns, the copies of
     the block of r <= 128 rows starting at token t cover the elements [t H D, (t H + H - 1 + r) D), an upper
     bound over its heads and chunks (S 2477 N 16/8 D 256 bf16: 1.8 MiB of query and of key/value, as the
-    timing-mode launch touches). fp32 inputs: query and key are read whole (TransposeHeads); every other input
-    (dy and attention_in by the softmax-grad rows, the statistics, masks, pse, dropout bits) counted whole."""
+    timing-mode launch touches). fp32 inputs: query and key also by the vector transposes' copies (TransposeHeads:
+    units of transpose.unit_tokens tokens of one head, the same per-head booking; S 259/3288 N 16/8 D 128 fp32: query
+    4.3 MiB of 27.7, which counting it whole put 23 MiB over the launch's); every other input (dy and attention_in by
+    the softmax-grad rows, the statistics, masks, pse, dropout bits) counted whole."""
     p = problem
     tnd = {"query": (p.seq_q, p.N1, p.D), "key_in": (p.seq_kv, p.N2, p.D), "value": (p.seq_kv, p.N2, p.D),
            "query_rope": (p.seq_q, p.N1, p.rope_d), "key_in_rope": (p.seq_kv, p.N2, p.rope_d)}
-    if np.dtype(p.dtype).itemsize == 4:
-        tnd = {k: v for k, v in tnd.items() if k not in ("query", "key_in")}
+    transposed = ("query", "key_in") if np.dtype(p.dtype).itemsize == 4 else ()
+    item = np.dtype(p.dtype).itemsize
     total = 0
     for name, nbytes in sizes.items():
         if name not in tnd:
             total += nbytes
             continue
         seqs, heads, d = tnd[name]
-        seqs = np.asarray(seqs, np.int64)
-        first = np.concatenate(([0], np.cumsum(seqs)[:-1]))
-        blocks = -(-seqs // BASE)
-        batch = np.repeat(np.arange(len(seqs)), blocks)
-        local = ragged_arange(blocks)
-        token = first[batch] + local * BASE
-        rows = np.minimum(BASE, seqs[batch] - local * BASE)
-        item = np.dtype(p.dtype).itemsize
-        total += min(nbytes, head_rows_pages(token, heads, d, rows * d, item))
+        ranges = [_row_copies(seqs, BASE, heads, d)]  # the cube's per-block copies
+        if name in transposed:
+            ranges.append(_row_copies(seqs, unit_tokens(d), heads, d, batched=False))
+        first = np.concatenate([r[0] for r in ranges])
+        end = np.concatenate([r[1] for r in ranges])
+        total += min(nbytes, page_union(first * item, end * item))
     return int(total)
+
+
+def _row_copies(seqs, rows: int, heads: int, d: int, batched: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Element ranges [first, end) that copies of *rows* tokens of one head of a TND tensor (*heads* heads of *d*)
+    touch over all heads as the model books them (head_rows_pages): per batch of *seqs* tokens (the cube's blocks),
+    or over all tokens in a row (*batched* False: TransposeHeads' units)."""
+    seqs = np.asarray(seqs, np.int64) if batched else np.array([int(np.sum(seqs))], np.int64)
+    first = np.concatenate(([0], np.cumsum(seqs)[:-1]))
+    blocks = -(-seqs // rows)
+    batch = np.repeat(np.arange(len(seqs)), blocks)
+    local = ragged_arange(blocks)
+    token = first[batch] + local * rows
+    count = np.minimum(rows, seqs[batch] - local * rows)
+    start = token * heads * d
+    return start, start + (heads - 1) * d + count * d
 
 
 def _spec_inputs(problem) -> dict:
