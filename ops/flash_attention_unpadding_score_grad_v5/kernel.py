@@ -1226,10 +1226,16 @@ class KernelFagBasic:
         return self.views[key]
 
     def VecBlock(self, task: int, j: int, i: int):
-        """This AIV's rows of block j of the task (the basic templates' half blocks): one vector pass."""
+        """This AIV's rows of block j of the task (the basic templates' half blocks): one vector pass. TND_S1_PP (the
+        estimate's stand-in sections of such a call): the rows' sfmg first, as its tiles' (it has no prologue)."""
         lo, mine = self._my_rows(self.t.blkRows[i])
         if mine:
-            self.VecPass(task, block_view(self.t, i, j, lo, mine))
+            v = block_view(self.t, i, j, lo, mine)
+            if self.t.tndS1PP:
+                self.SfmgTile(v.b, v.n, v.row0, v.rows)
+                SetFlag(HardEvent.V_MTE2, 4)
+                WaitFlag(HardEvent.V_MTE2, 4)
+            self.VecPass(task, v)
 
     def VecTile(self, task: int, v):
         """One vector tile of a SameAB / generic / S1s2Bn2 CV block (vectiles.py): one vector pass (the replayed step;
@@ -1853,7 +1859,7 @@ def _vecpass_key(k: KernelFagBasic, task: int, v):
     SubGrapA and SubGrapB replay alone): the view's shape and mask windows, and basic_bn2's sfmg rows' place in UB;
     its S, dP (fp32: P^T, dS^T) slots and its sfmg rows are regions of the workspace, the statistics rows and a full
     mask's window bases."""
-    if not _plain(k):
+    if not _plain(k) or k.t.tndS1PP:  # TND_S1_PP: its sfmg rows are computed in the pass (SfmgTile replays alone)
         return None
     mask, mask_bases = _mask_key(k, v)
     regions = _slot_regions(k, task, v, (k.mm2, k.mm1) + ((k.mmT[0], k.mmT[1]) if k.b32 else ()))

@@ -100,3 +100,24 @@ def test_s1pp_run_computes_sfmg_per_tile_in_pairs(monkeypatch):
     per_head = sorted([64] * 8 + [64, 24] + [64] * 4 + [44])
     assert rows == sorted(per_head * 2)
     assert sorted(seen["pairs"]) == sorted(([2] * 4 + [2] + [2, 2, 1]) * 2)
+
+
+def test_s1pp_half_blocks_compute_their_sfmg(monkeypatch):
+    """The estimate's stand-in sections (not a full grid: no tiles, half blocks) of a TND_S1_PP call have no prologue
+    sfmg either: each half block computes its rows' sfmg first (VecBlock); forced here by giving no tiles, bit-exact."""
+    calls = []
+    sfmg = K.KernelFagBasic.SfmgTile
+
+    def spy(self, b, n, row0, rows):
+        calls.append(rows)
+        return sfmg(self, b, n, row0, rows)
+    monkeypatch.setattr(K.KernelFagBasic, "SfmgTile", spy)
+    monkeypatch.setattr(K, "section_views", lambda *args, **kw: None)  # as for a section that is not a full grid:
+    monkeypatch.setattr(K, "nd_layout", lambda t, s: (0, 0))  # no tiles, per-block slots
+    a, p = make_case(seq_q=[600, 300], seq_kv=[100, 120], n1=2, d=64)
+    res = fag(**a)
+    assert res.tiling.tndS1PP
+    check_golden_and_accuracy(a, p, res)
+    # every 128 x 128 block's rows by halves, per head: 600 rows = four full blocks (8 x 64) and 88 (44 + 44); 300 rows =
+    # two full blocks (4 x 64) and 44 (22 + 22)
+    assert sorted(calls) == sorted(([64] * 12 + [44, 44, 22, 22]) * 2)
