@@ -813,7 +813,7 @@ def test_step_pricer_left_out_beyond_the_listing_budget():
 def test_sample_counts_the_section_pages_of_the_busy_cores_it_leaves_out(monkeypatch, sq, skv, n, d, dtype, causal):
     """A sample of SAMPLE_CORES of the launch's busy cores, each running all its sections, with sample_l2's counted
     pages: the touched bytes its L2 model books for the per-core regions (the section buffers; fp32 also mmT) are
-    what a timing launch's cores leave resident there, within 1.5% (measured +0.49% and +0.77%). A core's footprint
+    what a timing launch's cores leave resident there, within 1.5% (measured +0.49% and +0.81%). A core's footprint
     is what the model books for its CV blocks' ND matrices, which no count of slots gives (session 15's analytic
     count: +40% / -6.4%), so it is read off the sample; each sampled core counting busy / k times was +12.3% on the
     fp16 call (its 4 unsampled cores of 16 run 4-row CV blocks, 18 pages against the others' 32). Counted once, the
