@@ -57,6 +57,8 @@ from ops.common.cube_tiles import c16
 from ops.common.l2_warm import start_touched
 from ops.common.transpose import unit_tokens
 from ops.common.ragged import ragged_arange
+from ops.flash_attention_unpadding_score_grad_v5.dtm_rounds import (HEAD, launch_costs, replay_rounds, section_costs,
+                                                                    sync_gaps)
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
                                                                 dtm_groups, sab_vec_kinds, sfmg_rows)
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, launch_main, launch_post, launch_pre
@@ -83,6 +85,7 @@ SIM_BLOCKS = 1200  # blocks simulated at most when the subset runs whole
 #: calls, at up to +0.38 s CPU (generic S 4582 N 4/2 D 256 fp32: 0.78 -> 1.16 s at load ~6.5)
 WHOLE_SHARE = Fraction(2, 3)
 DTM_BLOCKS = 2400  # blocks of an IS_DTM call's rounds simulated at most (all its rounds when they fit)
+REPLAY_BLOCKS = 1600  # the same for SameAB IS_DTM, whose rounds are re-run from the sample's section costs
 OPS_BLOCKS = 20000  # blocks of an IS_DTM call whose rounds' reduction groups are listed at most (_reduce_ops)
 #: an IS_DTM sample runs the whole prologue where it would run this share of it at least (PROLOGUE_STEPS): the rest
 #: costs less than the shorter run the prologue's line needs (S 2477 N 16/8 D 256 causal, 93% of it: estimate CPU
@@ -335,7 +338,7 @@ def main_path(til, work) -> str:
     if not int(np.count_nonzero(work.core_sections)):
         return "whole"
     if til.sabDtm:
-        return "whole" if len(_sample_rounds(work)) == -(-work.sections // work.block_dim) else "sampled"
+        return "whole" if len(_sample_rounds(work, til)) == -(-work.sections // work.block_dim) else "sampled"
     if sum(int(work.core_blocks[c]) for c in _ranked(work, COMPANIONS)) <= SIM_BLOCKS:
         return "whole"
     _, big, most = _sample_plan(til, work)
@@ -955,7 +958,7 @@ def _rounds_cycles(problem, til, work, run) -> float:
     by round (_priced_rounds)."""
     bd = work.block_dim
     total = -(-work.sections // bd)
-    rounds = _sample_rounds(work)
+    rounds = _sample_rounds(work, til)
     if len(rounds) == total:  # every core, every round: each core runs its own sections (the launch)
         # the launch's idle cores too: their AIVs take their share of every round's reduction (basic_det's
         # DetVector2 splits dq / dk / dv over the launch's 48 AIVs; S 270 N 16/8 causal, 16 busy cores of 24, came
@@ -978,8 +981,36 @@ def _rounds_cycles(problem, til, work, run) -> float:
         light = min(rounds, key=lambda r: (blocks[r], r))
         _, _, p_small, _ = run(_round_cores(work, [light]), f / 2)
         prologue = _line(f / 2, p_small, f, p_big, 1.0)
-    body = _priced_rounds(np.asarray(stamps, float), rounds, blocks, _reduce_ops(problem, til, work))
+    ops = _reduce_ops(problem, til, work)
+    body = None if til.dtmBasic else _replayed_body(traces[0], work, rounds, np.asarray(stamps, float), ops, prologue)
+    if body is None:
+        body = _priced_rounds(np.asarray(stamps, float), rounds, blocks, ops)
     return prologue + body + max(ends) - stamps[-1] + overhead
+
+
+def _replayed_body(trace, work, rounds: list[int], stamps: np.ndarray, ops: np.ndarray, start: float) -> float | None:
+    """SameAB IS_DTM: the launch from its first SyncAll to its last as the kernel's ring re-run on every launch
+    section's cube and vector costs (dtm_rounds): the sample's own where it ran the section, else its class's
+    (area, masked blocks); each round's reduction as sampled or on the line over its copies (_ops_line, as
+    _priced_rounds). None where the sample's flags do not read as the ring (then _priced_rounds prices it)."""
+    bd = work.block_dim
+    tasks = [sum(1 for r in rounds if r * bd + c < work.sections) for c in range(bd)]
+    costs = section_costs(trace, bd, tasks)
+    if costs is None:
+        return None
+    *own, done, vdone = costs
+    cube_gap, vec_gap = sync_gaps(stamps, done, vdone)
+    keys = _section_keys(work)
+    reduce = stamps[2::2] - stamps[1::2]
+    unsampled = np.ones(len(ops), bool)
+    unsampled[rounds] = False
+    reductions = np.empty(len(ops))
+    reductions[rounds] = reduce
+    reductions[unsampled] = _ops_line(ops[rounds], reduce)(ops[unsampled])
+    classes = _round_classes(keys, bd)
+    replayed = replay_rounds(*(launch_costs(keys, classes, bd, rounds, m) for m in own), reductions, start, cube_gap,
+                             vec_gap)
+    return float(replayed[-1] - start)
 
 
 def _sfmg_only(problem, til) -> bool:
@@ -1023,16 +1054,39 @@ def _half_prologue(trace, end: float) -> tuple[float, float] | None:
     return sum(b for _, b in done[:h]) / sum(b for _, b in done), end - (last - mid)
 
 
-def _sample_rounds(work) -> list[int]:
-    """The launch rounds an IS_DTM sample runs: as many evenly spaced ones as fit DTM_BLOCKS blocks, and rounds 0, 1
-    (the fill: their vector passes beside round 0's Cube23 make the first period) and the last two (the last,
-    often short round); all of them where the launch fits DTM_BLOCKS."""
+def _sample_rounds(work, til=None) -> list[int]:
+    """The launch rounds an IS_DTM sample runs: all of them where the launch fits DTM_BLOCKS blocks; else rounds 0,
+    1 (the fill: their vector passes beside round 0's Cube23 make the first period), the last two (the last, often
+    short round) and as many evenly spaced ones as fit DTM_BLOCKS; SameAB IS_DTM, whose rounds are re-run from the
+    sample's section costs (_replayed_body), as many as fit REPLAY_BLOCKS (at most DTM_BLOCKS), and the first HEAD
+    rounds (the fill's phase, dtm_rounds.HEAD)."""
     total = -(-work.sections // work.block_dim)
     per_round = work.block_dim * work.blocks / max(work.sections, 1)
     if total * per_round <= DTM_BLOCKS:
         return list(range(total))
-    k = min(total, max(2, int(DTM_BLOCKS / per_round)))
-    return sorted(set(np.linspace(0, total - 1, k).round().astype(int).tolist()) | {0, 1, total - 2, total - 1})
+    replayed = til is not None and til.sabDtm and not til.dtmBasic
+    k = min(total, max(2, int((min(REPLAY_BLOCKS, DTM_BLOCKS) if replayed else DTM_BLOCKS) / per_round)))
+    head = set(range(min(total, HEAD if replayed else 2)))
+    return sorted(set(np.linspace(0, total - 1, k).round().astype(int).tolist()) | head | {total - 2, total - 1})
+
+
+def _round_classes(keys: np.ndarray, block_dim: int) -> np.ndarray:
+    """A class per launch round: the rounds whose sections hold the same section classes (_section_keys), as many
+    of each (a section's costs follow what the round's other cores run beside it: dtm_rounds.launch_costs)."""
+    _, cls = np.unique(keys, axis=0, return_inverse=True)
+    total = -(-len(keys) // block_dim)
+    rows = np.full(total * block_dim, -1)
+    rows[:len(keys)] = cls.ravel()
+    return np.unique(np.sort(rows.reshape(total, block_dim), axis=1), axis=0, return_inverse=True)[1].ravel()
+
+
+def _section_keys(work) -> np.ndarray:
+    """A row per launch section: its size (the area its listed CV blocks cover, else its blocks) and masked
+    blocks, the class whose mean costs an unsampled section takes (dtm_rounds.launch_costs)."""
+    gs = np.arange(work.sections)
+    blocks, masked = _counts(work, gs)
+    size = _section_areas(work, gs) if hasattr(work, "listed") else blocks
+    return np.column_stack([size, masked]).astype(float)
 
 
 def _round_cores(work, rounds) -> dict:

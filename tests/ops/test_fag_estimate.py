@@ -432,6 +432,80 @@ def test_priced_rounds_prices_periods_and_reductions_apart():
     assert sample_stamps(launch)[-1] - sample_stamps(launch)[0] == pytest.approx(body, rel=1e-12)
 
 
+def _sab_dtm_call():
+    """SameAB IS_DTM over two batches (1024 and 600 tokens, D 192) on 4 cores: 8 rounds."""
+    from tests.ops.fag_cases import make_case
+    a, _ = make_case(seq_q=[1024, 600], seq_kv=[1024, 600], n1=4, n2=2, d=192, dtype="fp16")
+    return a
+
+
+def test_ring_replayed_on_a_launchs_own_section_costs_ends_where_the_launch_ends():
+    """dtm_rounds reads each section's Cube1, Cube23 and vector pass off a SameAB IS_DTM launch's cross-core flags;
+    the ring re-run on those costs and the launch's reductions puts every round's two SyncAll within 2% of the
+    launch's body of where the launch has them (the model the estimate prices unsampled rounds with)."""
+    rounds_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.dtm_rounds")
+    tim = fag(**_sab_dtm_call(), deterministic=True, mode="timing", tiling={"blockDim": 4})
+    assert tim.tiling.sabDtm and not tim.tiling.dtmBasic
+    stamps = np.array(estimate_module._sync_stamps(tim.extra["launches"]["main"].trace))
+    sections = tim.tiling.sections
+    tasks = [len(range(c, sections, 4)) for c in range(4)]
+    c1, c23, vec, done, vdone = rounds_module.section_costs(tim.extra["launches"]["main"].trace, 4, tasks)
+    assert c1.shape == (4, 8) and np.all(c1 > 0) and np.all(c23 > 0) and np.all(vec > 0)
+    cube_gap, vec_gap = rounds_module.sync_gaps(stamps, done, vdone)
+    replayed = rounds_module.replay_rounds(c1, c23, vec, stamps[2::2] - stamps[1::2], stamps[0], cube_gap, vec_gap)
+    body = stamps[-1] - stamps[0]
+    assert len(replayed) == len(stamps) - 1
+    assert np.max(np.abs(replayed - stamps[1:])) < 0.02 * body, (replayed - stamps[1:])
+
+
+def test_replay_rounds_runs_the_kernels_ring():
+    """One core, three rounds, cube-bound: a Cube23 waits for the next Cube1 and its vector pass, a round's first
+    SyncAll for the last Cube23 (+ the cube gap) or the last pass (+ the vector gap), its second for the reduction;
+    so a cube-bound period is the cube's work (Cube1 + Cube23) less the reduction before it (216 - 176 = 60 - 20)."""
+    rounds_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.dtm_rounds")
+    ones = np.ones((1, 3))
+    stamps = rounds_module.replay_rounds(10 * ones, 50 * ones, 5 * ones, np.full(3, 20.0), 100.0, 1.0, 2.0)
+    np.testing.assert_array_equal(stamps, [156, 176, 216, 236, 266, 286])
+
+
+def test_launch_costs_keep_sampled_sections_and_price_the_rest_by_class():
+    """A sampled section keeps its own cost; the sample's first HEAD tasks and its last stand for those launch rounds
+    only; an unsampled section takes the mean of the other sampled sections of its class in rounds of its round's
+    class, else of its class, else the plane over the sampled sections' keys."""
+    rounds_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.dtm_rounds")
+    bd, total = 2, 8
+    keys = np.array([[16.0, 0.0]] * (bd * total))
+    keys[12] = [8.0, 0.0]  # round 6, core 0: a class no later sampled task holds, priced on the plane
+    classes = np.zeros(total, int)
+    classes[5:] = 1
+    rounds = [0, 1, 2, 4, 5, 7]  # 4 and 5 pooled; 0-2 and 7 phase-bound
+    measured = np.array([[70.0, 71, 72, 40, 60, 30], [80.0, 81, 82, 44, 64, 34]])
+    out = rounds_module.launch_costs(keys, classes, bd, rounds, measured)
+    np.testing.assert_array_equal(out[:, :3], measured[:, :3])
+    np.testing.assert_array_equal(out[:, 4], [40, 44])
+    np.testing.assert_array_equal(out[:, 7], [30, 34])
+    np.testing.assert_array_equal(out[:, 3], [42, 42])  # class 0 rounds: round 4's two sections
+    np.testing.assert_array_equal(out[1, 6], 62)  # class 1 rounds: round 5's two sections
+    assert out[0, 6] == 52.0  # key (8, 0) unseen: the plane over the sampled keys, all (16, 0): their mean
+
+
+def test_dtm_sampled_estimate_replays_the_rounds_close_to_timing(monkeypatch):
+    """SameAB IS_DTM sampled (forced: 5 of 8 rounds, the first three, the last two): the rounds re-run from the
+    sample's section costs (_replayed_body, not _priced_rounds) come within 2% of timing mode."""
+    a = _sab_dtm_call()
+    tim = fag(**a, deterministic=True, mode="timing", tiling={"blockDim": 4})
+    monkeypatch.setattr(estimate_module, "DTM_BLOCKS", 1)
+    monkeypatch.setattr(estimate_module, "REPLAY_BLOCKS", 1)
+    runs, priced = [], []
+    real_run, real_priced = estimate_module._round_cores, estimate_module._priced_rounds
+    monkeypatch.setattr(estimate_module, "_round_cores", lambda work, rounds: runs.append(list(rounds)) or
+                        real_run(work, rounds))
+    monkeypatch.setattr(estimate_module, "_priced_rounds", lambda *x: priced.append(x) or real_priced(*x))
+    est = fag(**a, deterministic=True, mode="estimate", tiling={"blockDim": 4})
+    assert runs[0] == [0, 1, 2, 6, 7] and not priced
+    assert abs(est.time_us / tim.time_us - 1) < 0.02, (est.time_us, tim.time_us)
+
+
 def test_period_line_prices_a_falling_line_at_the_periods_mean():
     """The middle periods' line over the two rounds' blocks is kept where it rises (or is flat), and where it falls
     every period is priced at the sampled periods' mean, also through _priced_rounds: a falling line extrapolated
