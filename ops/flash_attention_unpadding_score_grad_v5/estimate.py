@@ -971,6 +971,8 @@ def _rounds_cycles(problem, til, work, run) -> float:
     traces = []
     ends, _, p_big, overhead = run(_round_cores(work, rounds), f, traces=traces)
     stamps = _sync_stamps(traces[0])
+    p_big = _prologue_end(stamps, len(rounds), p_big)
+    stamps = stamps[max(0, len(stamps) - 1 - 2 * len(rounds)):]
     prologue = p_big
     blocks = _round_blocks(work)
     half = _half_prologue(traces[0], p_big) if f < 1.0 and _sfmg_only(problem, til) else None
@@ -979,13 +981,22 @@ def _rounds_cycles(problem, til, work, run) -> float:
     elif f < 1.0:  # the prologue (before the first SyncAll) on its own line over the fraction of it simulated, the
         # shorter one beside the sample's lightest round (S 3653/722/163: the short last round's 32 blocks, not 360)
         light = min(rounds, key=lambda r: (blocks[r], r))
-        _, _, p_small, _ = run(_round_cores(work, [light]), f / 2)
-        prologue = _line(f / 2, p_small, f, p_big, 1.0)
+        shorter = []
+        _, _, p_small, _ = run(_round_cores(work, [light]), f / 2, traces=shorter)
+        prologue = _line(f / 2, _prologue_end(_sync_stamps(shorter[0]), 1, p_small), f, p_big, 1.0)
     ops = _reduce_ops(problem, til, work)
     body = None if til.dtmBasic else _replayed_body(traces[0], work, rounds, np.asarray(stamps, float), ops, prologue)
     if body is None:
         body = _priced_rounds(np.asarray(stamps, float), rounds, blocks, ops)
     return prologue + body + max(ends) - stamps[-1] + overhead
+
+
+def _prologue_end(stamps: list, rounds: int, first: float) -> float:
+    """The prologue's SyncAll of a sample of *rounds* rounds: the one before the rounds' 2 x rounds (*first*, the
+    sample's first SyncAll, where there are no more): a drop-mask adapter's SyncAll comes before it (IS_DTM with
+    dropout, its mask not in bit mode: 10 stamps for 4 rounds raised in _priced_rounds)."""
+    extra = len(stamps) - 1 - 2 * rounds
+    return float(stamps[extra]) if extra > 0 else first
 
 
 def _replayed_body(trace, work, rounds: list[int], stamps: np.ndarray, ops: np.ndarray, start: float) -> float | None:
@@ -995,7 +1006,7 @@ def _replayed_body(trace, work, rounds: list[int], stamps: np.ndarray, ops: np.n
     _priced_rounds). None where the sample's flags do not read as the ring (then _priced_rounds prices it)."""
     bd = work.block_dim
     tasks = [sum(1 for r in rounds if r * bd + c < work.sections) for c in range(bd)]
-    costs = section_costs(trace, bd, tasks)
+    costs = section_costs(trace, bd, tasks) if len(stamps) == 1 + 2 * len(rounds) else None
     if costs is None:
         return None
     *own, done, vdone = costs
