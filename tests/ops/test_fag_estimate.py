@@ -868,6 +868,29 @@ def test_context_pricer_extends_sampled_sameab_cores_only(monkeypatch):
         assert calls == expected
 
 
+def test_step_extended_samples_start_with_each_runs_first_section(monkeypatch):
+    """_step_extension takes a core's first ring step as its sample ran it, so the sample of a STEP_PAIR template
+    holds each AIV run's first section of the launch (put in front where the class picks left it out), and every
+    sampled SameAB core's run starts with its launch's first section."""
+    work = SimpleNamespace(block_dim=3, core_sections=np.array([10, 0, 0]), core_aiv_split=np.array([4, 0, 0]))
+    got = estimate_module._from_run_starts(work, 0, [[3, 9], [12, 21, 27]])  # run 1 (local 0-3) misses local 0
+    assert got == [[0, 3, 9], [12, 21, 27]]  # run 2 (local 4-9) holds local 4 (global 12) already
+    assert estimate_module._from_run_starts(work, 0, [[], [15]]) == [[], [12, 15]]
+    from tests.ops.fag_cases import make_case
+    monkeypatch.setattr(estimate_module, "SIM_BLOCKS", 0)
+    monkeypatch.setattr(estimate_module, "SAMPLE_BLOCKS", 0)
+    starts = []
+    real = estimate_module._sample_tiling
+
+    def spy(problem, til, work, cores, positions, *rest):
+        starts.append([positions[c][0] - c for c in cores])
+        return real(problem, til, work, cores, positions, *rest)
+    monkeypatch.setattr(estimate_module, "_sample_tiling", spy)
+    a, _ = make_case(seq_q=[1200, 1300], seq_kv=[1200, 1300], n1=4, d=192, sparse_mode=3, causal=True)
+    assert fag(**a, mode="estimate", tiling={"blockDim": 2}).tiling.template == "sameab"
+    assert starts and starts[0] == [0, 0]
+
+
 def test_step_pricer_left_out_beyond_the_listing_budget():
     """Beyond LISTED_WORK_BLOCKS a SameAB / generic call's work is counted, not listed (estimate_plan): its sampled
     cores are extended on the steady line, not by the step pricer, which reads listed CV blocks (this T = 256K SameAB
