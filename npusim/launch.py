@@ -460,7 +460,9 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     buffers named in *names* are resident (a mapping gives each one's resident fraction of pages) and
     *touched_bytes* have been touched chip-wide (estimate mode samples part of a launch this way); an optional
     third item {name: [(byte start, byte end, factor), ...]} counts each new page of those ranges of that buffer
-    *factor* times in the touched bytes (GmBuffer.count_pages: a sample's cores standing for more cores).
+    *factor* times in the touched bytes (GmBuffer.count_pages: a sample's cores standing for more cores); an
+    optional fourth, (own, launch) touched bytes, scales the sample's hits as the launch's are where its own touched
+    bytes are (L2Model.follow).
     *sanitize*: check the schedule (npusim.sanitizer, docs/sanitizer.md); the result's ``sanitizer`` holds
     the reports, and a hang or bad access becomes a report instead of an error. None: sanitize when
     called inside ``npusim.sanitizer.sanitizing()`` (how operators pass ``sanitize=True`` on).
@@ -505,6 +507,7 @@ def launch(kernel, args=(), *, block_dim: int, chip, mode: str = "full", kernel_
     if l2_warm is not None:
         touched, names = l2_warm[:2]
         counted = l2_warm[2] if len(l2_warm) > 2 else {}
+        run.l2.follow = l2_warm[3] if len(l2_warm) > 3 else None
         run.l2.set_touched(int(touched))
         for a in args:
             gm = getattr(a, "gm", None)

@@ -196,12 +196,15 @@ class L2Model:
     and, kept with them, the capacity scale of hits (:meth:`hit_scale`; read at every GM transfer, changed
     only when new pages are touched)."""
 
-    __slots__ = ("l2_bytes", "touched_bytes", "scale")
+    __slots__ = ("l2_bytes", "touched_bytes", "scale", "follow")
 
     def __init__(self, l2_bytes: int):
         self.l2_bytes = l2_bytes
         self.touched_bytes = 0
         self.scale = 1.0
+        #: an estimate sample's (own, launch) touched bytes, two rising arrays: its hits are scaled as the launch's
+        #: are where the sample's own touched bytes are (interpolated), not by its own; None: by its own
+        self.follow = None
 
     def set_touched(self, nbytes: int) -> None:
         """*nbytes* of pages touched chip-wide so far (their scale follows)."""
@@ -210,10 +213,14 @@ class L2Model:
 
     def hit_scale(self) -> float:
         """The fraction of a resident page's hits L2 keeps: 1 while the touched bytes fit in it, then its capacity
-        over the touched bytes (older pages are evicted in proportion)."""
-        if self.touched_bytes <= self.l2_bytes:
+        over the touched bytes (older pages are evicted in proportion); with *follow*, of the launch's touched bytes
+        where the sample's own are."""
+        touched = self.touched_bytes
+        if self.follow is not None:
+            touched = float(np.interp(touched, *self.follow))
+        if touched <= self.l2_bytes:
             return 1.0
-        return self.l2_bytes / self.touched_bytes
+        return self.l2_bytes / touched
 
 
 _new_global = object.__new__
