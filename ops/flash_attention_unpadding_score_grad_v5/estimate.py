@@ -61,6 +61,8 @@ from ops.flash_attention_unpadding_score_grad_v5.dtm_rounds import (HEAD, launch
                                                                     sync_gaps)
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
                                                                 dtm_groups, sab_vec_kinds, sfmg_rows)
+from ops.flash_attention_unpadding_score_grad_v5.l2_path import (follow_map, launch_curve, sample_curve, step_loads,
+                                                                 traceable)
 from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, launch_main, launch_post, launch_pre
 from ops.flash_attention_unpadding_score_grad_v5.sample_l2 import counted_pages
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
@@ -296,10 +298,7 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
     flat = [blk for sec in sections for blk in sec]
     starts = np.concatenate(([0], np.cumsum([len(s) for s in sections]))).astype(int)
     cols = list(zip(*flat))
-    workers = 2 * til.blockDim
-    if prologue < 1.0:  # more workers, a shorter share each (only the first 2k of them run)
-        rows = -(-til.t1Size * til.n1Size // workers)
-        workers = -(-til.t1Size * til.n1Size // max(1, int(rows * prologue)))
+    workers = _sfmg_workers(til, prologue)
     bits = -(-til.dropAdapterBits // til.blockDim) * k if til.dropAdapterBits else 0
     sample = replace(til, blockDim=k, sections=len(sections), secStart=tuple(int(x) for x in starts),
                      blkB=cols[0], blkN=cols[1], blkS1o=cols[2], blkS2o=cols[3], blkRows=cols[4], blkCols=cols[5],
@@ -310,6 +309,16 @@ def _sample_tiling(problem, til, work, cores: list[int], positions: dict, prolog
                      dropAdapterBits=int(bits * prologue))
     simulated = [sum(len(sections[g]) for g in sample.core_sections(i)) for i in range(k)]
     return sample, simulated
+
+
+def _sfmg_workers(til, prologue: float) -> int:
+    """The sfmg workers of a sample tiling that runs the fraction *prologue* of each AIV's share of the prologue:
+    the launch's 2 blockDim, or more, each with a shorter share (only the sample's first 2 k of them run)."""
+    workers = 2 * til.blockDim
+    if prologue < 1.0:
+        rows = -(-til.t1Size * til.n1Size // workers)
+        workers = -(-til.t1Size * til.n1Size // max(1, int(rows * prologue)))
+    return workers
 
 
 def _prologue_fraction(problem, til) -> float:
@@ -392,22 +401,27 @@ def _tail_runs(work, cores: list, big: int) -> dict:
     return out
 
 
-def _running_cost(marks: list, span: np.ndarray, until: float) -> tuple[float, float] | None:
+def _running_cost(marks: list, span: np.ndarray, until: float, loads: list | None = None) -> tuple[float, float] | None:
     """(0, cycles per size unit) of the sampled sections while every sampled core runs, pooled over the simulated
     cores (each weighted by the size it is extended over), each over its _balanced_window. The extended sections of
     TAIL_TEMPLATES run while every busy core of the launch runs; steps after a sampled core has ended run at less
     contention and were up to a quarter of the window (basic S 2316/403/643 N 16/16 D 64 sparse 3: 0.78 times the
-    launch's cost of the same steps, the estimate -3.1%). None where no core has a window."""
+    launch's cost of the same steps, the estimate -3.1%). *loads*: per core, each sample step's bandwidth load
+    (_trajectory_loads): the cost is then per size unit at a load of 1, each step's size weighted by its load. None
+    where no core has a window."""
     if not marks or any(m is None for m in marks):
         return None
     spent = grown = 0.0
-    for (t, w), weight in zip(marks, span):
+    for i, ((t, w), weight) in enumerate(zip(marks, span)):
         window = _balanced_window(t, w, until)
         if window is None or weight <= 0:
             continue
         a, b = window
         spent += weight * (t[b] - t[a])
-        grown += weight * (w[b] - w[a])
+        if loads is None:
+            grown += weight * (w[b] - w[a])
+        else:
+            grown += weight * float(np.diff(w)[a:b] @ loads[i][a + 1:b + 1])
     return (0.0, spent / grown) if grown > 0 else None
 
 
@@ -429,6 +443,82 @@ def _balanced_window(t: np.ndarray, w: np.ndarray, until: float) -> tuple[int, i
     if pairs:
         return max(pairs)[1:]
     return (lo, hi) if hi > lo else None
+
+
+def _trajectory_pricing(work, positions: dict, marks: list, span: np.ndarray, window: tuple, launch: np.ndarray,
+                        trace, spec, share: float) -> tuple[list, np.ndarray]:
+    """_trajectory_loads at the loads a basic sample's steps and left-out sections cost by, along the launch's L2
+    trajectory (*launch*: l2_path.launch_curve): the share of the sample's time its GM traffic keeps the bandwidth
+    calendars busy scales with a step's bandwidth load (l2_path.step_loads), the rest (its cores' own pipes) does
+    not: a load l costs 1 - d m + d l, m the sample window's mean load (_window_load), d its GM bytes a cycle over
+    *window* (prologue end, first core end; _gm_demand) at the L2 rate of its share of the chip (*share* busy cores
+    a sample core), at most 1 / m. Why: a bandwidth-bound launch's steps cost by the load (S 8192 x 4 N 4/4 D 128
+    causal: 123k cycles a 16-block step at a load of 1, 97k at 0.78, 126k at 1.02; its sample's GM bytes 1.07 times
+    its L2 rate), a launch of few cores not at all (S 3000 N 2/2 D 64 on 3 cores, L2 cut to half its touched bytes:
+    the timing unchanged, at the load alone the estimate -1.7%)."""
+    raw = step_loads(launch, spec.l2_bytes, spec.l2_bw_bytes_per_s / spec.hbm_bw_bytes_per_s)
+    mean = _window_load(marks, span, window[1], _trajectory_loads(work, positions, raw)[0])
+    demand = _gm_demand(trace, *window) * share * spec.clock_hz / spec.l2_bw_bytes_per_s
+    bound = min(demand, 1.0 / mean)
+    return _trajectory_loads(work, positions, 1.0 - bound * mean + bound * raw)
+
+
+def _window_load(marks: list, span: np.ndarray, until: float, loads: list) -> float:
+    """The mean load (per size unit) of the steps _running_cost reads, weighted as it weighs them; 1 without any."""
+    total = weighted = 0.0
+    for i, ((t, w), weight) in enumerate(zip(marks, span)):
+        window = _balanced_window(t, w, until)
+        if window is None or weight <= 0:
+            continue
+        a, b = window
+        size = np.diff(w)[a:b]
+        total += weight * float(size.sum())
+        weighted += weight * float(size @ loads[i][a + 1:b + 1])
+    return weighted / total if total > 0 else 1.0
+
+
+def _gm_demand(trace, start: float, end: float) -> float:
+    """GM bytes a cycle a sample's cores move between cycles *start* and *end*: the bytes of its GM pipes' rows
+    (MTE2 reads, MTE3 and FIX writes) that run within them."""
+    c = trace.columns
+    gm = np.isin(c["pipe"], (int(Pipe.MTE2), int(Pipe.MTE3), int(Pipe.FIX)))
+    inside = gm & (c["start"] >= start) & (c["end"] <= end)
+    return float(c["bytes"][inside].sum()) / max(end - start, 1.0)
+
+
+def _trajectory_loads(work, positions: dict, loads: np.ndarray) -> tuple[list, np.ndarray]:
+    """(per sample core, the bandwidth load of each of its sample steps; per core, the size (_core_sizes) of its
+    sections the sample leaves out, each weighted by its load): *loads* per launch step (l2_path.step_loads), a
+    section at the load of its core's step (its local index)."""
+    bd = work.block_dim
+    steps, weighted = [], []
+    for c, gs in positions.items():
+        local = np.arange(int(work.core_sections[c]))
+        size = 64.0 * _counts(work, c + bd * local)[0]
+        ran = np.zeros(len(local), bool)
+        ran[(np.asarray(gs, np.int64) - c) // bd] = True
+        steps.append(loads[(np.asarray(gs, np.int64) - c) // bd])
+        weighted.append(float(size[~ran] @ loads[local[~ran]]))
+    return steps, np.array(weighted)
+
+
+def _launch_follow(problem, til, work, positions: dict, start: int, prologue: float, l2_bytes: int):
+    """(the (own, launch) touched-bytes map a basic sample's L2 model follows, l2_path.follow_map: its hits scaled
+    as the launch's where it runs the launch's sections; the launch's curve, l2_path.launch_curve). None where the call is out of l2_path's scope, its inputs
+    alone pass L2 (the sample then starts at the launch's average state, _l2_start) or the launch's touched bytes
+    (l2_path.launch_curve) stay within L2: those samples keep their own L2 state, as the launch's hit scale is 1
+    throughout. Why: S 8192 x 4 N 4/4 D 128 causal's launch passes L2 in its first tenth and ends at 292 MiB; its
+    steps, bound by the chip's bandwidth, cost by the hit scale along the way, while the sample's 12 cores, whose
+    own pages end at 216 MiB, ran at a scale of about 1 (docs/fag.md "Estimate mode")."""
+    if not traceable(problem, til) or start > l2_bytes:
+        return None
+    if start + til.workspaceSize <= l2_bytes:
+        return None  # cannot pass L2: the inputs' pages (start) and the whole workspace do not
+    launch = launch_curve(problem, til, work)
+    if launch[-1] <= l2_bytes:
+        return None
+    own = sample_curve(problem, til, work, positions, start, _sfmg_workers(til, prologue))
+    return follow_map(launch, own, positions, work.block_dim), launch
 
 
 def _trace_ends(trace, k: int) -> tuple[np.ndarray, float]:
@@ -491,15 +581,18 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     rings = []  # the ring costs read off the larger sample run (RING_TEMPLATES)
     marks = []  # the ring-step marks of the larger sample run (_step_marks)
 
-    def run(positions: dict, prologue=1.0, ring=False, steps=False, traces=None):
+    def run(positions: dict, prologue=1.0, ring=False, steps=False, traces=None, follow=None):
         """(end cycle per subset core, simulated blocks per subset core, prologue end, launch overhead) of a
         sample whose core i runs the sections of the i-th entry of *positions*; *ring*: also read its ring costs;
-        *steps*: also its ring-step marks (into ``marks``); *traces*: a list to receive its trace."""
+        *steps*: also its ring-step marks (into ``marks``); *traces*: a list to receive its trace; *follow*: its
+        L2 model's hits scaled as the launch's (_launch_follow)."""
         cores = list(positions)
         sample, simulated = _sample_tiling(problem, til, work, cores, positions, prologue)
         share = max(1.0, busy / len(cores))
         # listed work: the busy cores the sample leaves out write section buffers of their own (sample_l2)
         l2 = warm + (counted_pages(til, work, cores),) if listed else warm
+        if follow is not None:  # basic: the launch's L2 trajectory (_launch_follow), l2_warm's fourth item
+            l2 = (*l2, {}, follow) if len(l2) == 2 else (*l2, follow)
         res = launch_main(problem, sample, contention_chip(spec, share), "timing", inputs, _ws(til), l2_warm=l2,
                           bw_bucket_cycles=_sample_bucket(share))
         ends, prologue_end = _trace_ends(res.trace, len(cores))
@@ -535,7 +628,9 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         if til.template in STEP_PAIR_TEMPLATES:
             big_runs = {c: _from_run_starts(work, c, v) for c, v in big_runs.items()}
     big_pos = {c: sum(v, []) for c, v in big_runs.items()}
-    e_big, w_big, p_big, overhead = run(big_pos, f, ring, steps=True)
+    traj = _launch_follow(problem, til, work, big_pos, warm[0], f, spec.l2_bytes) if tails else None
+    traced = [] if traj is not None else None
+    e_big, w_big, p_big, overhead = run(big_pos, f, ring, steps=True, traces=traced, follow=traj and traj[0])
     w_big = np.array(w_big, float)
     # each core's growth weighted by the blocks it is extended over: a core whose sample already holds all its
     # sections (a short batch's head on basic_bn2) has other blocks and tells nothing about the heavy cores'
@@ -543,7 +638,12 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     # the steady line is over the steps' sizes (_section_sizes), and each core is extended over the size it has left
     sampled = np.array([m[1][-1] if m is not None and len(m[1]) else 0.0 for m in marks] if marks else [0.0] * len(cores))
     left = np.maximum(_core_sizes(work, cores) - sampled, 0.0)
-    steady = _running_cost(marks, left, min(e_big)) if tails else None
+    loads = None
+    if traj is not None:  # the extension priced along the launch's L2 trajectory: per size unit at a load of 1
+        loads, grow_loaded = _trajectory_pricing(work, big_pos, marks, left, (p_big, min(e_big)), traj[1], traced[0],
+                                                 spec, busy / len(cores))
+    steady = _running_cost(marks, left, min(e_big), loads) if tails else None
+    loaded = loads is not None and steady is not None
     steady = steady or _steady_cost(marks, left)
     per_step = 0.0
     if steady is not None and f >= 1.0:
@@ -584,6 +684,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
     steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
                   for j, c in enumerate(cores)]
     grow = left if steady is not None else span  # the steady cost is per size unit, the two runs' per block
+    if loaded:
+        grow = grow_loaded
     return prologue - p_big + max(e_big[j] + max(0.0, per_step * steps_left[j] + per_block * grow[j])
                                   for j in range(k)) + overhead
 
