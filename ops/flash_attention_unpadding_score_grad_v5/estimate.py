@@ -504,12 +504,12 @@ def _trajectory_loads(work, positions: dict, loads: np.ndarray) -> tuple[list, n
 
 def _launch_follow(problem, til, work, positions: dict, start: int, prologue: float, l2_bytes: int):
     """(the (own, launch) touched-bytes map a basic sample's L2 model follows, l2_path.follow_map: its hits scaled
-    as the launch's where it runs the launch's sections; the launch's curve, l2_path.launch_curve). None where the call is out of l2_path's scope, its inputs
-    alone pass L2 (the sample then starts at the launch's average state, _l2_start) or the launch's touched bytes
-    (l2_path.launch_curve) stay within L2: those samples keep their own L2 state, as the launch's hit scale is 1
-    throughout. Why: S 8192 x 4 N 4/4 D 128 causal's launch passes L2 in its first tenth and ends at 292 MiB; its
-    steps, bound by the chip's bandwidth, cost by the hit scale along the way, while the sample's 12 cores, whose
-    own pages end at 216 MiB, ran at a scale of about 1 (docs/fag.md "Estimate mode")."""
+    as the launch's where it runs the launch's sections; the launch's curve, l2_path.launch_curve). None where the
+    call is out of l2_path's scope, its inputs alone pass L2 (the sample then starts at the launch's average state,
+    _l2_start) or the launch's touched bytes stay within L2: those samples keep their own L2 state, as the launch's
+    hit scale is 1 throughout. Why: S 8192 x 4 N 4/4 D 128 causal's launch passes L2 in its first tenth and ends at
+    292 MiB; its steps, bound by the chip's bandwidth, cost by the hit scale along the way, while the sample's 12 cores,
+    whose own pages end at 216 MiB, ran at a scale of about 1 (docs/fag.md "Estimate mode")."""
     if not traceable(problem, til) or start > l2_bytes:
         return None
     if start + til.workspaceSize <= l2_bytes:
