@@ -401,7 +401,8 @@ def _tail_runs(work, cores: list, big: int) -> dict:
     return out
 
 
-def _running_cost(marks: list, span: np.ndarray, until: float, loads: list | None = None) -> tuple[float, float] | None:
+def _running_cost(marks: list, span: np.ndarray, until: float,
+                  loads: list | None = None) -> tuple[float, float] | None:
     """(0, cycles per size unit) of the sampled sections while every sampled core runs, pooled over the simulated
     cores (each weighted by the size it is extended over), each over its _balanced_window. The extended sections of
     TAIL_TEMPLATES run while every busy core of the launch runs; steps after a sampled core has ended run at less
