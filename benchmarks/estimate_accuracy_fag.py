@@ -13,7 +13,9 @@ whole checking set (seed 695395893, 18 calls; its four misses were studied in se
 basic_det calls studied in session 14) and session 14's (seed 1177898169, 18 calls; its generic and basic misses
 studied in session 14), and basic shapes looked at in session 15, and session 15's (seed 2640874598, 18 calls; its
 three misses studied in session 15), and helper R's scouting draw of session 16 (seed 1979507154, 18 calls; run
-before the model freeze, its SameAB miss studied from traces). Checking set: configurations drawn at random
+before the model freeze, its SameAB miss studied from traces), helper P's own validation draws of session 16
+(seeds 161125 and 161126, 28 SameAB / IS_DTM calls) and four basic calls that pass L2 part way (session 16).
+Checking set: configurations drawn at random
 (fresh_check, seed CHECK_SEED, printed) from the space of fresh_check's docstring, CHECK_PER_TEMPLATE for each template
 npusim runs (STRATA: basic, basic_det, basic_bn2, SameAB, SameAB IS_DTM, generic), never run before
 the model of estimate.py was fixed. Prints, per configuration, its set, the template it ran, the
@@ -247,6 +249,43 @@ GRID = [
     ([1390, 911, 153], [1390, 911, 153], 16, 4, 256, BF16, 4, {"pre": 471, "next": 12, "blockDim": 5, "layout": ""}),
     ([282, 1441, 703], [282, 1441, 703], 16, 8, 128, F32, 4, {"pre": 359, "next": 332, "blockDim": 14, "layout": ""}),
     ([595, 910], [595, 910], 16, 4, 256, F32, 4, {"pre": 375, "next": 232, "layout": ""}),
+    # helper P's own validation draws of session 16 (its generator over fresh_check's space, seeds 161125: 10 SameAB
+    # and 6 SameAB IS_DTM sampled calls; 161126: 12 SameAB sampled calls), looked at while the SameAB context pricer,
+    # the IS_DTM period line and each run's first section in the sample were built: tuning material
+    ([5014, 1534, 240], [5014, 1534, 240], 4, 4, 192, BF16, 2, {"blockDim": 8}),
+    ([4020, 138, 260], [4020, 138, 260], 8, 8, 192, BF16, 2, {"layout": ""}),
+    ([305, 5270, 3664], [305, 5270, 3664], 8, 4, 192, F16, 4, {"pre": 433, "next": 432}),
+    ([894, 2510, 1374], [894, 2510, 1374], 16, 8, 256, BF16, 3, {}),
+    ([3058], [3058], 16, 16, 256, BF16, 4, {"pre": 1029, "next": 504}),
+    ([237, 4157], [237, 4157], 8, 4, 128, BF16, 4, {"pre": 1265, "next": 349}),
+    ([193, 4468, 131], [605, 179, 5065], 16, 16, 128, BF16, None, {}),
+    ([3865, 562], [3865, 562], 8, 4, 64, F16, 4, {"pre": 1733, "next": 288}),
+    ([2183, 4035], [2183, 4035], 8, 4, 192, BF16, 4, {"pre": 1141, "next": 254, "layout": ""}),
+    ([1291], [1291], 16, 8, 192, F16, 2, {"blockDim": 7}),
+    ([4320, 372, 342], [4320, 372, 342], 8, 4, 64, F16, 4, {"pre": 747, "next": 455, "deterministic": True}),
+    ([1704, 4629], [1704, 4629], 4, 1, 192, BF16, 2, {"deterministic": True, "blockDim": 22, "layout": ""}),
+    ([2336], [2336], 16, 4, 256, BF16, 3, {"deterministic": True}),
+    ([3487, 725], [3487, 725], 8, 2, 192, BF16, 3, {"deterministic": True, "layout": ""}),
+    ([5301, 2659], [5301, 2659], 8, 4, 256, BF16, 4, {"pre": 873, "next": 149, "deterministic": True, "layout": ""}),
+    ([182, 2051, 1210], [182, 2051, 1210], 16, 8, 192, F16, 2, {"deterministic": True}),
+    ([5637, 442], [5637, 442], 4, 1, 256, BF16, 3, {}),
+    ([2291, 173], [2291, 173], 16, 8, 128, BF16, 4, {"pre": 1444, "next": 401}),
+    ([2580, 137], [2580, 137], 16, 4, 192, BF16, 3, {"blockDim": 18}),
+    ([1869, 3371, 1320], [1869, 3371, 1320], 8, 4, 192, BF16, 4, {"pre": 708, "next": 49, "layout": ""}),
+    ([5648, 973], [5648, 973], 8, 4, 256, BF16, 4, {"pre": 1203, "next": 247}),
+    ([2167, 310, 3275], [2167, 310, 3275], 8, 2, 256, F16, 2, {}),
+    ([1146, 774, 1792], [263, 2945, 273], 16, 16, 128, F16, None, {"layout": ""}),
+    ([3838], [3838], 16, 16, 64, BF16, 4, {"pre": 1132, "next": 62, "layout": ""}),
+    ([4012, 1572, 1508], [4012, 1572, 1508], 8, 2, 128, F16, 4, {"pre": 635, "next": 308, "blockDim": 17}),
+    ([423, 1390, 3836], [423, 1390, 3836], 16, 16, 192, F16, 4, {"pre": 230, "next": 387}),
+    ([705, 268, 3796], [705, 268, 3796], 8, 2, 192, F16, 2, {"layout": ""}),
+    ([5109, 378, 991], [816, 3271, 5134], 8, 2, 128, F16, None, {}),
+    # basic calls whose launch passes L2 (192 MiB) part way, seen by helper K in session 16 while the sample was made
+    # to follow the launch's L2 trajectory (l2_path): tuning material
+    ([8192] * 3, [8192] * 3, 4, 4, 128, F16, 2, {}),
+    ([8192] * 3, [8192] * 3, 4, 4, 128, BF16, 2, {"layout": ""}),
+    ([5000] * 6, [5000] * 6, 4, 2, 128, F16, 3, {}),
+    ([12288] * 2, [12288] * 2, 8, 8, 64, F16, 2, {}),
 ]
 #: drawn (secrets.randbelow(2**32)) in session 15 at 10:28 UTC after the last model change of estimate.py (the
 #: generic and SameAB sampled cores priced over their own ring steps, 0633b4b; the basic tail run whole, d7beae0; the
