@@ -1764,12 +1764,15 @@ def _stat_offset(k: KernelFagBasic, b: int, n: int, row0: int) -> int:
     return ((a.cuQ[b] + row0) * n1 + n) * 8 if a.softmaxTnd else (a.cuQ[b] * n1 + n * a.seqQ[b] + row0) * 8
 
 
-def _piece_shape(v) -> tuple:
+def _piece_shape(k: KernelFagBasic, v) -> tuple:
     """A pass's pieces without their slot blocks (the slots are bases that move); a view of a CV block's ND matrix
     without its first row too (its rows' start is the base, _slot_regions), so that tiles of different rows of
     tiles share a recording."""
-    if v.gm_pitch != BASE:  # fp32: its per-block transposes' pieces too (whole slot blocks are the regions)
-        return tuple(piece[2:] for piece in v.pieces) + tuple(piece[1:] for piece in v.tpieces)
+    if v.gm_pitch != BASE and k.b32:  # fp32: its region starts at its first element, and so does each of its
+        # per-block transposes' (_slot_regions): their rows and columns are no part of the key
+        return tuple(piece[2:3] + piece[4:] for piece in v.pieces + v.tpieces)
+    if v.gm_pitch != BASE:
+        return tuple(piece[2:] for piece in v.pieces)
     return tuple(piece[1:] for piece in v.pieces)
 
 
@@ -1777,7 +1780,7 @@ def _view_shape(k: KernelFagBasic, v) -> tuple:
     """What a pass's stream depends on in any of its steps: the view's rows, columns, UB pitch, pieces and their GM row
     pitch, the UB side it runs in (ping-pong: the ping's or the pong's buffers) and whether it is a pair's (SubGrapB's
     waits)."""
-    return v.rows, v.cols, v.pitch, _piece_shape(v), v.gm_pitch, k.side, k.paired
+    return v.rows, v.cols, v.pitch, _piece_shape(k, v), v.gm_pitch, k.side, k.paired
 
 
 def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
@@ -1788,13 +1791,18 @@ def _ws_slot(k: KernelFagBasic, region: list, task: int, j: int):
 def _slot_regions(k: KernelFagBasic, task: int, v, regions: tuple) -> list:
     """The view's slot blocks in each of *regions* (section buffers) as regions of the workspace: distinct blocks,
     so they never overlap one another; a view of a CV block's ND matrix (one piece): its rows, from the start of its
-    first row (its 16-bit P / dS rows start there too), except in fp32's per-block P^T / dS^T buffers (k.mmT)."""
+    first row (its 16-bit P / dS rows start there too; fp32, which writes none: from its first element, so that its
+    column is no part of the key), except in fp32's per-block P^T / dS^T buffers (k.mmT)."""
     out = []
     for region in regions:
         if v.gm_pitch != BASE and not any(region is r for r in k.mmT):
             j, lr, nr, lc, nc, _ = v.pieces[0]
-            gp = v.gm_pitch
-            out.append((k._slot(region, task, j, F32)[lr * gp], ((nr - 1) * gp + lc + nc) * 4))
+            gp, c0 = v.gm_pitch, lc if k.b32 else 0
+            out.append((k._slot(region, task, j, F32)[lr * gp + c0], ((nr - 1) * gp + lc - c0 + nc) * 4))
+        elif v.tpieces:  # fp32's transposes of an ND view: each from its first element (row and column no part of
+            # the key); a piece's P^T / dS^T rows are its columns, BASE apart
+            out += [(k._slot(region, task, j, F32)[lc * BASE + lr], ((nc - 1) * BASE + nr) * 4)
+                    for j, lr, nr, lc, nc, _ in v.tpieces]
         else:
             out += [_ws_slot(k, region, task, j) for j, *_ in v.block_pieces]
     return out
