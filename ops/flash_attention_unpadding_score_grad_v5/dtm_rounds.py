@@ -118,8 +118,7 @@ def launch_costs(keys: np.ndarray, classes: np.ndarray, block_dim: int, rounds: 
         pool_g.append(g[ok])
         pool_y.append(measured[ok, i])
     pg, py = np.concatenate(pool_g), np.concatenate(pool_y)
-    _, kid = np.unique(keys, axis=0, return_inverse=True)
-    kid = kid.ravel()
+    kid = key_ids(keys)
     nk = int(kid.max()) + 1
     by_key = np.bincount(kid[pg], py, nk) / np.maximum(np.bincount(kid[pg], minlength=nk), 1)
     seen_key = np.bincount(kid[pg], minlength=nk) > 0
@@ -135,6 +134,17 @@ def launch_costs(keys: np.ndarray, classes: np.ndarray, block_dim: int, rounds: 
     flat = np.zeros(total * block_dim)
     flat[:sections] = value
     return np.where(np.isnan(out), flat.reshape(total, block_dim).T, out)
+
+
+def key_ids(keys: np.ndarray) -> np.ndarray:
+    """An id per row of *keys*, equal rows equal ids (np.unique's of the rows). Rows of two non-negative whole
+    numbers (area, masked blocks) are numbered through one number each, for performance reasons: np.unique over
+    rows sorts them as records, 0.19 s of T = 64K deterministic's 66,000 sections (four calls a launch estimate)."""
+    if keys.ndim == 2 and keys.shape[1] == 2 and np.all(keys >= 0) and np.all(keys == np.floor(keys)) \
+            and float(keys.max(initial=0)) < 2 ** 26:
+        one = keys[:, 0] * (float(keys[:, 1].max(initial=0)) + 1.0) + keys[:, 1]
+        return np.unique(one, return_inverse=True)[1].ravel()
+    return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
 
 
 def replay_rounds(C1: np.ndarray, C23: np.ndarray, V: np.ndarray, reductions: np.ndarray, start: float,

@@ -57,8 +57,8 @@ from ops.common.cube_tiles import c16
 from ops.common.l2_warm import start_touched
 from ops.common.transpose import unit_tokens
 from ops.common.ragged import ragged_arange
-from ops.flash_attention_unpadding_score_grad_v5.dtm_rounds import (HEAD, launch_costs, replay_rounds, section_costs,
-                                                                    sync_gaps)
+from ops.flash_attention_unpadding_score_grad_v5.dtm_rounds import (HEAD, key_ids, launch_costs, replay_rounds,
+                                                                    section_costs, sync_gaps)
 from ops.flash_attention_unpadding_score_grad_v5.kernel import (ADD_ELEMS, POST_ELEMS, det_reduce_groups, det_vec_kinds,
                                                                 dtm_groups, sab_vec_kinds, sfmg_rows)
 from ops.flash_attention_unpadding_score_grad_v5.l2_path import (follow_map, launch_curve, sample_curve, step_loads,
@@ -1204,12 +1204,15 @@ def _sample_rounds(work, til=None) -> list[int]:
 
 def _round_classes(keys: np.ndarray, block_dim: int) -> np.ndarray:
     """A class per launch round: the rounds whose sections hold the same section classes (_section_keys), as many
-    of each (a section's costs follow what the round's other cores run beside it: dtm_rounds.launch_costs)."""
-    _, cls = np.unique(keys, axis=0, return_inverse=True)
+    of each (a section's costs follow what the round's other cores run beside it: dtm_rounds.launch_costs); numbered
+    in order of first appearance."""
+    cls = key_ids(keys)
     total = -(-len(keys) // block_dim)
     rows = np.full(total * block_dim, -1)
-    rows[:len(keys)] = cls.ravel()
-    return np.unique(np.sort(rows.reshape(total, block_dim), axis=1), axis=0, return_inverse=True)[1].ravel()
+    rows[:len(keys)] = cls
+    index = {}
+    return np.array([index.setdefault(r, len(index)) for r in map(tuple, np.sort(rows.reshape(total, block_dim),
+                                                                                    axis=1).tolist())], int)
 
 
 def _section_keys(work) -> np.ndarray:

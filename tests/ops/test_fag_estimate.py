@@ -489,6 +489,17 @@ def test_launch_costs_keep_sampled_sections_and_price_the_rest_by_class():
     assert out[0, 6] == 52.0  # key (8, 0) unseen: the plane over the sampled keys, all (16, 0): their mean
 
 
+def test_key_ids_number_rows_as_unique_rows_does():
+    """dtm_rounds.key_ids gives the ids np.unique(axis=0) gives, through one number per row for whole (area, masked)
+    rows and through the rows otherwise."""
+    rounds_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.dtm_rounds")
+    rng = np.random.default_rng(7)
+    whole = rng.integers(0, 40, size=(500, 2)).astype(float)
+    for keys in (whole, whole + 0.5, np.column_stack([whole, whole[:, :1]])):
+        np.testing.assert_array_equal(rounds_module.key_ids(keys),
+                                      np.unique(keys, axis=0, return_inverse=True)[1].ravel())
+
+
 def test_dtm_sampled_estimate_replays_the_rounds_close_to_timing(monkeypatch):
     """SameAB IS_DTM sampled (forced: 5 of 8 rounds, the first three, the last two): the rounds re-run from the
     sample's section costs (_replayed_body, not _priced_rounds) come within 2% of timing mode."""
