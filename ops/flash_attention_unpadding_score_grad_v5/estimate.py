@@ -137,6 +137,9 @@ STEP_PAIR_TEMPLATES = ("generic", "sameab")
 #: 512 + 512 76.1k), which a line over the step's summed sizes does not follow (that call +2.61% on it, -0.01% on
 #: _step_pricer); lines with per-AIV growth or the larger run's size did no better on the generic tuning calls
 CONTEXT_TEMPLATES = ("sameab",)
+#: templates whose sampled cores keep each run's lead (_with_run_leads), and its most sections
+LEAD_TEMPLATES = ("sameab",)
+LEAD_SECTIONS = 4
 #: templates whose sampled cores are estimated by their ring (_ring_estimate) rather than at the two runs' cost per
 #: block: basic_bn2, whose cores run whole (batch, key/value head) pairs of full, band-edge, corner and short-row CV
 #: blocks of very different costs per block (on the tuning set's four sampled basic_bn2 calls: -0.77% .. -0.08% by the
@@ -628,6 +631,8 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}
         if til.template in STEP_PAIR_TEMPLATES:
             big_runs = {c: _from_run_starts(work, c, v) for c, v in big_runs.items()}
+        if til.template in LEAD_TEMPLATES:
+            big_runs = {c: _with_run_leads(work, c, v) for c, v in big_runs.items()}
     big_pos = {c: sum(v, []) for c, v in big_runs.items()}
     traj = _launch_follow(problem, til, work, big_pos, warm[0], f, spec.l2_bytes) if tails else None
     traced = [] if traj is not None else None
@@ -689,6 +694,31 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         grow = grow_loaded
     return prologue - p_big + max(e_big[j] + max(0.0, per_step * steps_left[j] + per_block * grow[j])
                                   for j in range(k)) + overhead
+
+
+def _with_run_leads(work, core: int, runs: list[list[int]]) -> list[list[int]]:
+    """*core*'s sampled sections per run with the run's lead in front: its first sections (at most LEAD_SECTIONS, at
+    least one) before the first of the run's largest area (_section_areas), then the picks after the lead.
+
+    Why: the cores' leads set their phase in the launch. SameAB S 220/222/3049 N 16/8 D 256 causal (helper R's
+    scouting draw): cores 0-6 start with two 196-fractal steps, the others with one, so the cores' 1024-fractal
+    steps run half a step (~98k cycles) apart; the sample kept one 196 on every core, ran them in phase, and
+    their cube MTE2 bursts collided: 155.8k cycles of MTE2 per step against the launch's 146.3k (same 10.5 MB, read
+    hits 0.977 vs 0.964), steps 199k against 190k: +4.83%, +0.82% with the lead. SameAB only (LEAD_TEMPLATES):
+    a generic step holds one section of each AIV run, and a lead added to one run leaves the sample's runs of
+    unequal length (one AIV idle in its last step; _core_positions), while generic's leads (the causal ramp, 320
+    to 448 fractals against 512) barely shift its phase (helper T's traces: S 4582 N 4/2 D 256 fp32 -0.86 -> -2.74%)."""
+    out = []
+    for (lo, hi), picks in zip(_aiv_runs(work, core), runs):
+        if not picks:
+            out.append(picks)
+            continue
+        gs = core + np.arange(lo, hi) * work.block_dim
+        area = _section_areas(work, gs)
+        full = np.flatnonzero(area[:LEAD_SECTIONS] >= area.max())
+        lead = [int(g) for g in gs[:max(1, int(full[0]) if len(full) else min(LEAD_SECTIONS, hi - lo))]]
+        out.append(lead + [p for p in picks if p > lead[-1]])
+    return out
 
 
 def _from_run_starts(work, core: int, runs: list[list[int]]) -> list[list[int]]:

@@ -962,3 +962,22 @@ def test_sample_counts_the_section_pages_of_the_busy_cores_it_leaves_out(monkeyp
     outside = sum(int(b.resident.sum()) for b in made) * page - region_pages(ws)
     booked = ws._l2.touched_bytes - outside  # what the sample's L2 model booked for the per-core regions
     assert booked == pytest.approx(launched, rel=0.015)
+
+
+def test_sameab_sample_keeps_each_runs_lead():
+    """_with_run_leads puts a run's first sections before its first of the run's largest area in front of the picks
+    (at most LEAD_SECTIONS, at least the first), and drops the picks inside the lead; a run of equal areas keeps its
+    first only. LEAD_TEMPLATES is SameAB's alone."""
+    def blocks(area):  # one listed CV block of *area* fractals: 16 rows x 16 * area columns
+        return [(0, 0, 0, 0, 16, 16 * area, False)]
+    # core 0 of 2: global sections 0, 2, 4, ... are its local 0, 1, 2, ...
+    areas = [196, 196, 1024, 992, 1024, 1024]
+    work = SimpleNamespace(block_dim=2, core_sections=np.array([6, 0]),
+                           listed={2 * j: blocks(a) for j, a in enumerate(areas)})
+    assert estimate_module._with_run_leads(work, 0, [[0, 4, 8]]) == [[0, 2, 4, 8]]
+    assert estimate_module._with_run_leads(work, 0, [[2, 6, 10]]) == [[0, 2, 6, 10]]
+    work.listed = {2 * j: blocks(1024) for j in range(6)}
+    assert estimate_module._with_run_leads(work, 0, [[4, 8]]) == [[0, 4, 8]]
+    work.listed = {2 * j: blocks(a) for j, a in enumerate([64, 128, 192, 256, 320, 1024])}
+    assert estimate_module._with_run_leads(work, 0, [[0, 10]]) == [[0, 2, 4, 6, 10]]
+    assert estimate_module.LEAD_TEMPLATES == ("sameab",)
