@@ -631,7 +631,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         big_runs = {c: _core_positions(work, c, counts[c], ring) for c in cores}
         if til.template in STEP_PAIR_TEMPLATES:
             big_runs = {c: _from_run_starts(work, c, v) for c, v in big_runs.items()}
-        if til.template in LEAD_TEMPLATES:
+        if til.template in LEAD_TEMPLATES and hasattr(work, "listed"):  # (counted work: no areas, no step pricer)
             big_runs = {c: _with_run_leads(work, c, v) for c, v in big_runs.items()}
     big_pos = {c: sum(v, []) for c, v in big_runs.items()}
     traj = _launch_follow(problem, til, work, big_pos, warm[0], f, spec.l2_bytes) if tails else None
