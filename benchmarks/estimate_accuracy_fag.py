@@ -287,12 +287,13 @@ GRID = [
     ([5000] * 6, [5000] * 6, 4, 2, 128, F16, 3, {}),
     ([12288] * 2, [12288] * 2, 8, 8, 64, F16, 2, {}),
 ]
-#: drawn (secrets.randbelow(2**32)) in session 15 at 10:28 UTC after the last model change of estimate.py (the
-#: generic and SameAB sampled cores priced over their own ring steps, 0633b4b; the basic tail run whole, d7beae0; the
-#: IS_DTM prologue read off the sample, 7818d39) and after the last FAG timing change (S/dP as one ND matrix per CV
-#: block, 51138ff), run once; earlier draws 620261124, 620261125, 820261124, 869883353, 1736963294, 695395893,
-#: 3454330913, 1301497499 and 1177898169 were looked at
-CHECK_SEED = 2640874598
+#: drawn (secrets.randbelow(2**32)) in session 16 at 13:39 UTC after the last model change of estimate.py (each
+#: SameAB run's lead in the sample, 534a4d2; the basic sample following the launch's L2 trajectory, 8941d14; the
+#: listed-work samples counting the busy cores' section pages, sample_l2; the SameAB context pricer, fdd4ebc; the
+#: IS_DTM rounds re-run as the ring, 77b477d) and after the last FAG timing change (generic pse_type 0/1 pairs,
+#: 1512b45; TND_S1_PP, ea52aee; fp32 ND S / dP, 970d0ca), run once; earlier draws 620261124, 620261125, 820261124,
+#: 869883353, 1736963294, 695395893, 3454330913, 1301497499, 1177898169 and 2640874598 were looked at
+CHECK_SEED = 1620148362
 CHECK_PER_TEMPLATE = 3
 CHECK_SAMPLED = 2  # of them on the estimate's sampled path (the whole path is exact up to contention)
 #: the templates npusim runs (tiling.template; SameAB with IS_DTM apart): the checking set's strata
