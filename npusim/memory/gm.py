@@ -123,7 +123,7 @@ class GmBuffer:
         bytes when it is first touched (residency and hits as ever). Why: an estimate sample runs k of a launch's n
         busy cores, and a page each core keeps to itself (its section buffers) stands for the n / k cores' pages
         of its kind that the launch touches at about the same time, so the sample's touched bytes follow the
-        launch's across the L2 size."""
+        launch's across the L2 size. The ranges must not overlap (a page in two ranges adds both extra counts)."""
         self._counted = [(start // L2_PAGE_BYTES, -(-end // L2_PAGE_BYTES), float(factor))
                          for start, end, factor in ranges if end > start] or None
 
@@ -206,8 +206,9 @@ class L2Model:
         #: are where the sample's own touched bytes are (interpolated), not by its own; None: by its own
         self.follow = None
 
-    def set_touched(self, nbytes: int) -> None:
-        """*nbytes* of pages touched chip-wide so far (their scale follows)."""
+    def set_touched(self, nbytes: float) -> None:
+        """*nbytes* of pages touched chip-wide so far (their scale follows): a whole number of pages' bytes, or a
+        float where GmBuffer.count_pages counts pages a fractional number of times."""
         self.touched_bytes = nbytes
         self.scale = self.hit_scale()
 

@@ -38,9 +38,9 @@ def section_costs(trace, block_dim: int, tasks: list[int]):
     pass, in cycles, and when each Cube23 set its flag and each vector pass ended. Read off the cross-core flags: the
     cube sets one per Cube1 and one per Cube23 to each AIV; an AIV waits once per Cube1 (before its pass) and once per
     Cube23 (before the SyncAll); the cube waits once per Cube23 (for the pass). A Cube1 runs from the cube's flag
-    before it, a Cube23 from the later of its wait and the Cube1 before it (the cube issues ahead of its pipes), a pass
-    from its wait to the AIV's next one. None where a core's flags do not follow that ring. *tasks*: sections per
-    core."""
+    before it (the first from cycle 0), a Cube23 from the later of its wait and the Cube1 before it (the cube issues
+    ahead of its pipes), a pass from its wait to the AIV's next one. None where a core's flags do not follow that
+    ring. *tasks*: sections per core."""
     c, f = trace.columns, trace.flows
     if "CrossCoreWaitFlag" not in trace.names or not len(f.get("label_id", ())):
         return None
