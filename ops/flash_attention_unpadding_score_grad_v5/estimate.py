@@ -416,17 +416,23 @@ def _running_cost(marks: list, span: np.ndarray, until: float,
     if not marks or any(m is None for m in marks):
         return None
     spent = grown = 0.0
-    for i, ((t, w), weight) in enumerate(zip(marks, span)):
-        window = _balanced_window(t, w, until)
-        if window is None or weight <= 0:
-            continue
-        a, b = window
+    for i, weight, a, b in _weighted_windows(marks, span, until):
+        t, w = marks[i]
         spent += weight * (t[b] - t[a])
         if loads is None:
             grown += weight * (w[b] - w[a])
         else:
             grown += weight * float(np.diff(w)[a:b] @ loads[i][a + 1:b + 1])
     return (0.0, spent / grown) if grown > 0 else None
+
+
+def _weighted_windows(marks: list, span: np.ndarray, until: float):
+    """(core index, weight, a, b) of each sampled core with a _balanced_window and a positive weight in *span*: the
+    steps _running_cost prices by and _window_load averages over."""
+    for i, ((t, w), weight) in enumerate(zip(marks, span)):
+        window = _balanced_window(t, w, until)
+        if window is not None and weight > 0:
+            yield (i, weight, *window)
 
 
 def _balanced_window(t: np.ndarray, w: np.ndarray, until: float) -> tuple[int, int] | None:
@@ -470,12 +476,8 @@ def _trajectory_pricing(work, positions: dict, marks: list, span: np.ndarray, wi
 def _window_load(marks: list, span: np.ndarray, until: float, loads: list) -> float:
     """The mean load (per size unit) of the steps _running_cost reads, weighted as it weighs them; 1 without any."""
     total = weighted = 0.0
-    for i, ((t, w), weight) in enumerate(zip(marks, span)):
-        window = _balanced_window(t, w, until)
-        if window is None or weight <= 0:
-            continue
-        a, b = window
-        size = np.diff(w)[a:b]
+    for i, weight, a, b in _weighted_windows(marks, span, until):
+        size = np.diff(marks[i][1])[a:b]
         total += weight * float(size.sum())
         weighted += weight * float(size @ loads[i][a + 1:b + 1])
     return weighted / total if total > 0 else 1.0

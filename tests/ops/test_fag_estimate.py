@@ -15,6 +15,19 @@ from ops.common.masks import compressed_causal_mask
 estimate_module = importlib.import_module("ops.flash_attention_unpadding_score_grad_v5.estimate")
 
 
+def _made_buffers(monkeypatch) -> list:
+    """A list that receives every GmBuffer made from now on in this test (their resident pages are read after a run)."""
+    from npusim.memory import gm
+    made = []
+    init = gm.GmBuffer.__init__
+
+    def keep(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(gm.GmBuffer, "__init__", keep)
+    return made
+
+
 def _specs(s, n, d, dtype=np.float16):
     t = lambda shape: TensorSpec(shape, dtype)  # noqa: E731
     stats = {k: TensorSpec((s, n, 8), np.float32) for k in ("softmax_max", "softmax_sum")}
@@ -148,13 +161,7 @@ def test_touched_inputs_are_the_pages_timing_mode_touches(monkeypatch, s, n, d, 
     model (estimate._touched_inputs), not by their sizes: the same bytes as a timing-mode run's resident pages. fp32:
     query and key also by the vector transposes' per-head copies (counted whole they were 3-6 times too many)."""
     from npusim.memory import gm
-    made = []
-    init = gm.GmBuffer.__init__
-
-    def keep(self, *a, **k):
-        init(self, *a, **k)
-        made.append(self)
-    monkeypatch.setattr(gm.GmBuffer, "__init__", keep)
+    made = _made_buffers(monkeypatch)
     args, kw = _specs(s, n, d, dtype)
     res = fag(*args, **kw, mode="timing")
     names = ("query", "key_in", "value")
@@ -929,13 +936,7 @@ def test_sample_counts_the_section_pages_of_the_busy_cores_it_leaves_out(monkeyp
     from npusim.memory import gm
     from ops.flash_attention_unpadding_score_grad_v5 import launch as fag_launch
     from ops.flash_attention_unpadding_score_grad_v5.sample_l2 import core_regions, counted_pages
-    made = []
-    init = gm.GmBuffer.__init__
-
-    def keep(self, *a, **k):
-        init(self, *a, **k)
-        made.append(self)
-    monkeypatch.setattr(gm.GmBuffer, "__init__", keep)
+    made = _made_buffers(monkeypatch)
     t = lambda s: TensorSpec((s, n, d), dtype)  # noqa: E731
     stats = {k: TensorSpec((sq, n, 8), np.float32) for k in ("softmax_max", "softmax_sum")}
     mask = dict(atten_mask=compressed_causal_mask().astype(bool), sparse_mode=2) if causal else {}
