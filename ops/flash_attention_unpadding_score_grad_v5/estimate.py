@@ -67,7 +67,7 @@ from ops.flash_attention_unpadding_score_grad_v5.launch import kernel_args, laun
 from ops.flash_attention_unpadding_score_grad_v5.sample_l2 import counted_pages
 from ops.flash_attention_unpadding_score_grad_v5.tiling import (BASE, LISTED_WORK_BLOCKS, SYSTEM_WORKSPACE_BYTES,
                                                                 block_dim_override, fag_tiling, run_template, sab_work)
-from ops.flash_attention_unpadding_score_grad_v5.work import count_work
+from ops.flash_attention_unpadding_score_grad_v5.work import aiv_runs, count_work
 
 COMPANIONS = 12  # AI Cores simulated side by side when the subset runs whole (evenly spaced load ranks)
 #: AI Cores simulated side by side when the sections are sampled. Each stands for busy / SAMPLE_CORES cores at that
@@ -195,16 +195,8 @@ def _ranked(work, k: int) -> list[int]:
     return sorted(picked, key=lambda c: (-work.core_sections[c], -work.core_blocks[c], c))
 
 
-def _aiv_runs(work, core: int) -> list[tuple[int, int]]:
-    """[lo, hi) local section ranges of *core*'s runs: one, or (generic, work.core_aiv_split) one per AIV, whose
-    t-th sections share ring step t (tiling.core_steps)."""
-    n = int(work.core_sections[core])
-    split = getattr(work, "core_aiv_split", None)
-    return [(0, n)] if split is None else [(0, int(split[core])), (int(split[core]), n)]
-
-
 def _core_positions(work, core: int, count: int | None, fine: bool = False) -> list[list[int]]:
-    """Global section indices of *core*, per AIV run (_aiv_runs): all of them, or *count* of them shared over
+    """Global section indices of *core*, per AIV run (work.aiv_runs): all of them, or *count* of them shared over
     the runs in proportion to their lengths, each run's with its mix of section classes ((blocks, masked)
     pairs: full, diagonal, edge sections cost differently per block), each class evenly spaced over the run,
     in run order (for the ring, *fine*: the middle member of each of equal strata, and every class once at least,
@@ -212,7 +204,7 @@ def _core_positions(work, core: int, count: int | None, fine: bool = False) -> l
     a generic core's AIVs each work their own run in step: a sample whose runs differ in length or mix has
     one AIV idle while the other is the bottleneck (S 259/3288 N 16/8 D 128 fp32, blockDim 15: the sampled
     cores' busier AIV had 30% more vector cycles per block than in the launch, the estimate +8.3%)."""
-    runs = _aiv_runs(work, core)
+    runs = aiv_runs(work, core)
     n = runs[-1][1]
     if count is None or count >= n:
         return [[core + j * work.block_dim for j in range(lo, hi)] for lo, hi in runs]
@@ -689,7 +681,7 @@ def _main_cycles(problem, til, work, spec, inputs) -> float:
         # in (estimate_plan) and the steady line below prices them
         grown = _step_extension(work, cores, marks, steady, left, til.template in CONTEXT_TEMPLATES)
         return prologue - p_big + max(e_big[j] + grown[j] for j in range(k)) + overhead
-    steps_left = [max(hi - lo for lo, hi in _aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
+    steps_left = [max(hi - lo for lo, hi in aiv_runs(work, c)) - (len(marks[j][0]) if per_step else 0)
                   for j, c in enumerate(cores)]
     grow = left if steady is not None else span  # the steady cost is per size unit, the two runs' per block
     if loaded:
@@ -711,7 +703,7 @@ def _with_run_leads(work, core: int, runs: list[list[int]]) -> list[list[int]]:
     unequal length (one AIV idle in its last step; _core_positions), while generic's leads (the causal ramp, 320
     to 448 fractals against 512) barely shift its phase (helper T's traces: S 4582 N 4/2 D 256 fp32 -0.86 -> -2.74%)."""
     out = []
-    for (lo, hi), picks in zip(_aiv_runs(work, core), runs):
+    for (lo, hi), picks in zip(aiv_runs(work, core), runs):
         if not picks:
             out.append(picks)
             continue
@@ -733,7 +725,7 @@ def _from_run_starts(work, core: int, runs: list[list[int]]) -> list[list[int]]:
     with a 1024-fractal step (263k cycles to the first mark) and its sample with the next one, 289 fractals (127k):
     the latest core 142k early, -5.69%."""
     out = []
-    for (lo, _), picks in zip(_aiv_runs(work, core), runs):
+    for (lo, _), picks in zip(aiv_runs(work, core), runs):
         first = core + lo * work.block_dim
         out.append(picks if not picks or picks[0] == first else [first] + picks)
     return out
@@ -751,8 +743,8 @@ def _step_extension(work, cores: list, marks: list, steady: tuple, span: np.ndar
 
 def _launch_step_sizes(work, core: int) -> np.ndarray:
     """The sizes (as _section_sizes) of *core*'s ring steps in the launch, in order: step t holds the t-th section
-    of each AIV run (_aiv_runs, tiling.core_steps)."""
-    runs = _aiv_runs(work, core)
+    of each AIV run (work.aiv_runs, tiling.core_steps)."""
+    runs = aiv_runs(work, core)
     size = _section_areas(work, core + work.block_dim * np.arange(max(hi for _, hi in runs)))
     return np.array([sum(float(size[lo + t]) for lo, hi in runs if lo + t < hi)
                      for t in range(max(hi - lo for lo, hi in runs))], float)
@@ -1054,7 +1046,7 @@ def _ring_estimate(work, cores, positions, costs, i: int, prologue: float, laten
     fit = _class_fit(np.array(seen_keys, float), np.array(seen_costs, float))
     core, n = cores[i], int(work.core_sections[cores[i]])
     split = getattr(work, "core_aiv_split", None)
-    runs = _aiv_runs(work, core)
+    runs = aiv_runs(work, core)
     scale = min(1.0, RING_SECTIONS / max(n, 1))
     picked = [np.unique(np.linspace(lo, hi - 1, max(1, round((hi - lo) * scale))).round().astype(np.int64))
               if hi > lo else np.zeros(0, np.int64) for lo, hi in runs]

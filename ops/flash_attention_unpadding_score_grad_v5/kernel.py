@@ -1257,12 +1257,11 @@ class KernelFagBasic:
         a, t = self.a, self.t
         if t.template == "basic_bn2":  # the CV block's rows are in UB (SoftmaxGradCv)
             self.sf8 = self.ub["sfmgcv"].Get(F32)[(v.row0 - self.sftRow0) * 8]
-        elif t.tndS1PP:  # computed into this side's sfmg8 before SubGrapA (SfmgTile)
-            self.sf8 = self.ub["sfmg8"].Get(F32)
         else:
             self.sf8 = self.ub["sfmg8"].Get(F32)
-            DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
-                     DataCopyParams(v.rows, 1, t.n1Size - 1, 0))
+            if not t.tndS1PP:  # TND_S1_PP computed them into this side's sfmg8 before SubGrapA (SfmgTile)
+                DataCopy(self.sf8, self.sfmgWs[((a.cuQ[v.b] + v.row0) * t.n1Size + v.n) * 8],
+                         DataCopyParams(v.rows, 1, t.n1Size - 1, 0))
 
     def _pass_done(self):
         """The next pass's copies in wait for this one's copies out (MTE3_MTE2), its vector work too (MTE3_V)."""

@@ -27,7 +27,7 @@ import numpy as np
 from npusim.memory.gm import L2_PAGE_BYTES
 from ops.flash_attention_unpadding_score_grad_v5.kernel import N_CHUNK, l1_cols
 from ops.flash_attention_unpadding_score_grad_v5.tiling import BASE, COL_GROUP, ROW_GROUP
-from ops.flash_attention_unpadding_score_grad_v5.work import _row_intervals
+from ops.flash_attention_unpadding_score_grad_v5.work import row_intervals
 
 F32 = 4
 SLOT_BYTES = BASE * BASE * F32  # one block's slot in a section buffer (KernelFagBasic._slot)
@@ -94,7 +94,7 @@ class _Batches:
                 self.rows.append(None)
                 self.cols.append(None)
                 continue
-            lo, hi, _, _, n2b = _row_intervals(problem, b, sq, skv)
+            lo, hi, _, _, n2b = row_intervals(problem, b, sq, skv)
             r = np.flatnonzero(lo <= hi)
             ncg = bs.col_groups
             row_sec = np.searchsorted(bs.index, (r // ROW_GROUP) * ncg + lo[r] // COL_GROUP)

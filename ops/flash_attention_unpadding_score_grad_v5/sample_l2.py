@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ops.common.cube_tiles import c16
+from ops.flash_attention_unpadding_score_grad_v5.work import aiv_runs
 
 
 def core_regions(til) -> list[tuple[int, int]]:
@@ -68,11 +69,8 @@ def _footprint(work, core: int) -> tuple[tuple, int]:
     """(key, area) of *core*'s section buffers: per AIV run (tiling.core_steps), the block shapes (rows, columns) of
     its CV block of the largest area and the task parities its steps fill (one where it has one step); the area: those
     CV blocks' bytes as fp32 16-aligned tiles, times the parities."""
-    n = int(work.core_sections[core])
-    split = getattr(work, "core_aiv_split", None)
-    runs = [(0, n)] if split is None else [(0, int(split[core])), (int(split[core]), n)]
     key, area = [], 0
-    for lo, hi in runs:
+    for lo, hi in aiv_runs(work, core):
         if hi <= lo:
             continue
         sizes = [(sum(c16(b[4]) * c16(b[5]) for b in sec), sec) for sec in

@@ -34,7 +34,15 @@ class BatchSections:
     col_groups: int
 
 
-def _row_intervals(problem, b: int, sq: int, skv: int):
+def aiv_runs(work, core: int) -> list[tuple[int, int]]:
+    """[lo, hi) local section ranges of *core*'s runs: one, or (generic, work.core_aiv_split) one per AIV, whose
+    t-th sections share ring step t (tiling.core_steps)."""
+    n = int(work.core_sections[core])
+    split = getattr(work, "core_aiv_split", None)
+    return [(0, n)] if split is None else [(0, int(split[core])), (int(split[core]), n)]
+
+
+def row_intervals(problem, b: int, sq: int, skv: int):
     """Per s1 block of batch *b*: kept column blocks [lo, hi] and unmasked ones [ulo, uhi] (empty if lo > hi).
 
     Column block c covers keys j0 = 128 c .. j1 = min(128 c + 127, skv - 1); rows i0 .. i1 likewise.
@@ -126,7 +134,7 @@ def batch_sections(problem, b: int) -> BatchSections:
     if sq == 0 or skv == 0:
         e = np.zeros(0, np.int64)
         return BatchSections(e, e, e, 0)
-    lo, hi, ulo, uhi, n2b = _row_intervals(problem, b, sq, skv)
+    lo, hi, ulo, uhi, n2b = row_intervals(problem, b, sq, skv)
     hull = _hull(lo, hi, _ceil(len(lo), ROW_GROUP))
     kept = _group_counts(lo, hi, n2b, hull)  # the unmasked blocks lie inside the kept ones: the same hull
     plain = _group_counts(ulo, uhi, n2b, hull)

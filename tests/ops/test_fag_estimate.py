@@ -195,7 +195,7 @@ def test_generic_sample_takes_each_aivs_run_in_proportion():
     til, work = estimate_module.estimate_plan(problem, spec, {"blockDim": 15}, True)
     assert til.template == "generic" and work.core_aiv_split is not None
     for core in range(work.block_dim):
-        runs = estimate_module._aiv_runs(work, core)
+        runs = estimate_module.aiv_runs(work, core)
         n = runs[-1][1]
         picked = estimate_module._core_positions(work, core, 17)
         assert sum(map(len, picked)) == min(17, n)
